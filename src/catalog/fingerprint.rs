@@ -1,0 +1,100 @@
+//! Hashes that tell whether a catalog still matches its server: the launch config (without
+//! secrets) and the tool list.
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::config::{ServerConfig, TransportConfig};
+
+/// Hash of what launches the server, as written in the config (before `${VAR}` expansion).
+/// Env and header *values* are left out, so secrets never reach a catalog.
+pub fn config_fingerprint(server: &ServerConfig) -> String {
+    let launch = match &server.transport {
+        TransportConfig::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            json!({"command": command, "args": args, "cwd": cwd, "envKeys": env.keys().collect::<Vec<_>>()})
+        }
+        TransportConfig::Http { url, headers } => {
+            json!({"url": url, "headerKeys": headers.keys().collect::<Vec<_>>()})
+        }
+    };
+    hex_sha256(&launch)
+}
+
+/// SHA-256 of the tools as canonical JSON (object keys sorted), order of tools kept.
+pub fn tools_hash(tools: &[Value]) -> String {
+    hex_sha256(&Value::Array(tools.iter().map(canonical).collect()))
+}
+
+fn canonical(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<_> = map.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), canonical(&map[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
+        other => other.clone(),
+    }
+}
+
+fn hex_sha256(value: &Value) -> String {
+    let digest = Sha256::digest(value.to_string().as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn server(env_value: &str) -> ServerConfig {
+        ServerConfig {
+            name: "s".into(),
+            key: "s".into(),
+            description: None,
+            transport: TransportConfig::Stdio {
+                command: "node".into(),
+                args: vec!["x.js".into()],
+                env: BTreeMap::from([("TOKEN".into(), env_value.into())]),
+                cwd: None,
+            },
+            always_load: false,
+            idle_timeout: crate::config::DEFAULT_IDLE_TIMEOUT,
+            call_timeout: crate::config::DEFAULT_CALL_TIMEOUT,
+            allow_tools: vec![],
+            deny_tools: vec![],
+            max_result_tokens: None,
+        }
+    }
+
+    #[test]
+    fn fingerprint_ignores_secret_values_but_not_launch() {
+        assert_eq!(
+            config_fingerprint(&server("a")),
+            config_fingerprint(&server("b"))
+        );
+        let mut other = server("a");
+        if let TransportConfig::Stdio { args, .. } = &mut other.transport {
+            args.push("--flag".into());
+        }
+        assert_ne!(config_fingerprint(&server("a")), config_fingerprint(&other));
+    }
+
+    #[test]
+    fn tools_hash_ignores_key_order() {
+        let a = vec![serde_json::json!({"name": "x", "description": "d"})];
+        let b: Vec<Value> =
+            vec![serde_json::from_str(r#"{"description": "d", "name": "x"}"#).unwrap()];
+        assert_eq!(tools_hash(&a), tools_hash(&b));
+        assert_ne!(tools_hash(&a), tools_hash(&[]));
+    }
+}

@@ -1,0 +1,239 @@
+//! Catalog files (format v1): one `<server>.json` per upstream holding its `tools/list` as
+//! received, written atomically, plus fingerprints and refresh from a live upstream.
+
+mod fingerprint;
+mod refresh;
+mod tool;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use fingerprint::{config_fingerprint, tools_hash};
+pub use refresh::fetch;
+pub use tool::ToolDef;
+
+/// The catalog format this build writes and the newest it reads.
+pub const FORMAT: u64 = 1;
+
+/// Errors reading or writing catalog files.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("cannot read catalog {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write catalog {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "catalog {path} is not a valid catalog: {message}; re-create it with `meta-server index`"
+    )]
+    Invalid { path: PathBuf, message: String },
+    #[error(
+        "catalog {path} has format {found}, newer than this meta-server reads ({FORMAT}); upgrade meta-server or re-create it with `meta-server index`"
+    )]
+    NewerFormat { path: PathBuf, found: u64 },
+}
+
+/// One server's catalog. Only `format`, `server` and `tools` are required to load.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Catalog {
+    pub format: u64,
+    pub server: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetched_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_fingerprint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_info: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools_hash: Option<String>,
+    /// MCP Tool objects as the server sent them.
+    pub tools: Vec<Value>,
+}
+
+impl Catalog {
+    /// The file that holds `server`'s catalog in `dir`.
+    pub fn path(dir: &Path, server: &str) -> PathBuf {
+        dir.join(format!("{server}.json"))
+    }
+
+    /// Loads one catalog file; `Ok(None)` if it does not exist.
+    pub fn load(path: &Path) -> Result<Option<Self>, CatalogError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(CatalogError::Read {
+                    path: path.to_owned(),
+                    source,
+                });
+            }
+        };
+        Self::parse(path, &text).map(Some)
+    }
+
+    /// Parses catalog text; `path` is only used in errors.
+    pub fn parse(path: &Path, text: &str) -> Result<Self, CatalogError> {
+        let invalid = |message: String| CatalogError::Invalid {
+            path: path.to_owned(),
+            message,
+        };
+        let value: Value = serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        match value.get("format") {
+            Some(Value::Number(n)) => match n.as_u64() {
+                Some(found) if found > FORMAT => {
+                    return Err(CatalogError::NewerFormat {
+                        path: path.to_owned(),
+                        found,
+                    });
+                }
+                Some(found) if found >= 1 => {}
+                _ => return Err(invalid(format!("\"format\" {n} is not a catalog format"))),
+            },
+            Some(_) => return Err(invalid("\"format\" must be a number".into())),
+            None => return Err(invalid("it has no \"format\" key".into())),
+        }
+        serde_json::from_value(value).map_err(|e| invalid(e.to_string()))
+    }
+
+    /// The tools that parse as MCP tools; malformed entries are skipped with a warning.
+    pub fn tool_defs(&self) -> Vec<ToolDef> {
+        self.tools
+            .iter()
+            .filter_map(|raw| match ToolDef::from_json(raw) {
+                Ok(tool) => Some(tool),
+                Err(message) => {
+                    tracing::warn!(server = %self.server, "skipping a tool in the catalog: {message}");
+                    None
+                }
+            })
+            .collect()
+    }
+
+    /// Writes the catalog into `dir` atomically (temp file + rename), owner-only.
+    pub fn write(&self, dir: &Path) -> Result<PathBuf, CatalogError> {
+        let path = Self::path(dir, &self.server);
+        let fail = |source| CatalogError::Write {
+            path: path.clone(),
+            source,
+        };
+        std::fs::create_dir_all(dir).map_err(fail)?;
+        let mut tmp = tempfile::Builder::new()
+            .prefix(&format!(".{}.", self.server))
+            .suffix(".tmp")
+            .tempfile_in(dir)
+            .map_err(fail)?;
+        let mut text = serde_json::to_string_pretty(self).expect("catalog serializes");
+        text.push('\n');
+        tmp.write_all(text.as_bytes()).map_err(fail)?;
+        tmp.as_file().sync_all().map_err(fail)?;
+        tmp.persist(&path).map_err(|e| fail(e.error))?;
+        Ok(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn sample() -> Catalog {
+        let tools = vec![json!({
+            "name": "echo",
+            "description": "Echoes back the input",
+            "inputSchema": {"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]},
+            "x-extra": {"kept": true}
+        })];
+        Catalog {
+            format: FORMAT,
+            server: "everything".into(),
+            fetched_at: Some("2026-11-29T12:00:00Z".into()),
+            config_fingerprint: Some("abc".into()),
+            protocol_version: Some("2025-11-25".into()),
+            server_info: Some(json!({"name": "everything", "version": "2.0.0"})),
+            instructions: None,
+            tools_hash: Some(tools_hash(&tools)),
+            tools,
+        }
+    }
+
+    #[test]
+    fn round_trip_keeps_everything_including_unknown_tool_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = sample();
+        let path = catalog.write(dir.path()).unwrap();
+        assert_eq!(path, dir.path().join("everything.json"));
+        let loaded = Catalog::load(&path).unwrap().unwrap();
+        assert_eq!(loaded, catalog);
+        assert_eq!(loaded.tools[0]["x-extra"]["kept"], true);
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "no temp file left behind");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o077, 0, "catalog is owner-only, mode {mode:o}");
+        }
+    }
+
+    #[test]
+    fn minimal_catalog_from_another_program_loads() {
+        let text = r#"{"format": 1, "server": "x", "tools": [{"name": "a", "inputSchema": {"type": "object"}}, {"bad": 1}]}"#;
+        let catalog = Catalog::parse(Path::new("x.json"), text).unwrap();
+        let tools = catalog.tool_defs();
+        assert_eq!(tools.len(), 1, "the malformed tool is skipped");
+        assert_eq!(tools[0].name, "a");
+    }
+
+    #[test]
+    fn newer_format_is_a_clear_error() {
+        let text = r#"{"format": 2, "server": "x", "tools": [], "somethingNew": {}}"#;
+        let err = Catalog::parse(Path::new("/c/x.json"), text).unwrap_err();
+        assert!(matches!(err, CatalogError::NewerFormat { found: 2, .. }));
+        let msg = err.to_string();
+        assert!(
+            msg.contains("/c/x.json") && msg.contains("upgrade"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn broken_catalogs_are_errors_not_panics() {
+        for text in [
+            "",
+            "{",
+            "[]",
+            r#"{"server": "x", "tools": []}"#,
+            r#"{"format": "1", "server": "x", "tools": []}"#,
+            r#"{"format": 1, "tools": []}"#,
+            r#"{"format": 0, "server": "x", "tools": []}"#,
+        ] {
+            let err = Catalog::parse(Path::new("c.json"), text).unwrap_err();
+            assert!(
+                matches!(err, CatalogError::Invalid { .. }),
+                "{text}: {err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn missing_file_is_none() {
+        assert!(
+            Catalog::load(Path::new("/nonexistent/x.json"))
+                .unwrap()
+                .is_none()
+        );
+    }
+}

@@ -1,0 +1,31 @@
+//! Building a fresh catalog from a live upstream.
+
+use std::time::SystemTime;
+
+use crate::config::ServerConfig;
+use crate::upstream::{Manager, UpstreamError};
+
+use super::{Catalog, FORMAT, config_fingerprint, tools_hash};
+
+/// Connects `server` (if needed), pages through its whole `tools/list` and returns its catalog.
+pub async fn fetch(manager: &Manager, server: &ServerConfig) -> Result<Catalog, UpstreamError> {
+    let (tools, conn) = manager.list_tools(&server.name).await?;
+    let info = conn.server_info();
+    let tools: Vec<serde_json::Value> = tools
+        .iter()
+        .map(|t| serde_json::to_value(t).expect("tool serializes"))
+        .collect();
+    Ok(Catalog {
+        format: FORMAT,
+        server: server.name.clone(),
+        fetched_at: Some(humantime::format_rfc3339_seconds(SystemTime::now()).to_string()),
+        config_fingerprint: Some(config_fingerprint(server)),
+        protocol_version: info.as_ref().map(|i| i.protocol_version.to_string()),
+        server_info: info
+            .as_ref()
+            .and_then(|i| serde_json::to_value(&i.server_info).ok()),
+        instructions: info.and_then(|i| i.instructions.clone()),
+        tools_hash: Some(tools_hash(&tools)),
+        tools,
+    })
+}

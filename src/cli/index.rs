@@ -1,0 +1,176 @@
+//! `meta-server index`: connect each server, list its tools, write its catalog, disconnect.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use futures::StreamExt;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+
+use crate::catalog;
+use crate::config::{ServerConfig, Settings};
+use crate::upstream::Manager;
+
+/// Build catalogs: connect each configured server, page through tools/list, write
+/// <catalog-dir>/<server>.json atomically, then stop the server.
+///
+/// Servers are indexed a few at a time (metaServer.indexConcurrency, default 4), each within its
+/// timeoutSecs. One failing server does not stop the others. Exit code: 0 when all succeeded,
+/// 2 when some failed.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Index only this server (repeatable). Default: every enabled server.
+    #[arg(long = "server", value_name = "NAME")]
+    servers: Vec<String>,
+
+    /// Print the summary as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Outcome {
+    server: String,
+    ok: bool,
+    tools: usize,
+    millis: u128,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    catalog: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
+    let chosen: Vec<&ServerConfig> = if args.servers.is_empty() {
+        settings.servers.iter().collect()
+    } else {
+        let mut chosen = Vec::new();
+        for name in &args.servers {
+            match settings
+                .servers
+                .iter()
+                .find(|s| &s.name == name || &s.key == name)
+            {
+                Some(s) => chosen.push(s),
+                None => bail!(
+                    "no server \"{name}\" in {}; configured: {}",
+                    settings.source.display(),
+                    names(&settings)
+                ),
+            }
+        }
+        chosen
+    };
+    if chosen.is_empty() {
+        bail!(
+            "{} configures no enabled servers",
+            settings.source.display()
+        );
+    }
+    let manager = Manager::new(&settings.servers);
+    let bar = progress(chosen.len(), args.json);
+    let mut outcomes: Vec<Outcome> = futures::stream::iter(chosen)
+        .map(|server| {
+            let manager = manager.clone();
+            let bar = bar.clone();
+            let dir = settings.catalog_dir.clone();
+            async move {
+                let started = Instant::now();
+                let result = match catalog::fetch(&manager, server).await {
+                    Ok(catalog) => catalog
+                        .write(&dir)
+                        .map(|path| (catalog.tools.len(), path))
+                        .map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                };
+                manager.disconnect(&server.name).await;
+                bar.inc(1);
+                bar.set_message(server.name.clone());
+                let millis = started.elapsed().as_millis();
+                match result {
+                    Ok((tools, path)) => Outcome {
+                        server: server.name.clone(),
+                        ok: true,
+                        tools,
+                        millis,
+                        catalog: Some(path.display().to_string()),
+                        error: None,
+                    },
+                    Err(error) => Outcome {
+                        server: server.name.clone(),
+                        ok: false,
+                        tools: 0,
+                        millis,
+                        catalog: None,
+                        error: Some(error),
+                    },
+                }
+            }
+        })
+        .buffer_unordered(settings.index_concurrency)
+        .collect()
+        .await;
+    bar.finish_and_clear();
+    manager.shutdown().await;
+    outcomes.sort_by(|a, b| a.server.cmp(&b.server));
+    report(&outcomes, &settings, args.json)?;
+    let failed = outcomes.iter().filter(|o| !o.ok).count();
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
+}
+
+fn names(settings: &Settings) -> String {
+    settings
+        .servers
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn progress(len: usize, json: bool) -> ProgressBar {
+    if json || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(len as u64).with_style(
+        ProgressStyle::with_template("{spinner} indexing [{bar:30}] {pos}/{len} {msg}")
+            .expect("progress template")
+            .progress_chars("=> "),
+    );
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
+
+#[allow(clippy::print_stdout)]
+fn report(outcomes: &[Outcome], settings: &Settings, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(outcomes)?);
+        return Ok(());
+    }
+    let width = outcomes
+        .iter()
+        .map(|o| o.server.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    println!("{:width$}  {:>5}  {:>7}  result", "server", "tools", "time");
+    for o in outcomes {
+        let time = format!("{:.1}s", o.millis as f64 / 1000.0);
+        let result = o.error.as_deref().unwrap_or("ok");
+        println!("{:width$}  {:>5}  {:>7}  {result}", o.server, o.tools, time);
+    }
+    let ok = outcomes.iter().filter(|o| o.ok).count();
+    let tools: usize = outcomes.iter().map(|o| o.tools).sum();
+    println!(
+        "{ok}/{} servers indexed, {tools} tools, catalogs in {}",
+        outcomes.len(),
+        settings.catalog_dir.display()
+    );
+    Ok(())
+}

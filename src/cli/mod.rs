@@ -1,0 +1,84 @@
+//! Command-line interface: one subcommand per file. The clap doc comments are the help text.
+
+mod index;
+mod search;
+mod serve;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use crate::config::{Settings, default_config_path};
+
+/// One MCP entry in front of all your MCP servers.
+///
+/// meta-server reads the mcpServers config your client already uses, keeps a catalog of every
+/// server's tools, and shows the client three tools instead of hundreds: search_tools,
+/// get_tool_details and call_tool. Upstream servers start only when one of their tools is called.
+#[derive(Parser, Debug)]
+#[command(name = "meta-server", version, propagate_version = true)]
+pub struct Cli {
+    /// Config file: mcpServers JSON as Claude Desktop, Cursor and Claude Code write it, or
+    /// VS Code's "servers" shape. Default: ~/.config/meta-server/config.json.
+    #[arg(long, global = true, env = "META_SERVER_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Where catalogs are kept. Default: metaServer.catalogDir in the config, else
+    /// ~/.local/share/meta-server/catalogs.
+    #[arg(
+        long,
+        global = true,
+        env = "META_SERVER_CATALOG_DIR",
+        value_name = "DIR"
+    )]
+    pub catalog_dir: Option<PathBuf>,
+
+    /// More log output on stderr (-v info, -vv debug). META_SERVER_LOG takes a full filter.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    Serve(serve::Args),
+    Index(index::Args),
+    Search(search::Args),
+}
+
+/// Logs go to stderr only: stdout belongs to the MCP protocol.
+pub fn init_logging(cli: &Cli) {
+    let default = match cli.verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("META_SERVER_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}
+
+/// Runs the chosen subcommand on a multi-threaded runtime.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let config = cli.config.clone().unwrap_or_else(default_config_path);
+    let settings = Settings::load(&config, cli.catalog_dir.clone())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Serve(args) => serve::run(settings, args).await,
+            Command::Index(args) => index::run(settings, args).await,
+            Command::Search(args) => search::run(settings, args),
+        }
+    })
+}

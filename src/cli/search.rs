@@ -1,0 +1,62 @@
+//! `meta-server search`: the same search as `search_tools`, from the catalogs, starting nothing.
+
+use std::process::ExitCode;
+
+use serde_json::json;
+
+use crate::config::Settings;
+use crate::server::{Library, State};
+
+/// Search the catalogs the way search_tools does, without starting any server.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// What the tool should do, or its name.
+    query: String,
+
+    /// Maximum number of results (1-50).
+    #[arg(long, default_value_t = 8)]
+    limit: usize,
+
+    /// Only search this server's tools.
+    #[arg(long)]
+    server: Option<String>,
+
+    /// Print the structured result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[allow(clippy::print_stdout)]
+pub fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
+    let (library, report) = Library::load(&settings)?;
+    for warning in &report.warnings {
+        eprintln!("warning: {warning}");
+    }
+    if !report.missing.is_empty() {
+        eprintln!(
+            "note: no catalog yet for {}; run `meta-server index` to make them searchable",
+            report.missing.join(", ")
+        );
+    }
+    let state = State::new(settings, library);
+    let mut request = json!({"query": args.query, "limit": args.limit});
+    if let Some(server) = args.server {
+        request["server"] = server.into();
+    }
+    let result = crate::server::search(&state, request);
+    let text = result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+        .collect::<String>();
+    if result.is_error == Some(true) {
+        anyhow::bail!("{text}");
+    }
+    if args.json {
+        let structured = result.structured_content.unwrap_or_default();
+        println!("{}", serde_json::to_string_pretty(&structured)?);
+    } else {
+        print!("{text}");
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,59 @@
+//! `${VAR}` and `${VAR:-default}` expansion, as Claude Code does it in `.mcp.json`.
+
+/// Expands every `${VAR}` / `${VAR:-default}` in `text`; a `$` not followed by `{` stays as is.
+///
+/// Returns the name of the first variable that is unset and has no default.
+pub fn expand(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            out.push_str(&rest[start..]);
+            return Ok(out);
+        };
+        let inner = &after[..end];
+        let (name, default) = match inner.split_once(":-") {
+            Some((name, default)) => (name, Some(default)),
+            None => (inner, None),
+        };
+        match lookup(name).filter(|v| !v.is_empty() || default.is_none()) {
+            Some(value) => out.push_str(&value),
+            None => match default {
+                Some(default) => out.push_str(default),
+                None => return Err(name.to_owned()),
+            },
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "HOME" => Some("/home/u".into()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn expands_set_default_and_literal() {
+        assert_eq!(expand("${HOME}/x", &env).unwrap(), "/home/u/x");
+        assert_eq!(expand("${NOPE:-7}", &env).unwrap(), "7");
+        assert_eq!(expand("${EMPTY:-d}", &env).unwrap(), "d");
+        assert_eq!(expand("${EMPTY}", &env).unwrap(), "");
+        assert_eq!(expand("cost $5 ${", &env).unwrap(), "cost $5 ${");
+        assert_eq!(
+            expand("a${HOME}b${HOME}", &env).unwrap(),
+            "a/home/ub/home/u"
+        );
+        assert_eq!(expand("${NOPE}", &env).unwrap_err(), "NOPE");
+    }
+}

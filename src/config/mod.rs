@@ -1,0 +1,296 @@
+//! Configuration: the `mcpServers` JSON that clients already use, resolved once into [`Settings`].
+//!
+//! Everything is checked before any I/O happens elsewhere; every error names the file, the server
+//! and the key, and says what to do.
+
+mod expand;
+mod parse;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use expand::expand;
+
+/// Idle time after which an unused upstream is stopped.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// Time a single upstream call may take.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// How many servers `index` connects at once.
+pub const DEFAULT_INDEX_CONCURRENCY: usize = 4;
+/// Server name reserved for meta-server's own built-in tools.
+pub const RESERVED_SERVER: &str = "meta";
+
+/// Errors in reading or checking the configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "no config file at {path}; pass --config FILE or set META_SERVER_CONFIG (the mcpServers JSON of Claude Desktop, Cursor, Claude Code or VS Code works as is)"
+    )]
+    NotFound { path: PathBuf },
+    #[error("config {path} is not valid JSON at line {line}, column {column}: {message}")]
+    Syntax {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("config {path}: {location}: {message}")]
+    Invalid {
+        path: PathBuf,
+        location: String,
+        message: String,
+    },
+    #[error(
+        "server \"{server}\": {key} uses ${{{var}}}, which is not set; export {var} or write ${{{var}:-default}}"
+    )]
+    MissingVar {
+        server: String,
+        key: String,
+        var: String,
+    },
+}
+
+/// Checked settings for one run: global options plus the registry of upstream servers.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The config file these settings came from.
+    pub source: PathBuf,
+    /// Where catalogs are read and written.
+    pub catalog_dir: PathBuf,
+    /// How many servers `index` connects at once.
+    pub index_concurrency: usize,
+    /// Enabled servers, sorted by name.
+    pub servers: Vec<ServerConfig>,
+}
+
+impl Settings {
+    /// Reads and checks `path`; `catalog_dir` (flag or environment) overrides the file's choice.
+    pub fn load(path: &Path, catalog_dir: Option<PathBuf>) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| match source.kind() {
+            std::io::ErrorKind::NotFound => ConfigError::NotFound {
+                path: path.to_owned(),
+            },
+            _ => ConfigError::Read {
+                path: path.to_owned(),
+                source,
+            },
+        })?;
+        let mut settings = parse::parse(path, &text)?;
+        if let Some(dir) = catalog_dir {
+            settings.catalog_dir = dir;
+        }
+        Ok(settings)
+    }
+
+    /// The server with this name (the identifier used in qualified tool names).
+    pub fn server(&self, name: &str) -> Option<&ServerConfig> {
+        self.servers.iter().find(|s| s.name == name)
+    }
+}
+
+/// The default config file: `$XDG_CONFIG_HOME/meta-server/config.json` or the platform equivalent.
+pub fn default_config_path() -> PathBuf {
+    dirs::config_dir()
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join("meta-server")
+        .join("config.json")
+}
+
+/// The default catalog directory: `$XDG_DATA_HOME/meta-server/catalogs` or the platform equivalent.
+pub fn default_catalog_dir() -> PathBuf {
+    dirs::data_dir()
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join("meta-server")
+        .join("catalogs")
+}
+
+/// One upstream server as configured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    /// Identifier used in qualified names (`<name>__<tool>`): the config key, made name-safe.
+    pub name: String,
+    /// The config key as the user wrote it, for display.
+    pub key: String,
+    pub description: Option<String>,
+    pub transport: TransportConfig,
+    pub always_load: bool,
+    pub idle_timeout: Duration,
+    pub call_timeout: Duration,
+    pub allow_tools: Vec<String>,
+    pub deny_tools: Vec<String>,
+    pub max_result_tokens: Option<u64>,
+}
+
+/// How to reach a server. Values may hold `${VAR}` references, expanded by [`ServerConfig::launch`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum TransportConfig {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<String>,
+    },
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+}
+
+/// A transport with every `${VAR}` expanded: what is actually launched. Never persisted.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Launch {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<PathBuf>,
+    },
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+}
+
+impl ServerConfig {
+    /// Expands `${VAR}` and `${VAR:-default}` from the process environment.
+    pub fn launch(&self) -> Result<Launch, ConfigError> {
+        self.launch_with(&|var| std::env::var(var).ok())
+    }
+
+    /// Like [`Self::launch`], with the variable lookup given.
+    pub fn launch_with(
+        &self,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Launch, ConfigError> {
+        let ex = |key: &str, value: &str| {
+            expand(value, lookup).map_err(|var| ConfigError::MissingVar {
+                server: self.key.clone(),
+                key: key.to_owned(),
+                var,
+            })
+        };
+        Ok(match &self.transport {
+            TransportConfig::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => Launch::Stdio {
+                command: ex("command", command)?,
+                args: args
+                    .iter()
+                    .map(|a| ex("args", a))
+                    .collect::<Result<_, _>>()?,
+                env: env
+                    .iter()
+                    .map(|(k, v)| Ok((k.clone(), ex(&format!("env.{k}"), v)?)))
+                    .collect::<Result<_, ConfigError>>()?,
+                cwd: cwd
+                    .as_deref()
+                    .map(|c| ex("cwd", c))
+                    .transpose()?
+                    .map(PathBuf::from),
+            },
+            TransportConfig::Http { url, headers } => Launch::Http {
+                url: ex("url", url)?,
+                headers: headers
+                    .iter()
+                    .map(|(k, v)| Ok((k.clone(), ex(&format!("headers.{k}"), v)?)))
+                    .collect::<Result<_, ConfigError>>()?,
+            },
+        })
+    }
+}
+
+/// Turns a config key into a name-safe identifier: characters outside `[A-Za-z0-9_.-]` become `-`.
+///
+/// Errors when the result is empty, reserved, or contains `__` (the qualified-name separator).
+pub fn server_identifier(key: &str) -> Result<String, String> {
+    let mut id = String::with_capacity(key.len());
+    for c in key.trim().chars() {
+        let c = if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+            c
+        } else {
+            '-'
+        };
+        if !(c == '-' && id.ends_with('-')) {
+            id.push(c);
+        }
+    }
+    let id = id.trim_matches('-').to_owned();
+    if id.is_empty() {
+        return Err("the server name has no letters or digits; rename it".into());
+    }
+    if id.contains("__") {
+        return Err(format!(
+            "the server name \"{key}\" contains \"__\", which separates server and tool in qualified names; rename it"
+        ));
+    }
+    if id.len() > 64 {
+        return Err(format!(
+            "the server name \"{key}\" is longer than 64 characters; shorten it"
+        ));
+    }
+    if id == RESERVED_SERVER {
+        return Err(format!(
+            "the server name \"{RESERVED_SERVER}\" is reserved for meta-server's own tools; rename it"
+        ));
+    }
+    Ok(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifiers_are_name_safe_and_deterministic() {
+        assert_eq!(
+            server_identifier("Ant Design Components").unwrap(),
+            "Ant-Design-Components"
+        );
+        assert_eq!(server_identifier("github").unwrap(), "github");
+        assert_eq!(server_identifier("a/b: c").unwrap(), "a-b-c");
+        assert_eq!(server_identifier("my_server.v2").unwrap(), "my_server.v2");
+        assert!(server_identifier("a__b").unwrap_err().contains("__"));
+        assert!(server_identifier("meta").unwrap_err().contains("reserved"));
+        assert!(server_identifier("  ").is_err());
+        assert!(server_identifier("!!!").is_err());
+    }
+
+    #[test]
+    fn launch_expands_variables_and_names_missing_ones() {
+        let server = ServerConfig {
+            name: "gh".into(),
+            key: "gh".into(),
+            description: None,
+            transport: TransportConfig::Http {
+                url: "http://127.0.0.1:${PORT:-8080}/mcp".into(),
+                headers: BTreeMap::from([("Authorization".into(), "Bearer ${TOKEN}".into())]),
+            },
+            always_load: false,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+            allow_tools: vec![],
+            deny_tools: vec![],
+            max_result_tokens: None,
+        };
+        let lookup = |v: &str| (v == "TOKEN").then(|| "s3cret".to_owned());
+        let Launch::Http { url, headers } = server.launch_with(&lookup).unwrap() else {
+            panic!("expected http");
+        };
+        assert_eq!(url, "http://127.0.0.1:8080/mcp");
+        assert_eq!(headers["Authorization"], "Bearer s3cret");
+        let err = server.launch_with(&|_| None).unwrap_err().to_string();
+        assert!(
+            err.contains("TOKEN") && err.contains("headers.Authorization"),
+            "{err}"
+        );
+    }
+}

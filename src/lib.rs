@@ -1,0 +1,12 @@
+//! meta-server: one MCP entry in front of many MCP servers.
+//!
+//! Clients see three fixed meta-tools (`search_tools`, `get_tool_details`, `call_tool`); the
+//! tools of every configured upstream live in a persisted catalog, searched with BM25, and
+//! upstreams are started only when one of their tools is called. See `ARCHITECTURE.md`.
+
+pub mod catalog;
+pub mod cli;
+pub mod config;
+pub mod search;
+pub mod server;
+pub mod upstream;

@@ -1,0 +1,160 @@
+//! The identifier-aware tokenizer: splits snake_case, camelCase, kebab-case, dotted names and
+//! letter/digit boundaries into words; CJK characters become one token each.
+
+use tantivy::tokenizer::{Token, TokenStream, Tokenizer};
+
+/// Byte ranges of the words in `text`.
+///
+/// `getWeatherForecast`, `get_weather_forecast` and `get-weather.forecast` all give
+/// `get`, `Weather`/`weather`, `Forecast`/`forecast`; `HTTPServer2` gives `HTTP`, `Server`, `2`.
+pub fn split_words(text: &str) -> Vec<(usize, usize)> {
+    let mut words = Vec::new();
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let mut start: Option<usize> = None;
+    for (i, &(pos, c)) in chars.iter().enumerate() {
+        if is_cjk(c) {
+            if let Some(s) = start.take() {
+                words.push((s, pos));
+            }
+            words.push((pos, pos + c.len_utf8()));
+            continue;
+        }
+        if !c.is_alphanumeric() {
+            if let Some(s) = start.take() {
+                words.push((s, pos));
+            }
+            continue;
+        }
+        if let Some(s) = start {
+            let prev = chars[i - 1].1;
+            let next = chars.get(i + 1).map(|&(_, n)| n);
+            let boundary = (prev.is_lowercase() && c.is_uppercase())
+                || (prev.is_uppercase()
+                    && c.is_uppercase()
+                    && next.is_some_and(char::is_lowercase))
+                || (prev.is_alphabetic() && c.is_numeric())
+                || (prev.is_numeric() && c.is_alphabetic());
+            if boundary {
+                words.push((s, pos));
+                start = Some(pos);
+            }
+        } else {
+            start = Some(pos);
+        }
+    }
+    if let Some(s) = start {
+        words.push((s, text.len()));
+    }
+    words
+}
+
+/// Han, kana and hangul: scripts written without spaces between words.
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x3040..=0x30FF      // hiragana, katakana
+        | 0x3400..=0x4DBF    // CJK extension A
+        | 0x4E00..=0x9FFF    // CJK unified ideographs
+        | 0xAC00..=0xD7AF    // hangul syllables
+        | 0xF900..=0xFAFF    // CJK compatibility ideographs
+        | 0x20000..=0x2FFFF) // CJK extensions B and later
+}
+
+/// Splits the query the way documents are split, so `getIssue` matches `get_issue`.
+pub fn words_of(text: &str) -> String {
+    split_words(text)
+        .into_iter()
+        .map(|(s, e)| &text[s..e])
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// tantivy adapter over [`split_words`].
+#[derive(Clone, Default)]
+pub struct IdentTokenizer;
+
+pub struct IdentTokenStream {
+    tokens: Vec<Token>,
+    next: usize,
+}
+
+impl Tokenizer for IdentTokenizer {
+    type TokenStream<'a> = IdentTokenStream;
+
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> IdentTokenStream {
+        let tokens = split_words(text)
+            .into_iter()
+            .enumerate()
+            .map(|(position, (from, to))| Token {
+                offset_from: from,
+                offset_to: to,
+                position,
+                text: text[from..to].to_owned(),
+                position_length: 1,
+            })
+            .collect();
+        IdentTokenStream { tokens, next: 0 }
+    }
+}
+
+impl TokenStream for IdentTokenStream {
+    fn advance(&mut self) -> bool {
+        self.next += 1;
+        self.next <= self.tokens.len()
+    }
+
+    fn token(&self) -> &Token {
+        &self.tokens[self.next - 1]
+    }
+
+    fn token_mut(&mut self) -> &mut Token {
+        &mut self.tokens[self.next - 1]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(text: &str) -> Vec<&str> {
+        split_words(text)
+            .into_iter()
+            .map(|(s, e)| &text[s..e])
+            .collect()
+    }
+
+    #[test]
+    fn splits_identifier_styles() {
+        assert_eq!(words("getWeatherForecast"), ["get", "Weather", "Forecast"]);
+        assert_eq!(
+            words("get_weather_forecast"),
+            ["get", "weather", "forecast"]
+        );
+        assert_eq!(words("list-pull-requests"), ["list", "pull", "requests"]);
+        assert_eq!(words("HTTPServerStatus"), ["HTTP", "Server", "Status"]);
+        assert_eq!(words("searchRepos2"), ["search", "Repos", "2"]);
+        assert_eq!(words("everything__get-sum"), ["everything", "get", "sum"]);
+        assert_eq!(words("fs.read_text_file"), ["fs", "read", "text", "file"]);
+        assert_eq!(words("  "), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn cjk_characters_are_separate_tokens() {
+        assert_eq!(words("读取文件 file"), ["读", "取", "文", "件", "file"]);
+        assert_eq!(
+            words("ファイルを読む"),
+            ["フ", "ァ", "イ", "ル", "を", "読", "む"]
+        );
+        assert_eq!(words("café résumé"), ["café", "résumé"]);
+    }
+
+    #[test]
+    fn token_stream_yields_every_word() {
+        let mut tok = IdentTokenizer;
+        let mut stream = tok.token_stream("readTextFile");
+        let mut seen = Vec::new();
+        while stream.advance() {
+            seen.push(stream.token().text.clone());
+        }
+        assert_eq!(seen, ["read", "Text", "File"]);
+    }
+}

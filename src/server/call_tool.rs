@@ -1,0 +1,76 @@
+//! `call_tool`: validate arguments against the tool's schema, connect its server if needed,
+//! forward the call and pass the upstream result through.
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use super::State;
+use super::definitions::{CALL_TOOL, definitions};
+use super::reply::{self, Reply};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    name: String,
+    #[serde(default)]
+    arguments: Option<Map<String, Value>>,
+}
+
+/// Schema errors listed in one error result.
+const MAX_SCHEMA_ERRORS: usize = 10;
+
+pub(super) async fn run(state: &State, args: Value, cancelled: CancellationToken) -> Reply {
+    let args: Args = match reply::parse_args(CALL_TOOL, args) {
+        Ok(args) => args,
+        Err(e) => return reply::error(e),
+    };
+    if definitions().iter().any(|t| t.name == args.name) {
+        return reply::error(format!(
+            "\"{}\" is a meta-tool: call it directly, not through call_tool",
+            args.name
+        ));
+    }
+    let library = state.library();
+    let Some(entry) = library.get(&args.name).cloned() else {
+        let suggestions = library.suggestions(&args.name, 3);
+        let mut message = format!("unknown tool \"{}\".", args.name);
+        if !suggestions.is_empty() {
+            message.push_str(&format!(" Did you mean: {}?", suggestions.join(", ")));
+        }
+        message.push_str(" Use search_tools to find tools; names are <server>__<tool>.");
+        return reply::error(message);
+    };
+    drop(library);
+    let arguments = args.arguments.unwrap_or_default();
+    if let Some(validator) = entry.validator() {
+        let instance = Value::Object(arguments.clone());
+        let problems: Vec<String> = validator
+            .iter_errors(&instance)
+            .take(MAX_SCHEMA_ERRORS)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                format!("- {}: {e}", if at.is_empty() { "arguments" } else { &at })
+            })
+            .collect();
+        if !problems.is_empty() {
+            return reply::error(format!(
+                "arguments for {} do not match its input schema:\n{}\nSee get_tool_details {{\"names\": [\"{}\"]}} for the schema.",
+                entry.qualified,
+                problems.join("\n"),
+                entry.qualified
+            ));
+        }
+    }
+    let call = state
+        .manager
+        .call_tool(&entry.server, &entry.def.name, Some(arguments));
+    // Dropping the upstream call on client cancellation forwards notifications/cancelled.
+    tokio::select! {
+        result = call => match result {
+            Ok(result) => result,
+            Err(e) => reply::error(e.to_string()),
+        },
+        () = cancelled.cancelled() => reply::error("cancelled by the client"),
+    }
+}

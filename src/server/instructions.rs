@@ -1,0 +1,70 @@
+//! The `initialize` instructions: a short, deterministic overview of the configured servers,
+//! fixed for the life of the process.
+
+use super::Library;
+use crate::config::Settings;
+
+/// Upper bound on the overview, in characters.
+const MAX_CHARS: usize = 2000;
+/// Upper bound on one server's line.
+const LINE_CHARS: usize = 120;
+
+pub(super) fn overview(settings: &Settings, library: &Library) -> String {
+    let mut text = String::from(
+        "Tools of the MCP servers below are reached through three tools. search_tools finds tools by what they do; \
+         get_tool_details shows a tool's full input schema; call_tool runs it by its qualified name <server>__<tool>. \
+         Search first instead of guessing names.\n\nServers:\n",
+    );
+    let lines: Vec<String> = settings
+        .servers
+        .iter()
+        .map(|server| {
+            let catalog = library.catalogs.get(&server.name);
+            let about = server
+                .description
+                .clone()
+                .or_else(|| {
+                    catalog
+                        .and_then(|c| c.instructions.as_deref())
+                        .and_then(|i| i.lines().find(|l| !l.trim().is_empty()))
+                        .map(str::to_owned)
+                })
+                .or_else(|| {
+                    catalog
+                        .and_then(|c| c.server_info.as_ref())
+                        .and_then(|i| i.get("title").or_else(|| i.get("name")))
+                        .and_then(|v| v.as_str())
+                        .map(str::to_owned)
+                });
+            let tools = catalog.map_or("not indexed yet".to_owned(), |c| {
+                format!("{} tools", c.tools.len())
+            });
+            let line = match about {
+                Some(about) => format!("- {}: {} ({tools})", server.name, about.trim()),
+                None => format!("- {} ({tools})", server.name),
+            };
+            clip(&line, LINE_CHARS)
+        })
+        .collect();
+    for (i, line) in lines.iter().enumerate() {
+        if text.len() + line.len() + 60 > MAX_CHARS {
+            text.push_str(&format!(
+                "- … and {} more (search_tools finds their tools)\n",
+                lines.len() - i
+            ));
+            break;
+        }
+        text.push_str(line);
+        text.push('\n');
+    }
+    text.trim_end().to_owned()
+}
+
+fn clip(line: &str, max: usize) -> String {
+    if line.chars().count() <= max {
+        line.to_owned()
+    } else {
+        let cut: String = line.chars().take(max - 1).collect();
+        format!("{cut}…")
+    }
+}

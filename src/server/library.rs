@@ -1,0 +1,231 @@
+//! The searchable set of upstream tools: catalogs of the configured servers, keyed by qualified
+//! name, with the search index over them. Immutable; rebuilt and swapped when catalogs change.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+
+use serde_json::Value;
+
+use crate::catalog::{Catalog, CatalogError, ToolDef};
+use crate::config::{ServerConfig, Settings};
+use crate::search::{SearchError, SearchIndex, ToolDoc};
+
+/// Separator between server and tool in a qualified name.
+pub const SEPARATOR: &str = "__";
+
+/// One upstream tool as the client sees it.
+pub struct Entry {
+    /// `<server>__<tool>`, valid as an MCP tool name.
+    pub qualified: String,
+    pub server: String,
+    pub def: ToolDef,
+    validator: OnceLock<Option<jsonschema::Validator>>,
+}
+
+impl Entry {
+    /// The compiled input schema; `None` if the upstream's schema does not compile.
+    pub fn validator(&self) -> Option<&jsonschema::Validator> {
+        self.validator
+            .get_or_init(|| {
+                let schema = Value::Object(self.def.input_schema.clone());
+                jsonschema::validator_for(&schema)
+                    .inspect_err(|e| {
+                        tracing::warn!(tool = %self.qualified, "input schema does not compile, arguments go unchecked: {e}");
+                    })
+                    .ok()
+            })
+            .as_ref()
+    }
+}
+
+/// What loading the catalogs found.
+#[derive(Default)]
+pub struct LoadReport {
+    /// Servers with no usable catalog: to be indexed.
+    pub missing: Vec<String>,
+    /// Problems worth telling the user (corrupt or newer catalogs).
+    pub warnings: Vec<String>,
+}
+
+/// All tools of the configured servers that have catalogs.
+pub struct Library {
+    pub entries: BTreeMap<String, Arc<Entry>>,
+    pub catalogs: BTreeMap<String, Catalog>,
+    pub index: SearchIndex,
+}
+
+impl Library {
+    /// Loads the catalog of every configured server from the catalog dir.
+    pub fn load(settings: &Settings) -> Result<(Self, LoadReport), SearchError> {
+        let mut report = LoadReport::default();
+        let mut catalogs = BTreeMap::new();
+        for server in &settings.servers {
+            match Catalog::load(&Catalog::path(&settings.catalog_dir, &server.name)) {
+                Ok(Some(catalog)) => {
+                    catalogs.insert(server.name.clone(), catalog);
+                }
+                Ok(None) => report.missing.push(server.name.clone()),
+                Err(e @ CatalogError::NewerFormat { .. }) => report.warnings.push(e.to_string()),
+                Err(e) => {
+                    report
+                        .warnings
+                        .push(format!("{e}; it will be indexed again"));
+                    report.missing.push(server.name.clone());
+                }
+            }
+        }
+        Ok((Self::build(&settings.servers, catalogs)?, report))
+    }
+
+    /// Builds entries and the index from `catalogs` (one per server name).
+    pub fn build(
+        servers: &[ServerConfig],
+        catalogs: BTreeMap<String, Catalog>,
+    ) -> Result<Self, SearchError> {
+        let mut entries = BTreeMap::new();
+        let mut docs = Vec::new();
+        for server in servers {
+            let Some(catalog) = catalogs.get(&server.name) else {
+                continue;
+            };
+            for def in catalog.tool_defs() {
+                if !allowed(server, &def.name) {
+                    continue;
+                }
+                let qualified = qualified_name(&server.name, &def.name);
+                if entries.contains_key(&qualified) {
+                    tracing::warn!(server = %server.name, tool = %def.name, "two tools map to {qualified}; keeping the first");
+                    continue;
+                }
+                docs.push(ToolDoc {
+                    key: qualified.clone(),
+                    server: server.name.clone(),
+                    name: def.name.clone(),
+                    title: def.title.clone().unwrap_or_default(),
+                    description: def.description.clone(),
+                    params: def
+                        .params()
+                        .iter()
+                        .map(|p| format!("{} {}", p.name, p.description))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    server_text: format!(
+                        "{} {} {}",
+                        server.name,
+                        server.key,
+                        server.description.as_deref().unwrap_or_default()
+                    ),
+                });
+                let entry = Entry {
+                    qualified: qualified.clone(),
+                    server: server.name.clone(),
+                    def,
+                    validator: OnceLock::new(),
+                };
+                entries.insert(qualified, Arc::new(entry));
+            }
+        }
+        Ok(Self {
+            entries,
+            catalogs,
+            index: SearchIndex::build(docs)?,
+        })
+    }
+
+    /// The tool with this qualified name.
+    pub fn get(&self, qualified: &str) -> Option<&Arc<Entry>> {
+        self.entries.get(qualified)
+    }
+
+    /// Qualified names close to `name` (edit distance or shared words), best first.
+    pub fn suggestions(&self, name: &str, max: usize) -> Vec<String> {
+        let wanted = name.to_lowercase();
+        let tool_part = |q: &str| q.split_once(SEPARATOR).map_or(q, |(_, t)| t).to_lowercase();
+        let mut scored: Vec<(f64, &String)> = self
+            .entries
+            .keys()
+            .map(|q| {
+                let full = strsim::jaro_winkler(&wanted, &q.to_lowercase());
+                let tool = strsim::jaro_winkler(&wanted, &tool_part(q));
+                (full.max(tool), q)
+            })
+            .filter(|(score, _)| *score >= 0.75)
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+        let mut out: Vec<String> = scored
+            .into_iter()
+            .take(max)
+            .map(|(_, q)| q.clone())
+            .collect();
+        if out.len() < max
+            && let Ok(hits) = self.index.search(name, max, None)
+        {
+            for hit in hits {
+                if out.len() < max && !out.contains(&hit.key) {
+                    out.push(hit.key);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// `<server>__<tool>`, with characters outside `[A-Za-z0-9_.-]` in the tool name made `-`.
+pub fn qualified_name(server: &str, tool: &str) -> String {
+    let tool: String = tool
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    format!("{server}{SEPARATOR}{tool}")
+}
+
+/// Applies the server's `allowTools` / `denyTools` globs (`*` and `?`) to a tool name.
+fn allowed(server: &ServerConfig, tool: &str) -> bool {
+    let allow = server.allow_tools.is_empty() || server.allow_tools.iter().any(|g| glob(g, tool));
+    allow && !server.deny_tools.iter().any(|g| glob(g, tool))
+}
+
+fn glob(pattern: &str, text: &str) -> bool {
+    fn go(p: &[char], t: &[char]) -> bool {
+        match (p.first(), t.first()) {
+            (None, None) => true,
+            (Some('*'), _) => go(&p[1..], t) || (!t.is_empty() && go(p, &t[1..])),
+            (Some('?'), Some(_)) => go(&p[1..], &t[1..]),
+            (Some(a), Some(b)) if a == b => go(&p[1..], &t[1..]),
+            _ => false,
+        }
+    }
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    go(&p, &t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qualified_names_are_valid_mcp_tool_names() {
+        assert_eq!(qualified_name("fs", "read_text_file"), "fs__read_text_file");
+        assert_eq!(
+            qualified_name("everything", "get-sum"),
+            "everything__get-sum"
+        );
+        assert_eq!(qualified_name("x", "weird name/op:1"), "x__weird-name-op-1");
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob("read_*", "read_text_file"));
+        assert!(glob("*file*", "read_text_file"));
+        assert!(glob("get?sum", "get-sum"));
+        assert!(!glob("write_*", "read_text_file"));
+        assert!(glob("*", ""));
+    }
+}

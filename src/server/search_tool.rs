@@ -1,0 +1,164 @@
+//! `search_tools`: ranked hits from the catalog, without connecting anything.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::State;
+use super::reply::{self, Reply};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    query: String,
+    #[serde(default = "default_limit")]
+    limit: usize,
+    server: Option<String>,
+    #[serde(default)]
+    detail: Detail,
+}
+
+fn default_limit() -> usize {
+    8
+}
+
+#[derive(Deserialize, Default, Clone, Copy, PartialEq)]
+#[serde(rename_all = "lowercase")]
+enum Detail {
+    Name,
+    #[default]
+    Summary,
+    Full,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Output {
+    query: String,
+    confident: bool,
+    hits: Vec<Hit>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hint: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    indexing: Vec<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Hit {
+    name: String,
+    server: String,
+    tool: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signature: Option<String>,
+    score: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input_schema: Option<Value>,
+}
+
+/// Length of the one-line description in a hit.
+const SUMMARY_CHARS: usize = 160;
+
+pub(super) fn run(state: &State, args: Value) -> Reply {
+    let args: Args = match reply::parse_args(super::definitions::SEARCH_TOOLS, args) {
+        Ok(args) => args,
+        Err(e) => return reply::error(e),
+    };
+    if !(1..=50).contains(&args.limit) {
+        return reply::error(format!(
+            "limit must be between 1 and 50, got {}",
+            args.limit
+        ));
+    }
+    let servers: Vec<&str> = state
+        .settings
+        .servers
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    if let Some(server) = &args.server
+        && !servers.contains(&server.as_str())
+    {
+        return reply::error(format!(
+            "unknown server \"{server}\"; servers are: {}",
+            servers.join(", ")
+        ));
+    }
+    let library = state.library();
+    let found = match library
+        .index
+        .search(&args.query, args.limit, args.server.as_deref())
+    {
+        Ok(found) => found,
+        Err(e) => return reply::error(e.to_string()),
+    };
+    let hits: Vec<Hit> = found
+        .iter()
+        .filter_map(|h| library.get(&h.key).map(|e| (h, e)))
+        .map(|(h, e)| Hit {
+            name: e.qualified.clone(),
+            server: e.server.clone(),
+            tool: e.def.name.clone(),
+            description: (args.detail != Detail::Name).then(|| e.def.summary(SUMMARY_CHARS)),
+            signature: (args.detail != Detail::Name).then(|| e.def.signature()),
+            score: (f64::from(h.score) * 1000.0).round() / 1000.0,
+            input_schema: (args.detail == Detail::Full)
+                .then(|| Value::Object(e.def.input_schema.clone())),
+        })
+        .collect();
+    let confident = !hits.is_empty();
+    let hint = (!confident).then(|| {
+        let near = library.suggestions(&args.query, 3);
+        let mut hint = format!(
+            "No tool matched \"{}\". Rephrase with what the tool does (e.g. \"read file\", \"create issue\"), or search one server with `server` (servers: {}).",
+            args.query,
+            servers.join(", ")
+        );
+        if !near.is_empty() {
+            hint.push_str(&format!(" Near misses: {}.", near.join(", ")));
+        }
+        hint
+    });
+    let output = Output {
+        query: args.query,
+        confident,
+        hits,
+        hint,
+        indexing: state.indexing(),
+    };
+    let text = render(&output);
+    reply::structured(&output, text)
+}
+
+/// The compact text twin of the structured result, for clients that ignore structured output.
+fn render(out: &Output) -> String {
+    let mut text = String::new();
+    for hit in &out.hits {
+        text.push_str(&hit.name);
+        if let Some(sig) = &hit.signature {
+            text.push_str(sig);
+        }
+        if let Some(desc) = hit.description.as_deref().filter(|d| !d.is_empty()) {
+            text.push_str(" - ");
+            text.push_str(desc);
+        }
+        text.push('\n');
+        if let Some(schema) = &hit.input_schema {
+            text.push_str("  inputSchema: ");
+            text.push_str(&schema.to_string());
+            text.push('\n');
+        }
+    }
+    if let Some(hint) = &out.hint {
+        text.push_str(hint);
+        text.push('\n');
+    }
+    if !out.indexing.is_empty() {
+        text.push_str(&format!(
+            "Still indexing: {} (their tools may be missing; search again shortly).\n",
+            out.indexing.join(", ")
+        ));
+    }
+    text
+}

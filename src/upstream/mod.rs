@@ -1,0 +1,315 @@
+//! Live connections to upstream servers: connect once per server on demand, stop when idle,
+//! reconnect after a crash. The only module that holds connections.
+
+mod connect;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex as StdMutex, Weak};
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool};
+use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+
+use crate::config::{ConfigError, ServerConfig};
+
+pub use connect::UpstreamClient;
+
+/// What went wrong talking to an upstream; messages say what the model or user can do.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("server \"{0}\" is not configured")]
+    Unknown(String),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot start server \"{server}\": {message}")]
+    Spawn { server: String, message: String },
+    #[error("server \"{server}\" did not finish connecting within {}s{}", after.as_secs(), stderr_note(stderr))]
+    ConnectTimeout {
+        server: String,
+        after: Duration,
+        stderr: String,
+    },
+    #[error(
+        "server \"{server}\" failed to initialize: {message}{}",
+        stderr_note(stderr)
+    )]
+    Initialize {
+        server: String,
+        message: String,
+        stderr: String,
+    },
+    #[error("server \"{server}\" did not answer {what} within {}s; the call was cancelled (raise timeoutSecs for this server if it is just slow)", after.as_secs())]
+    Timeout {
+        server: String,
+        what: String,
+        after: Duration,
+    },
+    #[error(
+        "server \"{server}\" closed the connection during {what} (it may have crashed){}; the next call starts it again",
+        stderr_note(stderr)
+    )]
+    Closed {
+        server: String,
+        what: String,
+        stderr: String,
+    },
+    #[error("server \"{server}\" returned an error for {what}: {message}")]
+    Protocol {
+        server: String,
+        what: String,
+        message: String,
+    },
+}
+
+fn stderr_note(stderr: &str) -> String {
+    if stderr.is_empty() {
+        String::new()
+    } else {
+        format!("; its last stderr lines: {stderr}")
+    }
+}
+
+/// A live connection to one upstream server.
+pub struct Connection {
+    peer: Peer<RoleClient>,
+    service: Mutex<Option<RunningService<RoleClient, UpstreamClient>>>,
+    /// Operating-system process id for stdio servers.
+    pub pid: Option<u32>,
+    stderr: connect::StderrTail,
+    last_used: StdMutex<Instant>,
+    in_flight: AtomicUsize,
+}
+
+impl Connection {
+    /// The server's `initialize` answer.
+    pub fn server_info(&self) -> Option<Arc<rmcp::model::ServerPeerInfo>> {
+        self.peer.peer_info()
+    }
+
+    fn touch(&self) {
+        *self.last_used.lock().expect("last_used lock") = Instant::now();
+    }
+
+    fn idle_since(&self) -> Instant {
+        *self.last_used.lock().expect("last_used lock")
+    }
+
+    /// Stops the server: closes stdin, then SIGTERM, then kill (rmcp's stdio shutdown sequence).
+    async fn close(&self) {
+        if let Some(service) = self.service.lock().await.take() {
+            let _ = service.cancel().await;
+        }
+    }
+}
+
+/// Counts a call as in flight for as long as it lives, so idle stop never cuts a running call.
+struct InFlight<'a>(&'a Connection);
+
+impl<'a> InFlight<'a> {
+    fn new(conn: &'a Connection) -> Self {
+        conn.in_flight.fetch_add(1, Ordering::SeqCst);
+        conn.touch();
+        Self(conn)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+struct Slot {
+    config: ServerConfig,
+    /// Held while connecting, so concurrent first calls share one connection.
+    conn: Mutex<Option<Arc<Connection>>>,
+}
+
+/// Owns every upstream connection.
+pub struct Manager {
+    slots: HashMap<String, Arc<Slot>>,
+}
+
+impl Manager {
+    pub fn new(servers: &[ServerConfig]) -> Arc<Self> {
+        let slots = servers
+            .iter()
+            .map(|s| {
+                let slot = Slot {
+                    config: s.clone(),
+                    conn: Mutex::new(None),
+                };
+                (s.name.clone(), Arc::new(slot))
+            })
+            .collect();
+        Arc::new(Self { slots })
+    }
+
+    fn slot(&self, server: &str) -> Result<&Arc<Slot>, UpstreamError> {
+        self.slots
+            .get(server)
+            .ok_or_else(|| UpstreamError::Unknown(server.to_owned()))
+    }
+
+    /// The live connection to `server`, connecting first if needed.
+    pub async fn connect(&self, server: &str) -> Result<Arc<Connection>, UpstreamError> {
+        let slot = self.slot(server)?;
+        let mut guard = slot.conn.lock().await;
+        if let Some(conn) = guard.as_ref() {
+            conn.touch();
+            return Ok(conn.clone());
+        }
+        let conn = Arc::new(connect::open(&slot.config).await?);
+        *guard = Some(conn.clone());
+        drop(guard);
+        tokio::spawn(reap_when_idle(
+            Arc::downgrade(slot),
+            Arc::downgrade(&conn),
+            slot.config.idle_timeout,
+        ));
+        Ok(conn)
+    }
+
+    /// Whether `server` has a live connection now.
+    pub async fn is_connected(&self, server: &str) -> bool {
+        match self.slots.get(server) {
+            Some(slot) => slot.conn.lock().await.is_some(),
+            None => false,
+        }
+    }
+
+    /// Pages through the server's complete `tools/list`.
+    pub async fn list_tools(
+        &self,
+        server: &str,
+    ) -> Result<(Vec<Tool>, Arc<Connection>), UpstreamError> {
+        let slot = self.slot(server)?;
+        let conn = self.connect(server).await?;
+        let _busy = InFlight::new(&conn);
+        let tools = self
+            .bounded(slot, &conn, "tools/list", conn.peer.list_all_tools())
+            .await?;
+        Ok((tools, conn.clone()))
+    }
+
+    /// Forwards one `tools/call`, within the server's call timeout.
+    pub async fn call_tool(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<CallToolResult, UpstreamError> {
+        let slot = self.slot(server)?;
+        let conn = self.connect(server).await?;
+        let _busy = InFlight::new(&conn);
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        if let Some(arguments) = arguments {
+            params = params.with_arguments(arguments);
+        }
+        self.bounded(
+            slot,
+            &conn,
+            &format!("tools/call {tool}"),
+            conn.peer.call_tool(params),
+        )
+        .await
+    }
+
+    /// Runs one request with the server's timeout; drops the connection if it died.
+    async fn bounded<T>(
+        &self,
+        slot: &Slot,
+        conn: &Arc<Connection>,
+        what: &str,
+        request: impl Future<Output = Result<T, ServiceError>>,
+    ) -> Result<T, UpstreamError> {
+        let server = &slot.config.name;
+        let after = slot.config.call_timeout;
+        // Dropping the request future on timeout makes rmcp send notifications/cancelled.
+        match tokio::time::timeout(after, request).await {
+            Err(_) => Err(UpstreamError::Timeout {
+                server: server.clone(),
+                what: what.to_owned(),
+                after,
+            }),
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(ServiceError::McpError(e))) => Err(UpstreamError::Protocol {
+                server: server.clone(),
+                what: what.to_owned(),
+                message: e.message.to_string(),
+            }),
+            Ok(Err(e)) => {
+                tracing::warn!(server, error = %e, "upstream connection lost");
+                forget(slot, conn).await;
+                conn.close().await;
+                Err(UpstreamError::Closed {
+                    server: server.clone(),
+                    what: what.to_owned(),
+                    stderr: conn.stderr.tail(),
+                })
+            }
+        }
+    }
+
+    /// Stops one server if it is connected.
+    pub async fn disconnect(&self, server: &str) {
+        if let Some(slot) = self.slots.get(server) {
+            let conn = slot.conn.lock().await.take();
+            if let Some(conn) = conn {
+                conn.close().await;
+            }
+        }
+    }
+
+    /// Stops `server` unless a call is in flight on it (used after background indexing).
+    pub async fn disconnect_if_idle(&self, server: &str) {
+        if let Some(slot) = self.slots.get(server) {
+            let mut guard = slot.conn.lock().await;
+            if guard
+                .as_ref()
+                .is_some_and(|c| c.in_flight.load(Ordering::SeqCst) == 0)
+                && let Some(conn) = guard.take()
+            {
+                drop(guard);
+                conn.close().await;
+            }
+        }
+    }
+
+    /// Stops every connected server and waits for them to exit.
+    pub async fn shutdown(&self) {
+        futures::future::join_all(self.slots.keys().map(|name| self.disconnect(name))).await;
+    }
+}
+
+/// Removes `conn` from its slot unless a newer connection has replaced it.
+async fn forget(slot: &Slot, conn: &Arc<Connection>) {
+    let mut guard = slot.conn.lock().await;
+    if guard.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn)) {
+        *guard = None;
+    }
+}
+
+/// Stops a connection once it has had no call in flight for `idle`.
+async fn reap_when_idle(slot: Weak<Slot>, conn: Weak<Connection>, idle: Duration) {
+    loop {
+        let (Some(slot), Some(live)) = (slot.upgrade(), conn.upgrade()) else {
+            return;
+        };
+        let now = Instant::now();
+        let due = live.idle_since() + idle;
+        let busy = live.in_flight.load(Ordering::SeqCst) > 0;
+        if !busy && due <= now {
+            tracing::info!(server = %slot.config.name, "stopping idle upstream");
+            forget(&slot, &live).await;
+            live.close().await;
+            return;
+        }
+        drop((slot, live));
+        tokio::time::sleep_until(if busy { now + idle } else { due }).await;
+    }
+}
