@@ -4,6 +4,7 @@ mod index;
 mod search;
 mod serve;
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -62,6 +63,7 @@ pub fn init_logging(cli: &Cli) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .init();
 }

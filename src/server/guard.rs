@@ -1,6 +1,6 @@
-//! A transport wrapper that answers requests for unknown methods sent before `initialize` with
-//! JSON-RPC -32601 at once (rmcp would answer -32602 "missing _meta"), so probing clients fall
-//! back to `initialize` right away.
+//! A transport wrapper that answers `server/discover` and unknown methods sent before
+//! `initialize` with JSON-RPC -32601 at once (rmcp would answer -32022 or -32602), so probing
+//! clients such as the Python SDK in `mode="auto"` fall back to `initialize` right away.
 
 use rmcp::model::{ClientRequest, ErrorCode, ErrorData, JsonRpcMessage};
 use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
@@ -39,10 +39,11 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for PreInitGuard<T> {
             match &message {
                 JsonRpcMessage::Request(req) => match &req.request {
                     ClientRequest::InitializeRequest(_) => self.initialized = true,
-                    ClientRequest::CustomRequest(custom) => {
+                    request @ (ClientRequest::DiscoverRequest(_)
+                    | ClientRequest::CustomRequest(_)) => {
                         let error = ErrorData::new(
                             ErrorCode::METHOD_NOT_FOUND,
-                            format!("method not found: {}", custom.method),
+                            format!("method not found: {}", request.method()),
                             None,
                         );
                         let reply =

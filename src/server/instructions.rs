@@ -20,22 +20,15 @@ pub(super) fn overview(settings: &Settings, library: &Library) -> String {
         .iter()
         .map(|server| {
             let catalog = library.catalogs.get(&server.name);
-            let about = server
-                .description
-                .clone()
-                .or_else(|| {
-                    catalog
-                        .and_then(|c| c.instructions.as_deref())
-                        .and_then(|i| i.lines().find(|l| !l.trim().is_empty()))
-                        .map(str::to_owned)
-                })
-                .or_else(|| {
-                    catalog
-                        .and_then(|c| c.server_info.as_ref())
-                        .and_then(|i| i.get("title").or_else(|| i.get("name")))
-                        .and_then(|v| v.as_str())
-                        .map(str::to_owned)
-                });
+            // The user's description, else the server's own title; never upstream
+            // instructions, which are long and written for another context.
+            let about = server.description.clone().or_else(|| {
+                catalog
+                    .and_then(|c| c.server_info.as_ref())
+                    .and_then(|i| i.get("title"))
+                    .and_then(|v| v.as_str())
+                    .map(str::to_owned)
+            });
             let tools = catalog.map_or("not indexed yet".to_owned(), |c| {
                 format!("{} tools", c.tools.len())
             });

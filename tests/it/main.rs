@@ -1,1 +1,6 @@
+//! Integration tests: the real `meta-server` binary, driven over stdio and on the command line.
+//! Tests that talk to upstream servers use the pinned ones from `scripts/install-peers`.
 
+mod cli;
+mod protocol;
+mod support;

@@ -1,0 +1,169 @@
+//! `meta-server index` and `search` on the command line.
+
+use serde_json::{Value, json};
+
+use crate::support::{everything_entry, meta_server, repo, time_entry, unstartable, write_config};
+
+#[test]
+fn index_writes_catalogs_and_reports_failures_without_stopping() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut servers = unstartable(&["broken"]);
+    servers["everything"] = everything_entry();
+    servers["time"] = time_entry();
+    let config = write_config(dir.path(), servers, json!({"catalogDir": "cat"}));
+    let out = meta_server(&["--config", config.to_str().unwrap(), "index", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "some failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let by_name = |n: &str| summary.iter().find(|o| o["server"] == n).unwrap().clone();
+    assert_eq!(by_name("broken")["ok"], false);
+    assert!(
+        by_name("broken")["error"]
+            .as_str()
+            .unwrap()
+            .contains("not found")
+    );
+    assert_eq!(by_name("everything")["tools"], 13);
+    assert_eq!(by_name("time")["tools"], 2);
+
+    let catalog: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("cat/time.json")).unwrap())
+            .unwrap();
+    assert_eq!(catalog["format"], 1);
+    assert_eq!(catalog["server"], "time");
+    assert_eq!(catalog["protocolVersion"], "2025-11-25");
+    assert_eq!(catalog["tools"][0]["name"], "get_current_time");
+    assert!(catalog["configFingerprint"].as_str().unwrap().len() == 64);
+    assert!(!dir.path().join("cat/broken.json").exists());
+
+    // Only the chosen server, and an unknown name is a clear error.
+    let out = meta_server(&[
+        "--config",
+        config.to_str().unwrap(),
+        "index",
+        "--server",
+        "time",
+    ])
+    .output()
+    .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("1/1 servers indexed"));
+    let out = meta_server(&[
+        "--config",
+        config.to_str().unwrap(),
+        "index",
+        "--server",
+        "nope",
+    ])
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("configured: broken, everything, time"));
+}
+
+#[test]
+fn search_answers_from_catalogs_with_nothing_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        unstartable(&["everything", "filesystem", "memory", "time"]),
+        json!({}),
+    );
+    let catalogs = repo().join("catalogs");
+    let args = [
+        "--config",
+        config.to_str().unwrap(),
+        "--catalog-dir",
+        catalogs.to_str().unwrap(),
+        "search",
+    ];
+    let out = meta_server(
+        &[
+            &args[..],
+            &[
+                "create entities in the knowledge graph",
+                "--json",
+                "--limit",
+                "2",
+            ],
+        ]
+        .concat(),
+    )
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["hits"][0]["name"], "memory__create_entities");
+    assert_eq!(result["hits"].as_array().unwrap().len(), 2);
+
+    let out = meta_server(&[&args[..], &["echo"]].concat())
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("everything__echo(message*: string) - "),
+        "{text}"
+    );
+
+    let out = meta_server(&[&args[..], &["x", "--server", "nope"]].concat())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown server \"nope\""));
+}
+
+#[test]
+fn config_errors_name_the_file_and_say_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bad.json");
+    std::fs::write(&config, r#"{"mcpServers": {"gh": {"command": 42}}}"#).unwrap();
+    let out = meta_server(&["--config", config.to_str().unwrap(), "search", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.json")
+            && err.contains(r#"mcpServers."gh".command"#)
+            && err.contains("must be a string"),
+        "{err}"
+    );
+
+    let out = meta_server(&["--config", "/nonexistent/c.json", "serve"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("META_SERVER_CONFIG"));
+}
+
+#[test]
+fn help_explains_each_subcommand() {
+    let out = meta_server(&["--help"]).output().unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    for word in [
+        "serve",
+        "index",
+        "search",
+        "--config",
+        "META_SERVER_CONFIG",
+        "search_tools",
+    ] {
+        assert!(help.contains(word), "--help lacks {word}:\n{help}");
+    }
+    let out = meta_server(&["index", "--help"]).output().unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        help.contains("atomically") && help.contains("Exit code"),
+        "{help}"
+    );
+}

@@ -1,0 +1,177 @@
+//! The MCP surface of `meta-server serve`: golden `tools/list` bytes, the probe answers, and
+//! the meta-tools answering from shipped catalogs without starting anything.
+
+use serde_json::{Value, json};
+
+use crate::support::{Session, repo, unstartable, write_config};
+
+const GOLDEN: &str = "tests/golden/tools_list.json";
+
+fn tools_list_bytes(servers: Value) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), servers, json!({}));
+    let mut session = Session::start(&config, &repo().join("catalogs"));
+    session.initialize();
+    let line = session.request_raw(2, "tools/list", json!({}));
+    assert!(session.finish().success());
+    line
+}
+
+#[test]
+fn tools_list_is_byte_identical_across_configs_and_matches_golden() {
+    let four = tools_list_bytes(unstartable(&["everything", "filesystem", "memory", "time"]));
+    let one = tools_list_bytes(unstartable(&["time"]));
+    let none = tools_list_bytes(json!({}));
+    assert_eq!(four, one);
+    assert_eq!(four, none);
+    let golden_path = repo().join(GOLDEN);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&golden_path, format!("{four}\n")).unwrap();
+    }
+    let golden =
+        std::fs::read_to_string(&golden_path).expect("golden file (UPDATE_GOLDEN=1 writes it)");
+    assert_eq!(
+        four,
+        golden.trim_end(),
+        "tools/list bytes changed; if intended, rerun with UPDATE_GOLDEN=1"
+    );
+}
+
+#[test]
+fn unknown_methods_get_method_not_found_before_and_after_initialize() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), json!({}), json!({}));
+    let mut s = Session::start(&config, dir.path());
+    // What the Python SDK sends first in mode="auto".
+    let meta = json!({"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "probe", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    }});
+    let discover = s.request(10, "server/discover", meta);
+    assert_eq!(discover["error"]["code"], -32601, "{discover}");
+    let bare = s.request(11, "server/discover", json!({}));
+    assert_eq!(bare["error"]["code"], -32601, "{bare}");
+    let unknown = s.request(12, "vendor/whatever", json!({}));
+    assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
+    let ping = s.request(13, "ping", json!({}));
+    assert_eq!(ping["result"], json!({}), "{ping}");
+
+    let init = s.initialize();
+    assert_eq!(init["protocolVersion"], "2025-11-25");
+    assert_eq!(init["serverInfo"]["name"], "meta-server");
+    assert!(init["capabilities"]["tools"].is_object());
+    assert!(
+        init["capabilities"]["tools"].get("listChanged").is_none(),
+        "the meta surface never changes"
+    );
+    let after = s.request(14, "vendor/whatever", json!({}));
+    assert_eq!(after["error"]["code"], -32601, "{after}");
+    assert!(s.finish().success());
+}
+
+#[test]
+fn meta_tools_answer_from_shipped_catalogs_without_starting_servers() {
+    let dir = tempfile::tempdir().unwrap();
+    // Commands that cannot start: any attempt would turn into an error result.
+    let config = write_config(
+        dir.path(),
+        unstartable(&["everything", "filesystem", "memory", "time"]),
+        json!({}),
+    );
+    let mut s = Session::start(&config, &repo().join("catalogs"));
+    let init = s.initialize();
+    let overview = init["instructions"].as_str().unwrap();
+    assert!(
+        overview.contains("- everything") && overview.contains("(14 tools)"),
+        "{overview}"
+    );
+
+    let call = |s: &mut Session, id, name: &str, args: Value| -> Value {
+        s.request(id, "tools/call", json!({"name": name, "arguments": args}))["result"].clone()
+    };
+    let found = call(
+        &mut s,
+        2,
+        "search_tools",
+        json!({"query": "list files in a directory", "limit": 3}),
+    );
+    assert_eq!(
+        found["structuredContent"]["hits"][0]["name"], "filesystem__list_directory",
+        "{found}"
+    );
+    assert_eq!(found["isError"], false);
+    let names = call(
+        &mut s,
+        3,
+        "search_tools",
+        json!({"query": "time", "detail": "name"}),
+    );
+    let first = &names["structuredContent"]["hits"][0];
+    assert!(
+        first.get("description").is_none() && first.get("signature").is_none(),
+        "{first}"
+    );
+    let full = call(
+        &mut s,
+        4,
+        "search_tools",
+        json!({"query": "get_current_time", "detail": "full", "limit": 1}),
+    );
+    assert_eq!(
+        full["structuredContent"]["hits"][0]["inputSchema"]["required"],
+        json!(["timezone"])
+    );
+    let scoped = call(
+        &mut s,
+        5,
+        "search_tools",
+        json!({"query": "read", "server": "memory"}),
+    );
+    let hits = scoped["structuredContent"]["hits"].as_array().unwrap();
+    assert!(
+        !hits.is_empty() && hits.iter().all(|h| h["server"] == "memory"),
+        "{scoped}"
+    );
+    let details = call(
+        &mut s,
+        6,
+        "get_tool_details",
+        json!({"names": ["filesystem__read_text_file"]}),
+    );
+    let tool = &details["structuredContent"]["tools"][0];
+    assert!(
+        tool["outputSchema"].is_object() && tool["annotations"]["readOnlyHint"] == true,
+        "{tool}"
+    );
+    let bad = call(&mut s, 7, "search_tools", json!({"query": "x", "limit": 0}));
+    assert_eq!(bad["isError"], true);
+    let bad = call(
+        &mut s,
+        8,
+        "get_tool_details",
+        json!({"names": "not-a-list"}),
+    );
+    assert_eq!(bad["isError"], true);
+    assert!(
+        bad["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("get_tool_details")
+    );
+
+    // The one call that needs a server reports the failed start as an error result.
+    let failed = call(
+        &mut s,
+        9,
+        "call_tool",
+        json!({"name": "time__get_current_time", "arguments": {"timezone": "UTC"}}),
+    );
+    assert_eq!(failed["isError"], true);
+    let text = failed["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("cannot start server \"time\"") && text.contains("not found"),
+        "{text}"
+    );
+    assert!(s.finish().success());
+}

@@ -1,0 +1,166 @@
+//! Shared helpers: paths, configs, and a raw JSON-RPC session over a child's stdio.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_meta-server");
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The pinned peers; a missing install fails loudly instead of skipping.
+pub fn peers() -> PathBuf {
+    let dir =
+        std::env::var_os("META_SERVER_PEERS").map_or_else(|| repo().join(".peers"), PathBuf::from);
+    assert!(
+        dir.join("npm/node_modules/@modelcontextprotocol/server-everything")
+            .exists(),
+        "pinned MCP servers are missing in {}: run scripts/install-peers",
+        dir.display()
+    );
+    dir
+}
+
+pub fn everything_entry() -> Value {
+    let js = peers().join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    json!({"command": "node", "args": [js, "stdio"]})
+}
+
+pub fn time_entry() -> Value {
+    json!({"command": peers().join("py/bin/mcp-server-time"), "args": ["--local-timezone", "UTC"]})
+}
+
+/// Writes `{"mcpServers": servers}` (plus `metaServer`) into `dir/config.json`.
+pub fn write_config(dir: &Path, servers: Value, meta: Value) -> PathBuf {
+    let path = dir.join("config.json");
+    let config = json!({"metaServer": meta, "mcpServers": servers});
+    std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
+    path
+}
+
+/// Servers whose commands cannot start: proves a code path starts nothing.
+pub fn unstartable(names: &[&str]) -> Value {
+    names
+        .iter()
+        .map(|n| {
+            (
+                n.to_string(),
+                json!({"command": "/nonexistent/never-started"}),
+            )
+        })
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
+pub fn meta_server(args: &[&str]) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args)
+        .env_remove("META_SERVER_CONFIG")
+        .env_remove("META_SERVER_CATALOG_DIR");
+    cmd
+}
+
+/// A `meta-server serve` process spoken to in raw JSON-RPC lines.
+pub struct Session {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+}
+
+/// Long enough for a slow CI machine; only a hang reaches it.
+const REPLY_LIMIT: Duration = Duration::from_secs(30);
+
+impl Session {
+    pub fn start(config: &Path, catalog_dir: &Path) -> Self {
+        let mut child = meta_server(&[
+            "--config",
+            config.to_str().unwrap(),
+            "--catalog-dir",
+            catalog_dir.to_str().unwrap(),
+            "serve",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("meta-server starts");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+        }
+    }
+
+    pub fn send(&mut self, message: Value) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The next line from the server, raw.
+    pub fn recv_line(&self) -> String {
+        match self.lines.recv_timeout(REPLY_LIMIT) {
+            Ok(line) => line,
+            Err(RecvTimeoutError::Timeout) => {
+                panic!("no reply from meta-server within {REPLY_LIMIT:?}")
+            }
+            Err(RecvTimeoutError::Disconnected) => panic!("meta-server closed stdout"),
+        }
+    }
+
+    /// Sends a request and returns the raw response line with the same id.
+    pub fn request_raw(&mut self, id: u64, method: &str, params: Value) -> String {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let line = self.recv_line();
+            let value: Value = serde_json::from_str(&line).expect("server writes JSON lines");
+            if value.get("id") == Some(&json!(id)) {
+                return line;
+            }
+        }
+    }
+
+    pub fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
+        serde_json::from_str(&self.request_raw(id, method, params)).unwrap()
+    }
+
+    /// initialize + notifications/initialized; returns the initialize result.
+    pub fn initialize(&mut self) -> Value {
+        let reply = self.request(
+            1,
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "it", "version": "0"}}),
+        );
+        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        reply["result"].clone()
+    }
+
+    /// Closes stdin and waits for a clean exit.
+    pub fn finish(mut self) -> std::process::ExitStatus {
+        drop(self.stdin.take());
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
