@@ -2,6 +2,7 @@
 upstream servers installed by scripts/install-peers. No mocks."""
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -43,8 +44,9 @@ def write_config(tmp: Path, servers: dict, **meta) -> Path:
     return cfg
 
 
-def run_cli(cfg: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(BIN), "--config", str(cfg), *args], capture_output=True, text=True, timeout=120)
+def run_cli(cfg: Path, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(BIN), "--config", str(cfg), *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})})
     if check and proc.returncode != 0:
         raise AssertionError(f"meta-server {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
     return proc
@@ -94,14 +96,41 @@ def wait_until(predicate, what: str, limit: float = 30.0):
 
 
 @asynccontextmanager
-async def meta_client(cfg: Path, mode: str = "auto"):
-    params = StdioServerParameters(command=str(BIN), args=["--config", str(cfg), "serve"], env={**os.environ, "META_SERVER_LOG": "info"})
+async def meta_client(cfg: Path, mode: str = "auto", env: dict | None = None):
+    env = {**os.environ, "META_SERVER_LOG": "info", **(env or {})}
+    params = StdioServerParameters(command=str(BIN), args=["--config", str(cfg), "serve"], env=env)
     async with Client(params, mode=mode) as client:
         yield client
 
 
 def text_of(result) -> str:
     return "".join(c.text for c in result.content if getattr(c, "type", None) == "text")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def everything_http():
+    """server-everything over streamable HTTP on a loopback port; yields the port."""
+    port = free_port()
+    proc = subprocess.Popen(
+        ["node", "--require", str(Path(__file__).with_name("loopback.cjs")),
+         str(NPM / "server-everything" / "dist" / "index.js"), "streamableHttp"],
+        env={**os.environ, "PORT": str(port)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def listening():
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", port)) == 0
+    try:
+        wait_until(listening, "server-everything to listen over HTTP")
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 @pytest.fixture

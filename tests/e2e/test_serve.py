@@ -4,11 +4,12 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
 import time
 
 import pytest
 
-from conftest import (children, descendants_of_config, meta_client, meta_server_pid, run_cli, server_entries,
+from conftest import (BIN, children, descendants_of_config, meta_client, meta_server_pid, run_cli, server_entries,
                       text_of, wait_until, write_config)
 
 pytestmark = pytest.mark.anyio
@@ -188,3 +189,25 @@ async def test_legacy_mode_client_works_too(indexed):
     async with meta_client(indexed, mode="legacy") as c:
         r = await c.call_tool("search_tools", {"query": "knowledge graph entities", "limit": 3})
         assert all(h["server"] == "memory" for h in r.structured_content["hits"])
+
+
+async def test_streamable_http_upstream_with_expanded_url_and_headers(tmp_path, everything_http):
+    servers = {"everything-http": {"type": "http", "url": "http://127.0.0.1:${EV_PORT}/mcp",
+                                   "headers": {"X-Client-Token": "Bearer ${EV_TOKEN}"}}}
+    cfg = write_config(tmp_path, servers)
+    env = {"EV_PORT": str(everything_http), "EV_TOKEN": "not-a-real-secret-123"}
+    run_cli(cfg, "index", env=env)
+    catalog = (tmp_path / "catalogs" / "everything-http.json").read_text()
+    assert "not-a-real-secret-123" not in catalog
+    async with meta_client(cfg, env=env) as c:
+        r = await c.call_tool("search_tools", {"query": "echo", "limit": 1})
+        assert r.structured_content["hits"][0]["name"] == "everything-http__echo"
+        r = await c.call_tool("call_tool", {"name": "everything-http__echo", "arguments": {"message": "over http"}})
+        assert not r.is_error, text_of(r)
+        assert text_of(r) == "Echo: over http"
+    # Without the variable the launch fails with an error naming it, not a crash.
+    proc = run_cli(cfg, "index", check=False, env={"EV_PORT": str(everything_http), "EV_TOKEN": ""})
+    assert proc.returncode == 0, "an empty variable is still set"
+    env_without = {k: v for k, v in os.environ.items() if k not in ("EV_PORT", "EV_TOKEN")}
+    proc = subprocess.run([str(BIN), "--config", str(cfg), "index"], capture_output=True, text=True, env=env_without)
+    assert proc.returncode == 2 and "EV_PORT" in proc.stdout
