@@ -1,0 +1,115 @@
+//! Search latency and index build time over seeded synthetic catalogs.
+//! Run: `cargo bench --bench search`; results and machine in BENCHMARKS.md.
+
+use meta_server::search::{SearchIndex, ToolDoc};
+
+fn main() {
+    divan::main();
+}
+
+const VERBS: &[&str] = &[
+    "get", "list", "create", "update", "delete", "search", "read", "write", "send", "fetch",
+    "sync", "convert",
+];
+const NOUNS: &[&str] = &[
+    "issue",
+    "file",
+    "repository",
+    "message",
+    "channel",
+    "invoice",
+    "customer",
+    "ticket",
+    "page",
+    "record",
+    "event",
+    "calendar",
+    "user",
+    "branch",
+    "commit",
+    "image",
+    "table",
+    "query",
+    "document",
+    "folder",
+    "payment",
+    "order",
+];
+const WORDS: &[&str] = &[
+    "the", "a", "for", "with", "from", "in", "by", "of", "returns", "optional", "filter", "limit",
+    "status", "recent", "project", "team", "account", "data", "details", "all", "matching",
+    "given", "id", "name", "time", "range",
+];
+
+/// Deterministic pseudo-random numbers (a 64-bit LCG), so every run indexes the same tools.
+struct Seeded(u64);
+
+impl Seeded {
+    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        from[(self.0 >> 33) as usize % from.len()]
+    }
+}
+
+/// `n` tools over `n / 100` servers, names in snake, camel and kebab case.
+pub fn synthetic(n: usize) -> Vec<ToolDoc> {
+    let mut rng = Seeded(42);
+    (0..n)
+        .map(|i| {
+            let (verb, noun, extra) = (rng.pick(VERBS), rng.pick(NOUNS), rng.pick(NOUNS));
+            let name = match i % 3 {
+                0 => format!("{verb}_{noun}_{extra}_{i}"),
+                1 => format!("{verb}{}{}{i}", capitalize(noun), capitalize(extra)),
+                _ => format!("{verb}-{noun}-{extra}-{i}"),
+            };
+            let description: Vec<&str> = (0..14)
+                .map(|_| rng.pick(WORDS))
+                .chain([verb, noun, extra])
+                .collect();
+            let server = format!("server{}", i / 100);
+            ToolDoc {
+                key: format!("{server}__{name}"),
+                server: server.clone(),
+                name,
+                title: String::new(),
+                description: description.join(" "),
+                params: format!("{noun}_id {} limit", rng.pick(WORDS)),
+                server_text: server,
+            }
+        })
+        .collect()
+}
+
+fn capitalize(word: &str) -> String {
+    let mut c = word.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
+}
+
+const QUERIES: &[&str] = &[
+    "create an invoice for a customer",
+    "listRecentCommits",
+    "delete ticket",
+    "search messages in a channel",
+    "sync calendar events",
+];
+
+#[divan::bench(args = [1_000, 10_000])]
+fn build_index(bencher: divan::Bencher, n: usize) {
+    let docs = synthetic(n);
+    bencher.bench(|| SearchIndex::build(docs.clone()).unwrap());
+}
+
+#[divan::bench(args = [1_000, 10_000, 100_000], sample_count = 200)]
+fn query_top8(bencher: divan::Bencher, n: usize) {
+    let index = SearchIndex::build(synthetic(n)).unwrap();
+    let mut i = 0;
+    bencher.bench_local(|| {
+        i += 1;
+        index.search(QUERIES[i % QUERIES.len()], 8, None).unwrap()
+    });
+}
