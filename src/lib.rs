@@ -4,9 +4,11 @@
 //! tools of every configured upstream live in a persisted catalog, searched with BM25, and
 //! upstreams are started only when one of their tools is called. See `ARCHITECTURE.md`.
 
+pub mod budget;
 pub mod catalog;
 pub mod cli;
 pub mod config;
+pub mod result;
 pub mod search;
 pub mod server;
 pub mod upstream;

@@ -18,6 +18,10 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// How many servers `index` connects at once.
 pub const DEFAULT_INDEX_CONCURRENCY: usize = 4;
+/// How long a stored full result stays readable.
+pub const DEFAULT_RESULT_TTL: Duration = Duration::from_secs(3600);
+/// Bytes of stored results kept in memory before the oldest are dropped.
+pub const DEFAULT_RESULT_MEMORY: u64 = 256 << 20;
 /// Server name reserved for meta-server's own built-in tools.
 pub const RESERVED_SERVER: &str = "meta";
 
@@ -65,8 +69,33 @@ pub struct Settings {
     pub catalog_dir: PathBuf,
     /// How many servers `index` connects at once.
     pub index_concurrency: usize,
+    /// Result budgets and the result store.
+    pub results: ResultSettings,
     /// Enabled servers, sorted by name.
     pub servers: Vec<ServerConfig>,
+}
+
+/// Global result-handling options (`metaServer` keys).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResultSettings {
+    /// `maxResultTokens`: soft limit for every route without its own.
+    pub max_result_tokens: Option<u64>,
+    /// `hardResultTokens`: results above it are refused.
+    pub hard_result_tokens: Option<u64>,
+    /// `resultTtlSecs`: how long stored results stay readable.
+    pub ttl: Duration,
+    /// `resultMemoryMb`: bytes of stored results kept in memory.
+    pub memory_bytes: u64,
+    pub tokenizer: Tokenizer,
+}
+
+/// How result tokens are counted (`metaServer.tokenizer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tokenizer {
+    /// The real `o200k_base` tokenizer.
+    O200k,
+    /// Bytes / 4: cheaper, less exact.
+    Estimate,
 }
 
 impl Settings {

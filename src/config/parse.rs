@@ -9,7 +9,8 @@ use serde_json::{Map, Value};
 
 use super::{
     ConfigError, DEFAULT_CALL_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_INDEX_CONCURRENCY,
-    ServerConfig, Settings, TransportConfig, default_catalog_dir, server_identifier,
+    DEFAULT_RESULT_MEMORY, DEFAULT_RESULT_TTL, ResultSettings, ServerConfig, Settings, Tokenizer,
+    TransportConfig, default_catalog_dir, server_identifier,
 };
 
 const GLOBAL_KEYS: &[&str] = &[
@@ -19,6 +20,10 @@ const GLOBAL_KEYS: &[&str] = &[
     "maxResultTokens",
     "indexConcurrency",
     "skillsDirs",
+    "hardResultTokens",
+    "resultTtlSecs",
+    "resultMemoryMb",
+    "tokenizer",
 ];
 
 /// Reads one value at a location, producing errors that name the file and the location.
@@ -194,6 +199,26 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
         .map_or(DEFAULT_INDEX_CONCURRENCY, |n| n as usize);
     // Accepted now so configs written for skills support keep loading.
     cx.strings(&global, "metaServer", "skillsDirs")?;
+    let results = ResultSettings {
+        max_result_tokens: cx.positive(&global, "metaServer", "maxResultTokens")?,
+        hard_result_tokens: cx.positive(&global, "metaServer", "hardResultTokens")?,
+        ttl: cx
+            .positive(&global, "metaServer", "resultTtlSecs")?
+            .map_or(DEFAULT_RESULT_TTL, Duration::from_secs),
+        memory_bytes: cx
+            .positive(&global, "metaServer", "resultMemoryMb")?
+            .map_or(DEFAULT_RESULT_MEMORY, |mb| mb << 20),
+        tokenizer: match cx.string(&global, "metaServer", "tokenizer")?.as_deref() {
+            None | Some("o200k") => Tokenizer::O200k,
+            Some("estimate") => Tokenizer::Estimate,
+            Some(other) => {
+                return Err(cx.err(
+                    "metaServer.tokenizer",
+                    format!("\"{other}\" is not a tokenizer; use \"o200k\" (exact) or \"estimate\" (bytes / 4, faster)"),
+                ));
+            }
+        },
+    };
     let defaults = Defaults {
         idle_timeout: cx
             .positive(&global, "metaServer", "idleTimeoutSecs")?
@@ -250,6 +275,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
         source: path.to_owned(),
         catalog_dir,
         index_concurrency,
+        results,
         servers: out,
     })
 }

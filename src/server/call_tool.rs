@@ -8,6 +8,8 @@ use tokio_util::sync::CancellationToken;
 use super::State;
 use super::definitions::{CALL_TOOL, definitions};
 use super::reply::{self, Reply};
+use crate::budget::Route;
+use crate::config::RESERVED_SERVER;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -62,15 +64,23 @@ pub(super) async fn run(state: &State, args: Value, cancelled: CancellationToken
             ));
         }
     }
-    let call = state
-        .manager
-        .call_tool(&entry.server, &entry.def.name, Some(arguments));
-    // Dropping the upstream call on client cancellation forwards notifications/cancelled.
-    tokio::select! {
-        result = call => match result {
-            Ok(result) => result,
-            Err(e) => reply::error(e.to_string()),
-        },
-        () = cancelled.cancelled() => reply::error("cancelled by the client"),
-    }
+    let result = if entry.server == RESERVED_SERVER {
+        super::builtin::run(state, &entry.def.name, arguments)
+    } else {
+        let call = state
+            .manager
+            .call_tool(&entry.server, &entry.def.name, Some(arguments));
+        // Dropping the upstream call on client cancellation forwards notifications/cancelled.
+        tokio::select! {
+            result = call => match result {
+                Ok(result) => result,
+                Err(e) => return reply::error(e.to_string()),
+            },
+            () = cancelled.cancelled() => return reply::error("cancelled by the client"),
+        }
+    };
+    let route = Route::CallTool {
+        server: entry.server.clone(),
+    };
+    state.shape(&entry.qualified, route, result)
 }

@@ -77,7 +77,8 @@ impl Library {
         Ok((Self::build(&settings.servers, catalogs)?, report))
     }
 
-    /// Builds entries and the index from `catalogs` (one per server name).
+    /// Builds entries and the index from `catalogs` (one per server name), plus the built-in
+    /// `meta` tools.
     pub fn build(
         servers: &[ServerConfig],
         catalogs: BTreeMap<String, Catalog>,
@@ -85,46 +86,27 @@ impl Library {
         let mut entries = BTreeMap::new();
         let mut docs = Vec::new();
         for server in servers {
-            let Some(catalog) = catalogs.get(&server.name) else {
-                continue;
-            };
-            for def in catalog.tool_defs() {
-                if !allowed(server, &def.name) {
-                    continue;
-                }
-                let qualified = qualified_name(&server.name, &def.name);
-                if entries.contains_key(&qualified) {
-                    tracing::warn!(server = %server.name, tool = %def.name, "two tools map to {qualified}; keeping the first");
-                    continue;
-                }
-                docs.push(ToolDoc {
-                    key: qualified.clone(),
-                    server: server.name.clone(),
-                    name: def.name.clone(),
-                    title: def.title.clone().unwrap_or_default(),
-                    description: def.description.clone(),
-                    params: def
-                        .params()
-                        .iter()
-                        .map(|p| format!("{} {}", p.name, p.description))
-                        .collect::<Vec<_>>()
-                        .join(" "),
-                    server_text: format!(
-                        "{} {} {}",
-                        server.name,
-                        server.key,
-                        server.description.as_deref().unwrap_or_default()
-                    ),
-                });
-                let entry = Entry {
-                    qualified: qualified.clone(),
-                    server: server.name.clone(),
-                    def,
-                    validator: OnceLock::new(),
-                };
-                entries.insert(qualified, Arc::new(entry));
+            if let Some(catalog) = catalogs.get(&server.name) {
+                let about = format!(
+                    "{} {}",
+                    server.key,
+                    server.description.as_deref().unwrap_or_default()
+                );
+                let tools = catalog
+                    .tool_defs()
+                    .into_iter()
+                    .filter(|def| allowed(server, &def.name));
+                add(&mut entries, &mut docs, &server.name, &about, tools);
             }
         }
+        let builtin = super::builtin::catalog();
+        add(
+            &mut entries,
+            &mut docs,
+            &builtin.server,
+            "meta-server built-in tools",
+            builtin.tool_defs().into_iter(),
+        );
         Ok(Self {
             entries,
             catalogs,
@@ -167,6 +149,44 @@ impl Library {
             }
         }
         out
+    }
+}
+
+/// Adds one server's tools as entries and search documents.
+fn add(
+    entries: &mut BTreeMap<String, Arc<Entry>>,
+    docs: &mut Vec<ToolDoc>,
+    server: &str,
+    about: &str,
+    tools: impl Iterator<Item = ToolDef>,
+) {
+    for def in tools {
+        let qualified = qualified_name(server, &def.name);
+        if entries.contains_key(&qualified) {
+            tracing::warn!(server, tool = %def.name, "two tools map to {qualified}; keeping the first");
+            continue;
+        }
+        docs.push(ToolDoc {
+            key: qualified.clone(),
+            server: server.to_owned(),
+            name: def.name.clone(),
+            title: def.title.clone().unwrap_or_default(),
+            description: def.description.clone(),
+            params: def
+                .params()
+                .iter()
+                .map(|p| format!("{} {}", p.name, p.description))
+                .collect::<Vec<_>>()
+                .join(" "),
+            server_text: format!("{server} {about}"),
+        });
+        let entry = Entry {
+            qualified: qualified.clone(),
+            server: server.to_owned(),
+            def,
+            validator: OnceLock::new(),
+        };
+        entries.insert(qualified, Arc::new(entry));
     }
 }
 

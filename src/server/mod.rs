@@ -1,6 +1,7 @@
 //! The MCP server the client talks to: three fixed meta-tools over the library of upstream
 //! tools. The only module that knows the meta-tools exist.
 
+mod builtin;
 mod call_tool;
 mod definitions;
 mod details_tool;
@@ -12,18 +13,22 @@ mod reply;
 mod search_tool;
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, DiscoverRequestMethod, DiscoverResult, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    InitializeRequestParams, InitializeResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ResourceTemplate, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use serde_json::Value;
 
-use crate::config::Settings;
+use crate::budget::{self, Budgets, ByteEstimate, Limits, O200k, Route, TokenCounter};
+use crate::config::{Settings, Tokenizer};
+use crate::result::{ResultHandler, SpillStore, store::DEFAULT_SPILL_BYTES};
 use crate::upstream::Manager;
 
 pub use definitions::definitions;
@@ -33,18 +38,61 @@ pub use library::{Library, LoadReport, qualified_name};
 pub struct State {
     pub settings: Settings,
     pub manager: Arc<Manager>,
+    pub results: ResultHandler,
     library: RwLock<Arc<Library>>,
     indexing: Mutex<BTreeSet<String>>,
+    /// The downstream client's own result limit, learned from `initialize`.
+    client_limit: OnceLock<Option<usize>>,
 }
 
 impl State {
     pub fn new(settings: Settings, library: Library) -> Arc<Self> {
+        let r = &settings.results;
+        let counter: Arc<dyn TokenCounter> = match r.tokenizer {
+            Tokenizer::O200k => Arc::new(O200k),
+            Tokenizer::Estimate => Arc::new(ByteEstimate),
+        };
+        let store = Arc::new(SpillStore::new(r.ttl, r.memory_bytes, DEFAULT_SPILL_BYTES));
         Arc::new(Self {
             manager: Manager::new(&settings.servers),
+            results: ResultHandler::new(store, counter),
             settings,
             library: RwLock::new(Arc::new(library)),
             indexing: Mutex::new(BTreeSet::new()),
+            client_limit: OnceLock::new(),
         })
+    }
+
+    /// The soft and hard limits for results on `route`.
+    pub fn limits(&self, route: &Route) -> Limits {
+        let r = &self.settings.results;
+        let budgets = Budgets {
+            default_soft: r
+                .max_result_tokens
+                .map_or(budget::DEFAULT_RESULT_TOKENS, |t| t as usize),
+            per_server: self
+                .settings
+                .servers
+                .iter()
+                .filter_map(|s| Some((s.name.clone(), s.max_result_tokens? as usize)))
+                .collect(),
+            hard: r
+                .hard_result_tokens
+                .map_or(budget::DEFAULT_HARD_TOKENS, |t| t as usize),
+            client: self.client_limit.get().copied().flatten(),
+        };
+        budgets.limits(route)
+    }
+
+    /// Passes a result through result handling for `route`.
+    fn shape(
+        &self,
+        tool: &str,
+        route: Route,
+        result: rmcp::model::CallToolResult,
+    ) -> rmcp::model::CallToolResult {
+        let limits = self.limits(&route);
+        self.results.shape(tool, &route, limits, result)
     }
 
     /// The current library (a snapshot; cheap to hold across a call).
@@ -87,17 +135,86 @@ impl MetaServer {
 
 impl ServerHandler for MetaServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new(
-                "meta-server",
-                env!("CARGO_PKG_VERSION"),
-            ))
-            .with_protocol_version(ProtocolVersion::V_2025_11_25)
-            .with_instructions(self.instructions.to_string())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            "meta-server",
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .with_protocol_version(ProtocolVersion::V_2025_11_25)
+        .with_instructions(self.instructions.to_string())
     }
 
     fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
         std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        let client = &request.client_info.name;
+        let limit = budget::client_limit(client);
+        if let Some(limit) = limit {
+            tracing::info!(
+                client,
+                limit,
+                "results are kept within the client's own limit"
+            );
+        }
+        let _ = self.state.client_limit.set(limit);
+        cx.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        Ok(ListResourcesResult::default())
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let mut template = ResourceTemplate::new(
+            format!("{}{{resourceId}}", crate::result::RESOURCE_PREFIX),
+            "stored-result",
+        );
+        template.title = Some("Full result of a truncated tool call".into());
+        template.description = Some(
+            "The whole result behind a TRUNCATION NOTICE; resourceId is the notice's resourceId (r-xxxxxxxx).".into(),
+        );
+        Ok(ListResourceTemplatesResult::with_all_items(vec![template]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let id = crate::result::resource_id(&request.uri).ok_or_else(|| {
+            McpError::resource_not_found(
+                format!(
+                    "unknown resource {}; stored results look like {}r-1a2b3c4d",
+                    request.uri,
+                    crate::result::RESOURCE_PREFIX
+                ),
+                None,
+            )
+        })?;
+        match self.state.results.read_resource(id) {
+            Ok(contents) => Ok(ReadResourceResult::new(vec![contents]).into()),
+            Err(e) => Err(McpError::resource_not_found(e.to_string(), None)),
+        }
     }
 
     /// This server speaks the `initialize` era only: answer the probe at once so clients fall back.
@@ -121,8 +238,16 @@ impl ServerHandler for MetaServer {
         let args = Value::Object(request.arguments.unwrap_or_default());
         let state = &self.state;
         let result = match request.name.as_ref() {
-            definitions::SEARCH_TOOLS => search_tool::run(state, args),
-            definitions::GET_TOOL_DETAILS => details_tool::run(state, args),
+            definitions::SEARCH_TOOLS => state.shape(
+                definitions::SEARCH_TOOLS,
+                Route::SearchTools,
+                search_tool::run(state, args),
+            ),
+            definitions::GET_TOOL_DETAILS => state.shape(
+                definitions::GET_TOOL_DETAILS,
+                Route::GetToolDetails,
+                details_tool::run(state, args),
+            ),
             definitions::CALL_TOOL => call_tool::run(state, args, cx.ct.clone()).await,
             other => {
                 return Err(McpError::invalid_params(

@@ -1,21 +1,20 @@
-//! Opening one connection: spawn a stdio child (in its own process group) or reach a
+//! Opening one connection: spawn a stdio child (see `child.rs`) or reach a
 //! streamable-HTTP endpoint, then run the `initialize` handshake.
 
 use std::collections::{HashMap, VecDeque};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex as StdMutex};
 
 use http::{HeaderName, HeaderValue};
-use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
 use rmcp::ClientHandler;
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
 use rmcp::service::{ClientInitializeError, NotificationContext, RoleClient, ServiceExt};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::ChildStderr;
 use tokio::sync::Mutex;
 
+use super::child::ChildTransport;
 use super::{Connection, UpstreamError};
 use crate::config::{Launch, ServerConfig};
 
@@ -89,17 +88,11 @@ pub(super) async fn open(config: &ServerConfig) -> Result<Connection, UpstreamEr
             if let Some(cwd) = &cwd {
                 cmd.current_dir(cwd);
             }
-            let mut wrapped = CommandWrap::from(cmd);
-            // Own process group: stopping the server also stops what it started.
-            wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
-            let (transport, child_stderr) = TokioChildProcess::builder(wrapped)
-                .stderr(Stdio::piped())
-                .spawn()
-                .map_err(|e| UpstreamError::Spawn {
+            let (transport, child_stderr, pid) =
+                ChildTransport::spawn(cmd).map_err(|e| UpstreamError::Spawn {
                     server: server.clone(),
                     message: spawn_message(&command, &e),
                 })?;
-            let pid = transport.id();
             if let Some(child_stderr) = child_stderr {
                 stderr.follow(server.clone(), child_stderr);
             }

@@ -1,6 +1,7 @@
 //! Live connections to upstream servers: connect once per server on demand, stop when idle,
 //! reconnect after a crash. The only module that holds connections.
 
+mod child;
 mod connect;
 
 use std::collections::HashMap;

@@ -97,7 +97,7 @@ def wait_until(predicate, what: str, limit: float = 30.0):
 
 @asynccontextmanager
 async def meta_client(cfg: Path, mode: str = "auto", env: dict | None = None):
-    env = {**os.environ, "META_SERVER_LOG": "info", **(env or {})}
+    env = {**os.environ, "META_SERVER_LOG": "meta_server=info", **(env or {})}
     params = StdioServerParameters(command=str(BIN), args=["--config", str(cfg), "serve"], env=env)
     async with Client(params, mode=mode) as client:
         yield client

@@ -1,0 +1,176 @@
+//! Token counting and per-route result budgets. No I/O.
+
+/// Default soft limit of one result, in tokens.
+pub const DEFAULT_RESULT_TOKENS: usize = 10_000;
+/// Default hard limit: results above it are refused with an error, not stored.
+pub const DEFAULT_HARD_TOKENS: usize = 5_000_000;
+/// Texts longer than this many bytes are counted on a prefix and extrapolated.
+const EXACT_COUNT_BYTES: usize = 1 << 20;
+
+/// Counts tokens of a text.
+pub trait TokenCounter: Send + Sync {
+    fn count(&self, text: &str) -> usize;
+    /// Short name for reports, e.g. "o200k_base".
+    fn name(&self) -> &'static str;
+}
+
+/// The `o200k_base` tokenizer (GPT-4o family), a good stand-in for today's models.
+pub struct O200k;
+
+impl TokenCounter for O200k {
+    fn count(&self, text: &str) -> usize {
+        let bpe = tiktoken_rs::o200k_base_singleton();
+        if text.len() <= EXACT_COUNT_BYTES {
+            return bpe.encode_ordinary(text).len();
+        }
+        // Counting tens of MB exactly takes seconds; a 1 MiB prefix gives the ratio.
+        let mut end = EXACT_COUNT_BYTES;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let prefix = bpe.encode_ordinary(&text[..end]).len();
+        (prefix as f64 * text.len() as f64 / end as f64).ceil() as usize
+    }
+
+    fn name(&self) -> &'static str {
+        "o200k_base"
+    }
+}
+
+/// A cheap estimate: one token per four bytes, rounded up.
+pub struct ByteEstimate;
+
+impl TokenCounter for ByteEstimate {
+    fn count(&self, text: &str) -> usize {
+        text.len().div_ceil(4)
+    }
+
+    fn name(&self) -> &'static str {
+        "bytes/4"
+    }
+}
+
+/// Where a result is going.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    SearchTools,
+    GetToolDetails,
+    CallTool { server: String },
+}
+
+impl std::fmt::Display for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Route::SearchTools => f.write_str("search_tools"),
+            Route::GetToolDetails => f.write_str("get_tool_details"),
+            Route::CallTool { server } => write!(f, "call_tool on server \"{server}\""),
+        }
+    }
+}
+
+/// Limits for one route: over `soft`, cut and store; over `hard`, refuse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub soft: usize,
+    pub hard: usize,
+}
+
+/// Known result limits of downstream clients, in tokens, matched on `clientInfo.name`.
+///
+/// | client | limit | source |
+/// | --- | --- | --- |
+/// | Claude Code (`claude-code`) | 25,000 tokens | MAX_MCP_OUTPUT_TOKENS default |
+/// | Codex (`codex-mcp-client`) | ~10 KiB, taken as 2,500 tokens | tool output truncation |
+pub fn client_limit(client_name: &str) -> Option<usize> {
+    let name = client_name.to_ascii_lowercase();
+    if name.contains("claude-code") || name == "claude code" {
+        Some(25_000)
+    } else if name.contains("codex") {
+        Some(2_500)
+    } else {
+        None
+    }
+}
+
+/// Budgets for every route, resolved from config and the downstream client.
+#[derive(Debug, Clone)]
+pub struct Budgets {
+    /// Soft limit for routes without their own (global `maxResultTokens` or the default).
+    pub default_soft: usize,
+    /// Per-server `maxResultTokens`.
+    pub per_server: Vec<(String, usize)>,
+    pub hard: usize,
+    /// The downstream client's own limit, when known: no budget goes above it.
+    pub client: Option<usize>,
+}
+
+impl Budgets {
+    pub fn limits(&self, route: &Route) -> Limits {
+        let configured = match route {
+            Route::CallTool { server } => self
+                .per_server
+                .iter()
+                .find(|(s, _)| s == server)
+                .map_or(self.default_soft, |(_, t)| *t),
+            _ => self.default_soft,
+        };
+        let soft = self.client.map_or(configured, |c| configured.min(c));
+        Limits {
+            soft,
+            hard: self.hard.max(soft),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn o200k_counts_real_tokens() {
+        assert_eq!(O200k.count(""), 0);
+        assert_eq!(O200k.count("hello world"), 2);
+        let big = "lorem ipsum dolor sit amet ".repeat(60_000);
+        let exact = tiktoken_rs::o200k_base_singleton()
+            .encode_ordinary(&big)
+            .len();
+        let estimated = O200k.count(&big);
+        assert!(
+            estimated.abs_diff(exact) * 100 <= exact,
+            "{estimated} vs {exact}"
+        );
+        assert_eq!(ByteEstimate.count("abcde"), 2);
+    }
+
+    #[test]
+    fn budgets_follow_server_config_and_client_caps() {
+        let budgets = Budgets {
+            default_soft: DEFAULT_RESULT_TOKENS,
+            per_server: vec![("big".into(), 40_000)],
+            hard: DEFAULT_HARD_TOKENS,
+            client: None,
+        };
+        let big = Route::CallTool {
+            server: "big".into(),
+        };
+        let other = Route::CallTool { server: "x".into() };
+        assert_eq!(budgets.limits(&big).soft, 40_000);
+        assert_eq!(budgets.limits(&other).soft, DEFAULT_RESULT_TOKENS);
+        let claude = Budgets {
+            client: client_limit("claude-code"),
+            ..budgets.clone()
+        };
+        assert_eq!(
+            claude.limits(&big).soft,
+            25_000,
+            "never above what the client keeps"
+        );
+        assert_eq!(claude.limits(&other).soft, DEFAULT_RESULT_TOKENS);
+        let codex = Budgets {
+            client: client_limit("codex-mcp-client"),
+            ..budgets
+        };
+        assert_eq!(codex.limits(&Route::SearchTools).soft, 2_500);
+        assert_eq!(client_limit("mcp"), None);
+    }
+}

@@ -1,0 +1,571 @@
+//! Result handling: every result passes through here before it reaches the client. Over the
+//! route's soft limit a result is cut at a meaningful boundary, kept whole in the store, and
+//! followed by a truncation notice whose recovery hint works; over the hard limit it is refused
+//! with an error that says what to do. The only module that decides what is cut.
+
+mod lookup;
+pub mod notice;
+pub mod store;
+pub mod truncate;
+
+use std::sync::Arc;
+
+use rmcp::model::{CallToolResult, ContentBlock, Resource, ResourceContents};
+use serde_json::Value;
+
+use crate::budget::{Limits, Route, TokenCounter};
+
+pub use lookup::{Match, Page};
+pub use notice::{LOOKUP_TOOL, Notice};
+pub use store::{ResultStore, SpillStore, StoreError, Stored};
+
+/// URI scheme under which stored results are MCP resources.
+pub const RESOURCE_PREFIX: &str = "meta-server://results/";
+/// Tokens kept free for the notice and resource link.
+const NOTICE_RESERVE: usize = 200;
+
+/// The resource URI of a stored result.
+pub fn resource_uri(id: &str) -> String {
+    format!("{RESOURCE_PREFIX}{id}")
+}
+
+/// The stored-result id in a resource URI.
+pub fn resource_id(uri: &str) -> Option<&str> {
+    uri.strip_prefix(RESOURCE_PREFIX)
+}
+
+/// Shapes results to their budgets and serves stored results back.
+pub struct ResultHandler {
+    store: Arc<dyn ResultStore>,
+    counter: Arc<dyn TokenCounter>,
+}
+
+/// The text-like parts of a result, as one document.
+struct Parts {
+    /// Text blocks joined by newlines.
+    text: String,
+    /// Index of the first text block, where the cut text goes.
+    first_text: Option<usize>,
+    /// `structuredContent` holds the same data as the text.
+    structured_duplicates_text: bool,
+}
+
+impl ResultHandler {
+    pub fn new(store: Arc<dyn ResultStore>, counter: Arc<dyn TokenCounter>) -> Self {
+        Self { store, counter }
+    }
+
+    pub fn store(&self) -> &dyn ResultStore {
+        self.store.as_ref()
+    }
+
+    pub fn counter(&self) -> &dyn TokenCounter {
+        self.counter.as_ref()
+    }
+
+    /// Passes `result` of `tool` through the limits of its route.
+    pub fn shape(
+        &self,
+        tool: &str,
+        route: &Route,
+        limits: Limits,
+        mut result: CallToolResult,
+    ) -> CallToolResult {
+        let parts = parts(&result);
+        let structured = result.structured_content.as_ref().map(Value::to_string);
+        let extra_structured = structured
+            .as_deref()
+            .filter(|_| !parts.structured_duplicates_text);
+        let binary_bytes: usize = result.content.iter().map(binary_len).sum();
+        // Tokens never outnumber bytes, so small results skip counting entirely.
+        let bytes = parts.text.len() + extra_structured.map_or(0, str::len) + binary_bytes;
+        if bytes <= limits.soft {
+            return result;
+        }
+        let text_tokens = self.counter.count(&parts.text);
+        let structured_tokens = extra_structured.map_or(0, |s| self.counter.count(s));
+        let total = text_tokens + structured_tokens + binary_bytes / 4;
+        if total <= limits.soft {
+            return result;
+        }
+        if total > limits.hard {
+            return error(format!(
+                "the result of {tool} is about {total} tokens, over the hard limit of {} tokens for {route}; \
+                 nothing was returned. Narrow the call (a smaller range, a page, head/tail or limit arguments) \
+                 or raise maxResultTokens for this server",
+                limits.hard
+            ));
+        }
+        let reason = |what: &str, tokens: usize| {
+            format!(
+                "{what} is {tokens} tokens, over the {}-token budget for {route}",
+                limits.soft
+            )
+        };
+        let mut appended: Vec<ContentBlock> = Vec::new();
+        let mut failures: Vec<String> = Vec::new();
+
+        // Binary content goes to the store whole and is replaced by a reference.
+        for block in &mut result.content {
+            if binary_len(block) == 0 {
+                continue;
+            }
+            match self.stash_binary(tool, block) {
+                Ok(reference) => *block = reference,
+                Err(e) => failures.push(e.to_string()),
+            }
+        }
+
+        // Structured content that is not a copy of the text gets at most half the budget.
+        let budget = limits.soft.saturating_sub(NOTICE_RESERVE).max(2);
+        let text_share = budget - structured_tokens.min(budget / 2);
+        let structured_share = budget - text_tokens.min(text_share);
+        if let Some(first) = parts.first_text
+            && text_tokens > text_share
+        {
+            match self.cut_and_store(
+                tool,
+                &parts.text,
+                text_tokens,
+                text_share,
+                &reason("the result", text_tokens),
+            ) {
+                Ok((shown, notice, link)) => {
+                    if parts.structured_duplicates_text {
+                        result.structured_content = result
+                            .structured_content
+                            .take()
+                            .and_then(|s| same_shape(s, &parts.text, &shown));
+                    }
+                    let mut kept = Vec::with_capacity(result.content.len());
+                    for (i, block) in result.content.drain(..).enumerate() {
+                        if i == first {
+                            kept.push(ContentBlock::text(shown.clone()));
+                        } else if block.as_text().is_none() {
+                            kept.push(block);
+                        }
+                    }
+                    result.content = kept;
+                    appended.push(ContentBlock::text(notice.render()));
+                    appended.push(link);
+                }
+                Err(e) => failures.push(e.to_string()),
+            }
+        }
+
+        if let Some(structured) = extra_structured
+            && structured_tokens > structured_share
+        {
+            let reason = reason("structuredContent", structured_tokens);
+            match self.cut_and_store(
+                tool,
+                structured,
+                structured_tokens,
+                structured_share,
+                &reason,
+            ) {
+                Ok((shown, notice, link)) => {
+                    result.structured_content = serde_json::from_str::<Value>(&shown)
+                        .ok()
+                        .filter(Value::is_object);
+                    appended.push(ContentBlock::text(notice.render()));
+                    appended.push(link);
+                }
+                Err(e) => failures.push(e.to_string()),
+            }
+        }
+
+        if !failures.is_empty() {
+            return error(format!(
+                "the result of {tool} is over the {}-token budget for {route} and could not be stored for reading back ({}); \
+                 nothing was returned rather than a silent cut. Narrow the call and try again",
+                limits.soft,
+                failures.join("; ")
+            ));
+        }
+        result.content.extend(appended);
+        result
+    }
+
+    /// Stores `text` whole, cuts it to `budget` tokens, and builds its notice and resource link.
+    fn cut_and_store(
+        &self,
+        tool: &str,
+        text: &str,
+        tokens: usize,
+        budget: usize,
+        reason: &str,
+    ) -> Result<(String, Notice, ContentBlock), StoreError> {
+        let kind = truncate::detect(text);
+        let mime = match kind {
+            truncate::ContentKind::Json => "application/json",
+            truncate::ContentKind::Ndjson => "application/x-ndjson",
+            truncate::ContentKind::Markdown => "text/markdown",
+            truncate::ContentKind::Code | truncate::ContentKind::Text => "text/plain",
+        };
+        let cut = truncate::cut(text, &|s: &str| {
+            s.len() <= budget || self.counter.count(s) <= budget
+        });
+        let id = self.store.put(Stored::text(tool, mime, text.to_owned()))?;
+        let returned = self.counter.count(&cut.shown);
+        let mut reason = reason.to_owned();
+        if let Some(detail) = &cut.detail {
+            reason.push_str("; ");
+            reason.push_str(detail);
+        }
+        let notice = Notice::new(
+            tool,
+            tokens,
+            returned,
+            cut.boundary.as_str(),
+            reason,
+            &id,
+            cut.next_offset,
+        );
+        let mut link = Resource::new(resource_uri(&id), id.clone());
+        link.description = Some(format!("Full result of {tool} ({tokens} tokens)"));
+        link.mime_type = Some(mime.to_owned());
+        link.size = Some(text.len() as u64);
+        Ok((cut.shown, notice, ContentBlock::resource_link(link)))
+    }
+
+    /// Moves an image, audio clip or binary resource into the store; returns the reference block.
+    fn stash_binary(&self, tool: &str, block: &ContentBlock) -> Result<ContentBlock, StoreError> {
+        let (data, mime) = match block {
+            ContentBlock::Image(i) => (i.data.clone(), i.mime_type.clone()),
+            ContentBlock::Audio(a) => (a.data.clone(), a.mime_type.clone()),
+            ContentBlock::Resource(r) => match &r.resource {
+                ResourceContents::BlobResourceContents {
+                    blob, mime_type, ..
+                } => (
+                    blob.clone(),
+                    mime_type
+                        .clone()
+                        .unwrap_or_else(|| "application/octet-stream".into()),
+                ),
+                _ => unreachable!("only blobs have a binary length"),
+            },
+            _ => unreachable!("only binary blocks are stashed"),
+        };
+        let size = data.len() / 4 * 3;
+        let id = self
+            .store
+            .put(Stored::new(tool, &mime, store::Body::Blob(data)))?;
+        let uri = resource_uri(&id);
+        let mut link = Resource::new(uri.clone(), id.clone());
+        link.mime_type = Some(mime.clone());
+        link.size = Some(size as u64);
+        link.description = Some(format!(
+            "{mime} content of {tool} ({size} bytes), kept out of the result to save the budget; read it with resources/read {uri}"
+        ));
+        Ok(ContentBlock::resource_link(link))
+    }
+}
+
+fn error(message: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message)])
+}
+
+/// Base64 length of binary content in a block; 0 for text.
+fn binary_len(block: &ContentBlock) -> usize {
+    match block {
+        ContentBlock::Image(i) => i.data.len(),
+        ContentBlock::Audio(a) => a.data.len(),
+        ContentBlock::Resource(r) => match &r.resource {
+            ResourceContents::BlobResourceContents { blob, .. } => blob.len(),
+            _ => 0,
+        },
+        _ => 0,
+    }
+}
+
+fn parts(result: &CallToolResult) -> Parts {
+    let texts: Vec<&str> = result
+        .content
+        .iter()
+        .filter_map(|b| b.as_text().map(|t| t.text.as_str()))
+        .collect();
+    let text = texts.join("\n");
+    let structured_duplicates_text = result
+        .structured_content
+        .as_ref()
+        .is_some_and(|s| !text.is_empty() && duplicates(s, &text));
+    Parts {
+        first_text: result.content.iter().position(|b| b.as_text().is_some()),
+        text,
+        structured_duplicates_text,
+    }
+}
+
+/// Whether `structured` carries the same data as `text`: the text is that JSON, or the
+/// structure holds most of the text as one of its strings (server-filesystem's
+/// `{"content": text}`).
+fn duplicates(structured: &Value, text: &str) -> bool {
+    match structured {
+        Value::Object(map) => {
+            map.values().any(|v| holds_text(v, text)) || json_equals(text, structured)
+        }
+        other => json_equals(text, other),
+    }
+}
+
+fn holds_text(value: &Value, text: &str) -> bool {
+    value
+        .as_str()
+        .is_some_and(|s| s.len() * 2 >= text.len() && text.contains(s))
+}
+
+fn json_equals(text: &str, value: &Value) -> bool {
+    let t = text.trim_start();
+    (t.starts_with('{') || t.starts_with('['))
+        && serde_json::from_str::<Value>(text).is_ok_and(|parsed| &parsed == value)
+}
+
+/// The structured content cut the same way as the text it duplicates; `None` if that is impossible.
+fn same_shape(structured: Value, original: &str, shown: &str) -> Option<Value> {
+    match structured {
+        Value::Object(mut map) => {
+            if let Some(slot) = map.values_mut().find(|v| holds_text(v, original)) {
+                *slot = Value::String(shown.to_owned());
+                return Some(Value::Object(map));
+            }
+            serde_json::from_str::<Value>(shown)
+                .ok()
+                .filter(Value::is_object)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::budget::ByteEstimate;
+    use rmcp::model::ImageContent;
+    use serde_json::json;
+
+    fn handler() -> ResultHandler {
+        let store = SpillStore::new(std::time::Duration::from_secs(60), 64 << 20, 1 << 20);
+        ResultHandler::new(Arc::new(store), Arc::new(ByteEstimate))
+    }
+
+    fn route() -> Route {
+        Route::CallTool {
+            server: "fs".into(),
+        }
+    }
+
+    const LIMITS: Limits = Limits {
+        soft: 1_000,
+        hard: 100_000,
+    };
+
+    fn texts(result: &CallToolResult) -> Vec<String> {
+        result
+            .content
+            .iter()
+            .filter_map(|b| b.as_text().map(|t| t.text.clone()))
+            .collect()
+    }
+
+    /// Follows the notice's recovery hint page by page and returns the whole text.
+    fn read_back(h: &ResultHandler, notice: &Value) -> String {
+        let id = notice["resourceId"].as_str().unwrap();
+        let (mut offset, mut out) = (0, String::new());
+        loop {
+            let page = h.page(id, offset, None, None, 300).unwrap();
+            assert!(page.content.len() <= 300 * 4 + 4);
+            out.push_str(&page.content);
+            if !page.has_more {
+                return out;
+            }
+            assert!(page.next_offset > offset, "pages always advance");
+            offset = page.next_offset;
+        }
+    }
+
+    #[test]
+    fn small_results_pass_through_untouched() {
+        let result = CallToolResult::success(vec![ContentBlock::text("hi")]);
+        assert_eq!(
+            handler().shape("fs__read", &route(), LIMITS, result.clone()),
+            result
+        );
+    }
+
+    #[test]
+    fn big_text_is_cut_stored_and_recoverable() {
+        let h = handler();
+        let text: String = (0..2000)
+            .map(|i| format!("line {i}: héllo wörld\n"))
+            .collect();
+        let shaped = h.shape(
+            "fs__read",
+            &route(),
+            LIMITS,
+            CallToolResult::success(vec![ContentBlock::text(text.clone())]),
+        );
+        let blocks = texts(&shaped);
+        assert_eq!(blocks.len(), 2, "cut text + notice");
+        assert!(ByteEstimate.count(&blocks[0]) <= LIMITS.soft);
+        let notice = Notice::parse(&blocks[1]).expect("notice parses");
+        assert_eq!(notice["tool"], "fs__read");
+        assert_eq!(notice["originalTokens"], ByteEstimate.count(&text));
+        let next = notice["nextOffset"].as_u64().unwrap() as usize;
+        assert_eq!(
+            blocks[0],
+            text.chars().take(next).collect::<String>(),
+            "text is shown as a prefix"
+        );
+        let link = shaped
+            .content
+            .last()
+            .unwrap()
+            .as_resource_link()
+            .expect("resource link");
+        assert_eq!(resource_id(&link.uri), notice["resourceId"].as_str());
+        assert_eq!(read_back(&h, &notice), text);
+        let ResourceContents::TextResourceContents { text: whole, .. } =
+            h.read_resource(resource_id(&link.uri).unwrap()).unwrap()
+        else {
+            panic!("text resource");
+        };
+        assert_eq!(whole, text);
+    }
+
+    #[test]
+    fn duplicated_structured_content_is_cut_the_same_way() {
+        let h = handler();
+        let text = "abc def. ".repeat(1000);
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text.clone())]);
+        result.structured_content = Some(json!({"content": text}));
+        let shaped = h.shape("fs__read_text_file", &route(), LIMITS, result);
+        let blocks = texts(&shaped);
+        assert_eq!(
+            shaped.structured_content,
+            Some(json!({"content": blocks[0]}))
+        );
+        assert_eq!(blocks.len(), 2, "one notice for the one document");
+    }
+
+    #[test]
+    fn separate_structured_content_gets_its_own_notice_and_stays_an_object() {
+        let h = handler();
+        let items: Vec<Value> = (0..500)
+            .map(|i| json!({"id": i, "name": format!("item {i}")}))
+            .collect();
+        let mut result = CallToolResult::success(vec![ContentBlock::text("500 items found")]);
+        result.structured_content = Some(json!({"items": items}));
+        let shaped = h.shape("db__query", &route(), LIMITS, result);
+        let structured = shaped
+            .structured_content
+            .clone()
+            .expect("structured content kept");
+        assert!(structured.is_object());
+        assert!(structured.to_string().len() <= LIMITS.soft * 4);
+        let blocks = texts(&shaped);
+        assert_eq!(blocks[0], "500 items found");
+        let notice = Notice::parse(&blocks[1]).unwrap();
+        assert!(
+            notice["reason"]
+                .as_str()
+                .unwrap()
+                .contains("structuredContent")
+        );
+        let original = json!({"items": items}).to_string();
+        assert_eq!(read_back(&h, &notice), original);
+    }
+
+    #[test]
+    fn over_the_hard_limit_is_a_loud_error() {
+        let h = handler();
+        let text = "x".repeat(500_000);
+        let limits = Limits {
+            soft: 1_000,
+            hard: 50_000,
+        };
+        let shaped = h.shape(
+            "fs__read",
+            &route(),
+            limits,
+            CallToolResult::success(vec![ContentBlock::text(text)]),
+        );
+        assert_eq!(shaped.is_error, Some(true));
+        let msg = &texts(&shaped)[0];
+        for needle in [
+            "fs__read",
+            "125000 tokens",
+            "50000",
+            "call_tool on server \"fs\"",
+            "maxResultTokens",
+            "Narrow",
+        ] {
+            assert!(msg.contains(needle), "{needle} missing in {msg}");
+        }
+    }
+
+    #[test]
+    fn images_over_budget_go_to_the_store() {
+        let h = handler();
+        let data = "iVBORw0KGgo".repeat(1000);
+        let result = CallToolResult::success(vec![
+            ContentBlock::text("a chart"),
+            ContentBlock::Image(ImageContent::new(data.clone(), "image/png")),
+        ]);
+        let shaped = h.shape("plot__draw", &route(), LIMITS, result);
+        assert_eq!(texts(&shaped), ["a chart"]);
+        let link = shaped.content[1]
+            .as_resource_link()
+            .expect("image replaced by a link");
+        assert_eq!(link.mime_type.as_deref(), Some("image/png"));
+        let id = resource_id(&link.uri).unwrap();
+        let ResourceContents::BlobResourceContents { blob, .. } = h.read_resource(id).unwrap()
+        else {
+            panic!("blob resource");
+        };
+        assert_eq!(blob, data);
+        let err = h.page(id, 0, None, None, 100).unwrap_err().to_string();
+        assert!(
+            err.contains("binary") && err.contains("resources/read"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn pages_search_and_pointers_read_the_stored_text() {
+        let h = handler();
+        let doc = json!({"meta": {"n": 2}, "items": [{"name": "ä"}, {"name": "needle here"}]})
+            .to_string();
+        let id = h
+            .store
+            .put(Stored::text("t", "application/json", doc.clone()))
+            .unwrap();
+        let page = h.page(&id, 0, Some(10), None, 1000).unwrap();
+        assert_eq!(
+            page.content,
+            doc.chars().take(page.next_offset).collect::<String>()
+        );
+        assert!(page.has_more && page.total == doc.chars().count());
+        let one = h.page(&id, 0, None, Some("/items/1/name"), 1000).unwrap();
+        assert_eq!(one.content, "needle here");
+        let err = h
+            .page(&id, 0, None, Some("/nope"), 1000)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("/nope"), "{err}");
+        let err = h
+            .page(&id, 10_000, None, None, 1000)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("past the end"), "{err}");
+        let (matches, total) = h.search(&id, "needle", 0, 10).unwrap();
+        assert_eq!(total, 1);
+        let from: String = doc.chars().skip(matches[0].offset).collect();
+        assert!(
+            from.starts_with("needle"),
+            "offset points at the match: {from}"
+        );
+        let (_, total) = h.search(&id, "[unclosed", 0, 10).unwrap();
+        assert_eq!(total, 0, "an invalid regex is searched literally");
+    }
+}

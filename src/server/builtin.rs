@@ -1,0 +1,140 @@
+//! meta-server's own tools, under the reserved server name `meta`: reading stored full results.
+//! Reached through `call_tool` and found by `search_tools` like any upstream tool.
+
+use std::sync::LazyLock;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::State;
+use super::reply::{self, Reply};
+use crate::budget::Route;
+use crate::catalog::{Catalog, FORMAT};
+use crate::config::RESERVED_SERVER;
+
+static CATALOG: LazyLock<Catalog> = LazyLock::new(|| Catalog {
+    format: FORMAT,
+    server: RESERVED_SERVER.to_owned(),
+    fetched_at: None,
+    config_fingerprint: None,
+    protocol_version: None,
+    server_info: None,
+    instructions: None,
+    tools_hash: None,
+    tools: serde_json::from_str(include_str!("builtin.json")).expect("built-in tools parse"),
+});
+
+/// The built-in tools as a catalog of the `meta` server.
+pub fn catalog() -> &'static Catalog {
+    &CATALOG
+}
+
+/// Tokens of a lookup page's budget left for the continuation line.
+const PAGE_RESERVE: usize = 300;
+
+#[derive(Deserialize)]
+struct LookupArgs {
+    resource_id: String,
+    #[serde(default)]
+    offset: usize,
+    limit: Option<usize>,
+    pointer: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct SearchArgs {
+    resource_id: String,
+    pattern: String,
+    #[serde(default)]
+    context_lines: usize,
+    #[serde(default = "default_matches")]
+    max_matches: usize,
+}
+
+fn default_matches() -> usize {
+    20
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SearchOutput {
+    resource_id: String,
+    total_matches: usize,
+    matches: Vec<crate::result::Match>,
+}
+
+/// Runs built-in tool `tool` (arguments already checked against its schema).
+pub(super) fn run(state: &State, tool: &str, arguments: Map<String, Value>) -> Reply {
+    let args = Value::Object(arguments);
+    let route = Route::CallTool {
+        server: RESERVED_SERVER.to_owned(),
+    };
+    match tool {
+        "lookup_full_content" => {
+            let args: LookupArgs = match reply::parse_args(tool, args) {
+                Ok(args) => args,
+                Err(e) => return reply::error(e),
+            };
+            // Room for the continuation line and the structured copy of the page.
+            let budget = state
+                .limits(&route)
+                .soft
+                .saturating_sub(PAGE_RESERVE)
+                .max(1);
+            match state.results.page(
+                &args.resource_id,
+                args.offset,
+                args.limit,
+                args.pointer.as_deref(),
+                budget,
+            ) {
+                Ok(page) => {
+                    let mut text = page.content.clone();
+                    if page.has_more {
+                        text.push_str(&format!(
+                            "\n[characters {}-{} of {}; continue with {}]",
+                            page.offset,
+                            page.next_offset,
+                            page.total,
+                            crate::result::notice::recovery_hint(
+                                &page.resource_id,
+                                page.next_offset
+                            )
+                        ));
+                    }
+                    reply::structured(&page, text)
+                }
+                Err(e) => reply::error(e.to_string()),
+            }
+        }
+        "search_full_content" => {
+            let args: SearchArgs = match reply::parse_args(tool, args) {
+                Ok(args) => args,
+                Err(e) => return reply::error(e),
+            };
+            match state.results.search(
+                &args.resource_id,
+                &args.pattern,
+                args.context_lines,
+                args.max_matches,
+            ) {
+                Ok((matches, total_matches)) => {
+                    let text = matches
+                        .iter()
+                        .map(|m| format!("offset {} line {}: {}", m.offset, m.line, m.text))
+                        .collect::<Vec<_>>()
+                        .join("\n");
+                    let out = SearchOutput {
+                        resource_id: args.resource_id,
+                        total_matches,
+                        matches,
+                    };
+                    let text = format!("{total_matches} matches\n{text}");
+                    reply::structured(&out, text)
+                }
+                Err(e) => reply::error(e.to_string()),
+            }
+        }
+        other => reply::error(format!("meta-server has no built-in tool \"{other}\"")),
+    }
+}
