@@ -1,6 +1,7 @@
 //! Command-line interface: one subcommand per file. The clap doc comments are the help text.
 
 mod index;
+mod measure;
 mod search;
 mod serve;
 
@@ -49,6 +50,7 @@ pub enum Command {
     Serve(serve::Args),
     Index(index::Args),
     Search(search::Args),
+    Measure(measure::Args),
 }
 
 /// Logs go to stderr only: stdout belongs to the MCP protocol.
@@ -81,6 +83,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Command::Serve(args) => serve::run(settings, args).await,
             Command::Index(args) => index::run(settings, args).await,
             Command::Search(args) => search::run(settings, args),
+            Command::Measure(args) => measure::run(settings, args),
         }
     })
 }
