@@ -9,7 +9,7 @@ use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
-use crate::catalog;
+use crate::catalog::{self, Catalog, config_fingerprint};
 use crate::config::{ServerConfig, Settings};
 use crate::upstream::Manager;
 
@@ -24,6 +24,11 @@ pub struct Args {
     /// Index only this server (repeatable). Default: every enabled server.
     #[arg(long = "server", value_name = "NAME")]
     servers: Vec<String>,
+
+    /// Only servers whose catalog is missing, unreadable, or made from a different launch
+    /// config (its configFingerprint no longer matches).
+    #[arg(long)]
+    stale: bool,
 
     /// Print the summary as JSON on stdout.
     #[arg(long)]
@@ -64,11 +69,23 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
         }
         chosen
     };
-    if chosen.is_empty() {
+    if settings.servers.is_empty() {
         bail!(
             "{} configures no enabled servers",
             settings.source.display()
         );
+    }
+    let chosen: Vec<&ServerConfig> = if args.stale {
+        chosen
+            .into_iter()
+            .filter(|s| is_stale(&settings, s))
+            .collect()
+    } else {
+        chosen
+    };
+    if chosen.is_empty() {
+        report(&[], &settings, args.json)?;
+        return Ok(ExitCode::SUCCESS);
     }
     let manager = Manager::new(&settings.servers);
     let bar = progress(chosen.len(), args.json);
@@ -123,6 +140,16 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(2)
     })
+}
+
+/// Missing, unreadable, or listed under another launch config.
+fn is_stale(settings: &Settings, server: &ServerConfig) -> bool {
+    match Catalog::load(&Catalog::path(&settings.catalog_dir, &server.name)) {
+        Ok(Some(catalog)) => {
+            catalog.config_fingerprint.as_deref() != Some(config_fingerprint(server).as_str())
+        }
+        Ok(None) | Err(_) => true,
+    }
 }
 
 fn names(settings: &Settings) -> String {

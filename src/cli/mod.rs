@@ -78,12 +78,15 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(async move {
+    let code = runtime.block_on(async move {
         match cli.command {
             Command::Serve(args) => serve::run(settings, args).await,
             Command::Index(args) => index::run(settings, args).await,
             Command::Search(args) => search::run(settings, args),
             Command::Measure(args) => measure::run(settings, args),
         }
-    })
+    });
+    // Upstreams are stopped by now; a blocking stdin read must not keep the process alive.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    code
 }

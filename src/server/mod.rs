@@ -5,8 +5,8 @@ mod builtin;
 mod call_tool;
 mod definitions;
 mod details_tool;
+mod freshness;
 mod guard;
-mod indexer;
 mod instructions;
 mod library;
 mod reply;
@@ -40,7 +40,12 @@ pub struct State {
     pub manager: Arc<Manager>,
     pub results: ResultHandler,
     library: RwLock<Arc<Library>>,
+    rebuilding: Mutex<()>,
     indexing: Mutex<BTreeSet<String>>,
+    /// Servers whose tool list changed while they were disconnected.
+    dirty: Mutex<BTreeSet<String>>,
+    /// Upstream events, taken by the freshness watcher.
+    events: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<crate::upstream::Event>>>,
     /// The downstream client's own result limit, learned from `initialize`.
     client_limit: OnceLock<Option<usize>>,
 }
@@ -53,12 +58,16 @@ impl State {
             Tokenizer::Estimate => Arc::new(ByteEstimate),
         };
         let store = Arc::new(SpillStore::new(r.ttl, r.memory_bytes, DEFAULT_SPILL_BYTES));
+        let (events, receiver) = tokio::sync::mpsc::unbounded_channel();
         Arc::new(Self {
-            manager: Manager::new(&settings.servers),
+            manager: Manager::with_events(&settings.servers, events),
             results: ResultHandler::new(store, counter),
             settings,
             library: RwLock::new(Arc::new(library)),
+            rebuilding: Mutex::new(()),
             indexing: Mutex::new(BTreeSet::new()),
+            dirty: Mutex::new(BTreeSet::new()),
+            events: Mutex::new(Some(receiver)),
             client_limit: OnceLock::new(),
         })
     }
@@ -100,8 +109,34 @@ impl State {
         self.library.read().expect("library lock").clone()
     }
 
-    fn replace_library(&self, library: Library) {
+    /// Swaps in a library where `catalog` replaces its server's previous one.
+    fn replace_catalog(
+        &self,
+        catalog: crate::catalog::Catalog,
+    ) -> Result<(), crate::search::SearchError> {
+        // One rebuild at a time, so concurrent refreshes never drop each other's catalogs;
+        // searches keep reading the old library until the swap.
+        let _writer = self.rebuilding.lock().expect("rebuild lock");
+        let mut catalogs = self.library().catalogs.clone();
+        catalogs.insert(catalog.server.clone(), catalog);
+        let library = Library::build(&self.settings.servers, catalogs)?;
         *self.library.write().expect("library lock") = Arc::new(library);
+        Ok(())
+    }
+
+    /// Whether `server`'s catalog should be re-listed on its next connection: missing, made
+    /// from another launch config, or changed while disconnected.
+    pub fn is_stale(&self, server: &str) -> bool {
+        let Some(config) = self.settings.server(server) else {
+            return false;
+        };
+        let fingerprint = crate::catalog::config_fingerprint(config);
+        let library = self.library();
+        let fresh = library
+            .catalogs
+            .get(server)
+            .is_some_and(|c| c.config_fingerprint.as_deref() == Some(fingerprint.as_str()));
+        !fresh || self.dirty.lock().expect("dirty lock").contains(server)
     }
 
     /// Servers being indexed in the background right now, sorted.
@@ -276,8 +311,9 @@ pub async fn serve_stdio(settings: Settings) -> anyhow::Result<()> {
     }
     let state = State::new(settings, library);
     let server = MetaServer::new(state.clone());
+    tokio::spawn(freshness::watch(state.clone()));
     if !report.missing.is_empty() {
-        tokio::spawn(indexer::index_missing(state.clone(), report.missing));
+        tokio::spawn(freshness::index_missing(state.clone(), report.missing));
     }
     let (stdin, stdout) = rmcp::transport::stdio();
     let transport = guard::PreInitGuard::new(AsyncRwTransport::new_server(stdin, stdout));

@@ -15,7 +15,10 @@ use tokio::process::{ChildStderr, ChildStdin, ChildStdout, Command};
 pub const MAX_LINE_BYTES: usize = 512 << 20;
 /// How long a child gets to exit after stdin closes, and again after SIGTERM.
 const EXIT_GRACE: Duration = Duration::from_secs(3);
+/// How long processes left in the group get after SIGTERM.
+const LEFTOVER_GRACE: Duration = Duration::from_millis(200);
 const SIGTERM: i32 = 15;
+const SIGKILL: i32 = 9;
 
 pub struct ChildTransport {
     child: Option<Box<dyn ChildWrapper>>,
@@ -70,18 +73,23 @@ impl Transport<RoleClient> for ChildTransport {
     }
 
     /// The MCP stdio shutdown: close stdin, wait, SIGTERM the group, wait, kill the group.
+    /// Processes the server started and left behind in its group are stopped too.
     async fn close(&mut self) -> Result<(), Self::Error> {
         let Some(mut child) = self.child.take() else {
             return Ok(());
         };
         let _ = self.io.close().await;
-        if exited(&mut child).await.is_some() {
-            return Ok(());
+        let leader_gone = exited(&mut child).await.is_some()
+            || (child.signal(SIGTERM).is_ok() && exited(&mut child).await.is_some());
+        if !leader_gone {
+            return Box::into_pin(child.kill()).await;
         }
-        if child.signal(SIGTERM).is_ok() && exited(&mut child).await.is_some() {
-            return Ok(());
+        // The leader is gone; its group may not be. Errors mean nobody was left.
+        if child.signal(SIGTERM).is_ok() {
+            tokio::time::sleep(LEFTOVER_GRACE).await;
+            let _ = child.signal(SIGKILL);
         }
-        Box::into_pin(child.kill()).await
+        Ok(())
     }
 }
 

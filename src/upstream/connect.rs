@@ -15,7 +15,7 @@ use tokio::process::ChildStderr;
 use tokio::sync::Mutex;
 
 use super::child::ChildTransport;
-use super::{Connection, UpstreamError};
+use super::{Connection, Event, Events, UpstreamError};
 use crate::config::{Launch, ServerConfig};
 
 const STDERR_LINES: usize = 5;
@@ -24,6 +24,7 @@ const STDERR_LINES: usize = 5;
 #[derive(Clone)]
 pub struct UpstreamClient {
     server: String,
+    events: Option<Events>,
 }
 
 impl ClientHandler for UpstreamClient {
@@ -38,7 +39,10 @@ impl ClientHandler for UpstreamClient {
     }
 
     async fn on_tool_list_changed(&self, _cx: NotificationContext<RoleClient>) {
-        tracing::info!(server = %self.server, "upstream sent tools/list_changed");
+        tracing::debug!(server = %self.server, "upstream sent tools/list_changed");
+        if let Some(events) = &self.events {
+            let _ = events.send(Event::ToolListChanged(self.server.clone()));
+        }
     }
 }
 
@@ -69,10 +73,14 @@ impl StderrTail {
 }
 
 /// Starts (or reaches) `config`'s server and completes the handshake within its timeout.
-pub(super) async fn open(config: &ServerConfig) -> Result<Connection, UpstreamError> {
+pub(super) async fn open(
+    config: &ServerConfig,
+    events: Option<Events>,
+) -> Result<Connection, UpstreamError> {
     let server = config.name.clone();
     let client = UpstreamClient {
         server: server.clone(),
+        events,
     };
     let stderr = StderrTail::default();
     let after = config.call_timeout;

@@ -130,13 +130,35 @@ struct Slot {
     conn: Mutex<Option<Arc<Connection>>>,
 }
 
+/// What happens to upstreams, for whoever keeps catalogs fresh.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A new connection to the server is up.
+    Connected(String),
+    /// The server sent `notifications/tools/list_changed`.
+    ToolListChanged(String),
+}
+
+pub type Events = tokio::sync::mpsc::UnboundedSender<Event>;
+
 /// Owns every upstream connection.
 pub struct Manager {
     slots: HashMap<String, Arc<Slot>>,
+    events: Option<Events>,
 }
 
 impl Manager {
+    /// A manager that reports nothing (for one-shot commands such as `index`).
     pub fn new(servers: &[ServerConfig]) -> Arc<Self> {
+        Self::build(servers, None)
+    }
+
+    /// A manager that reports connections and tool-list changes on `events`.
+    pub fn with_events(servers: &[ServerConfig], events: Events) -> Arc<Self> {
+        Self::build(servers, Some(events))
+    }
+
+    fn build(servers: &[ServerConfig], events: Option<Events>) -> Arc<Self> {
         let slots = servers
             .iter()
             .map(|s| {
@@ -147,7 +169,7 @@ impl Manager {
                 (s.name.clone(), Arc::new(slot))
             })
             .collect();
-        Arc::new(Self { slots })
+        Arc::new(Self { slots, events })
     }
 
     fn slot(&self, server: &str) -> Result<&Arc<Slot>, UpstreamError> {
@@ -164,9 +186,12 @@ impl Manager {
             conn.touch();
             return Ok(conn.clone());
         }
-        let conn = Arc::new(connect::open(&slot.config).await?);
+        let conn = Arc::new(connect::open(&slot.config, self.events.clone()).await?);
         *guard = Some(conn.clone());
         drop(guard);
+        if let Some(events) = &self.events {
+            let _ = events.send(Event::Connected(server.to_owned()));
+        }
         tokio::spawn(reap_when_idle(
             Arc::downgrade(slot),
             Arc::downgrade(&conn),

@@ -1,0 +1,135 @@
+//! Keeping catalogs fresh while serving: servers without a catalog are indexed in the
+//! background; a stale catalog (launch config changed) is re-listed when its server connects;
+//! `tools/list_changed` re-lists the server after a quiet period. Each refresh persists the
+//! catalog and swaps in a new library. The meta-tools themselves never change.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::State;
+use crate::catalog::{self, Catalog, tools_hash};
+use crate::upstream::Event;
+
+/// Quiet time after the last `list_changed` before re-listing (servers send bursts).
+const DEBOUNCE: Duration = Duration::from_millis(300);
+
+/// Indexes `servers` (no catalog yet) with bounded concurrency, then disconnects them.
+pub(super) async fn index_missing(state: Arc<State>, servers: Vec<String>) {
+    state
+        .indexing
+        .lock()
+        .expect("indexing lock")
+        .extend(servers.iter().cloned());
+    let concurrency = state.settings.index_concurrency;
+    futures::stream::iter(servers)
+        .for_each_concurrent(concurrency, |server| {
+            let state = state.clone();
+            async move {
+                tracing::info!(server, "indexing in the background");
+                if let Err(e) = refresh(&state, &server).await {
+                    tracing::warn!(server, "background indexing failed: {e}");
+                }
+                state.manager.disconnect_if_idle(&server).await;
+                state
+                    .indexing
+                    .lock()
+                    .expect("indexing lock")
+                    .remove(&server);
+            }
+        })
+        .await;
+}
+
+/// Reacts to upstream events until the manager is gone.
+pub(super) async fn watch(state: Arc<State>) {
+    let Some(mut events) = state.events.lock().expect("events lock").take() else {
+        return;
+    };
+    let mut due: BTreeMap<String, Instant> = BTreeMap::new();
+    loop {
+        let next = due.values().min().copied();
+        tokio::select! {
+            event = events.recv() => match event {
+                None => return,
+                Some(Event::Connected(server)) => {
+                    let indexing = state.indexing.lock().expect("indexing lock").contains(&server);
+                    if !indexing && state.is_stale(&server) {
+                        due.insert(server, Instant::now());
+                    }
+                }
+                Some(Event::ToolListChanged(server)) => {
+                    due.insert(server, Instant::now() + DEBOUNCE);
+                }
+            },
+            () = tokio::time::sleep_until(next.unwrap_or_else(Instant::now)), if next.is_some() => {
+                let now = Instant::now();
+                let ready: Vec<String> = due.iter().filter(|(_, t)| **t <= now).map(|(s, _)| s.clone()).collect();
+                for server in ready {
+                    due.remove(&server);
+                    if state.manager.is_connected(&server).await {
+                        if let Err(e) = refresh(&state, &server).await {
+                            tracing::warn!(server, "re-listing tools failed: {e}");
+                        }
+                    } else {
+                        // Re-listed on its next connection instead of starting it now.
+                        state.dirty.lock().expect("dirty lock").insert(server);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Lists `server`'s tools, logs what changed, persists the catalog and swaps the library.
+pub(super) async fn refresh(state: &State, server: &str) -> Result<(), String> {
+    let config = state.settings.server(server).ok_or("not configured")?;
+    let fresh = catalog::fetch(&state.manager, config)
+        .await
+        .map_err(|e| e.to_string())?;
+    state.dirty.lock().expect("dirty lock").remove(server);
+    let library = state.library();
+    match library.catalogs.get(server) {
+        Some(old) if old.tools_hash == fresh.tools_hash => {
+            tracing::debug!(server, "tool list unchanged");
+        }
+        old => log_changes(server, old, &fresh),
+    }
+    if let Err(e) = fresh.write(&state.settings.catalog_dir) {
+        tracing::warn!(server, "{e}");
+    }
+    state.replace_catalog(fresh).map_err(|e| e.to_string())
+}
+
+fn log_changes(server: &str, old: Option<&Catalog>, fresh: &Catalog) {
+    let by_name = |c: &Catalog| -> BTreeMap<String, String> {
+        c.tools
+            .iter()
+            .map(|t| {
+                let name = t
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                (name, tools_hash(std::slice::from_ref(t)))
+            })
+            .collect()
+    };
+    let before = old.map(by_name).unwrap_or_default();
+    let after = by_name(fresh);
+    let names = |set: BTreeSet<&String>| set.into_iter().cloned().collect::<Vec<_>>().join(", ");
+    let added = names(after.keys().filter(|k| !before.contains_key(*k)).collect());
+    let removed = names(before.keys().filter(|k| !after.contains_key(*k)).collect());
+    let changed = names(
+        after
+            .iter()
+            .filter(|(k, h)| before.get(*k).is_some_and(|b| b != *h))
+            .map(|(k, _)| k)
+            .collect(),
+    );
+    tracing::info!(server, tools = after.len(), %added, %removed, %changed, "tool list changed");
+}

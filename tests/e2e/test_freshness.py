@@ -1,0 +1,157 @@
+"""Catalogs stay fresh while serving, and the meta surface never changes: list_changed is
+re-listed (debounced), stale fingerprints are re-listed on connect, and every upstream process
+is stopped when meta-server exits."""
+import asyncio
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import (BIN, PEERS, children, meta_client, meta_server_pid, processes, run_cli, server_entries,
+                      text_of, wait_until, write_config)
+
+pytestmark = pytest.mark.anyio
+FIXTURE = Path(__file__).with_name("fixtures") / "dynamic_server.py"
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def catalog(tmp: Path, server: str) -> dict:
+    return json.loads((tmp / "catalogs" / f"{server}.json").read_text())
+
+
+async def eventually(check, what: str, limit: float = 30.0):
+    deadline = time.monotonic() + limit
+    while True:
+        value = await check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.2)
+
+
+async def test_list_changed_updates_search_and_catalog_but_not_the_meta_surface(tmp_path):
+    python = str(PEERS / "py" / "bin" / "python")
+    cfg = write_config(tmp_path, {"dynamic": {"command": python, "args": [str(FIXTURE)]}})
+    run_cli(cfg, "index")
+    assert [t["name"] for t in catalog(tmp_path, "dynamic")["tools"]] == ["add_tool", "remove_tool"]
+    async with meta_client(cfg) as c:
+        before = (await c.list_tools()).model_dump_json()
+        r = await c.call_tool("call_tool", {"name": "dynamic__add_tool", "arguments": {"name": "zebra_feeder"}})
+        assert text_of(r) == "added zebra_feeder"
+
+        async def found():
+            hits = (await c.call_tool("search_tools", {"query": "zebra feeder"})).structured_content["hits"]
+            return hits and hits[0]["name"] == "dynamic__zebra_feeder"
+        await eventually(found, "the new tool to become searchable")
+        assert "zebra_feeder" in [t["name"] for t in catalog(tmp_path, "dynamic")["tools"]]
+        r = await c.call_tool("call_tool", {"name": "dynamic__zebra_feeder", "arguments": {"x": 3}})
+        assert text_of(r) == "zebra_feeder(3)"
+
+        await c.call_tool("call_tool", {"name": "dynamic__remove_tool", "arguments": {"name": "zebra_feeder"}})
+
+        async def gone():
+            hits = (await c.call_tool("search_tools", {"query": "zebra feeder"})).structured_content["hits"]
+            return all(h["name"] != "dynamic__zebra_feeder" for h in hits)
+        await eventually(gone, "the removed tool to leave search")
+        assert (await c.list_tools()).model_dump_json() == before, "tools/list is byte-stable"
+
+
+async def test_everything_list_changed_burst_is_absorbed(tmp_path):
+    entries = server_entries(tmp_path)
+    cfg = write_config(tmp_path, {"everything": entries["everything"]})
+    run_cli(cfg, "index")
+    first = catalog(tmp_path, "everything")
+    async with meta_client(cfg) as c:
+        r = await c.call_tool("call_tool", {"name": "everything__echo", "arguments": {"message": "hi"}})
+        assert text_of(r) == "Echo: hi"
+
+        async def relisted():
+            return catalog(tmp_path, "everything")["fetchedAt"] != first["fetchedAt"] or None
+
+        # server-everything sends list_changed right after initialize; after the quiet period
+        # the catalog is re-listed once and still matches the final list.
+        try:
+            await eventually(relisted, "a re-list after the burst", limit=5)
+        except AssertionError:
+            pass  # fetchedAt has one-second resolution; an unchanged list is also fine
+        after = catalog(tmp_path, "everything")
+        assert after["toolsHash"] == first["toolsHash"]
+        assert len(after["tools"]) == 13
+        hits = (await c.call_tool("search_tools", {"query": "add two numbers"})).structured_content["hits"]
+        assert hits[0]["name"] == "everything__get-sum"
+
+
+async def test_stale_fingerprint_is_relisted_on_connect(tmp_path):
+    entries = server_entries(tmp_path)
+    cfg = write_config(tmp_path, {"time": entries["time"], "memory": entries["memory"]})
+    run_cli(cfg, "index")
+    path = tmp_path / "catalogs" / "time.json"
+    good = catalog(tmp_path, "time")["configFingerprint"]
+    edited = catalog(tmp_path, "time")
+    edited["configFingerprint"] = "0" * 64
+    path.write_text(json.dumps(edited))
+
+    out = run_cli(cfg, "index", "--stale", "--json")
+    assert [o["server"] for o in json.loads(out.stdout)] == ["time"], "only the stale catalog is re-listed"
+    assert catalog(tmp_path, "time")["configFingerprint"] == good
+    out = run_cli(cfg, "index", "--stale", "--json")
+    assert json.loads(out.stdout) == []
+
+    path.write_text(json.dumps(edited))
+    async with meta_client(cfg) as c:
+        # Still searchable while stale...
+        hits = (await c.call_tool("search_tools", {"query": "current time"})).structured_content["hits"]
+        assert hits[0]["name"] == "time__get_current_time"
+        # ...and re-listed once its server connects.
+        await c.call_tool("call_tool", {"name": "time__get_current_time", "arguments": {"timezone": "UTC"}})
+
+        async def fresh():
+            return catalog(tmp_path, "time")["configFingerprint"] == good
+        await eventually(fresh, "the stale catalog to be re-listed")
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "stdin"])
+def test_exit_stops_every_upstream_and_its_children(tmp_path, how):
+    marker = str(random.randint(10_000_000, 99_999_999))
+    entries = server_entries(tmp_path)
+    everything = entries["everything"]
+    # A server that starts a child of its own: the whole process group must go.
+    wrapped = {"command": "sh", "args": ["-c", f"sleep {marker} & exec node {' '.join(everything['args'])}"]}
+    cfg = write_config(tmp_path, {"wrapped": wrapped, "time": entries["time"]})
+    run_cli(cfg, "index")
+    proc = subprocess.Popen([str(BIN), "--config", str(cfg), "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+
+    def send(msg):
+        proc.stdin.write((json.dumps(msg) + "\n").encode())
+        proc.stdin.flush()
+        return json.loads(proc.stdout.readline())
+
+    send({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+          "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+    proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+    for i, (name, args) in enumerate([("wrapped__echo", {"message": "x"}), ("time__get_current_time", {"timezone": "UTC"})]):
+        reply = send({"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
+                      "params": {"name": "call_tool", "arguments": {"name": name, "arguments": args}}})
+        assert not reply["result"].get("isError"), reply
+    sleepers = lambda: [p for p, (_, cmd) in processes().items() if cmd == f"sleep {marker}"]
+    assert len(sleepers()) == 1 and len(children(proc.pid)) == 2
+    upstreams = children(proc.pid)
+
+    if how == "stdin":
+        proc.stdin.close()
+    else:
+        proc.send_signal(getattr(signal, how))
+    assert proc.wait(timeout=30) == 0
+    alive = lambda: [p for p in upstreams + sleepers() if p in processes()]
+    wait_until(lambda: alive() == [], "upstreams and their children to exit")
