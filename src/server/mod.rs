@@ -1,6 +1,7 @@
 //! The MCP server the client talks to: three fixed meta-tools over the library of upstream
 //! tools. The only module that knows the meta-tools exist.
 
+mod always;
 mod builtin;
 mod call_tool;
 mod definitions;
@@ -155,15 +156,21 @@ impl State {
 pub struct MetaServer {
     state: Arc<State>,
     instructions: Arc<str>,
+    /// The meta-tools, then the tools of alwaysLoad servers: fixed at start-up.
+    tools: Arc<[rmcp::model::Tool]>,
 }
 
 impl MetaServer {
-    /// Fixes the `initialize` instructions from the catalogs present now.
-    pub fn new(state: Arc<State>) -> Self {
+    /// Connects alwaysLoad servers and fixes `tools/list` and the `initialize` instructions
+    /// from the catalogs present now.
+    pub async fn start(state: Arc<State>) -> Self {
+        let always = always::prepare(&state).await;
+        let tools = definitions().iter().cloned().chain(always).collect();
         let instructions = instructions::overview(&state.settings, &state.library()).into();
         Self {
             state,
             instructions,
+            tools,
         }
     }
 }
@@ -262,7 +269,7 @@ impl ServerHandler for MetaServer {
         _request: Option<PaginatedRequestParams>,
         _cx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(definitions().to_vec()))
+        Ok(ListToolsResult::with_all_items(self.tools.to_vec()))
     }
 
     async fn call_tool(
@@ -284,6 +291,10 @@ impl ServerHandler for MetaServer {
                 details_tool::run(state, args),
             ),
             definitions::CALL_TOOL => call_tool::run(state, args, cx.ct.clone()).await,
+            listed if always::is_listed(&self.tools, listed) => {
+                let args = serde_json::json!({"name": listed, "arguments": args});
+                call_tool::run(state, args, cx.ct.clone()).await
+            }
             other => {
                 return Err(McpError::invalid_params(
                     format!(
@@ -310,10 +321,15 @@ pub async fn serve_stdio(settings: Settings) -> anyhow::Result<()> {
         tracing::warn!("{warning}");
     }
     let state = State::new(settings, library);
-    let server = MetaServer::new(state.clone());
     tokio::spawn(freshness::watch(state.clone()));
-    if !report.missing.is_empty() {
-        tokio::spawn(freshness::index_missing(state.clone(), report.missing));
+    let server = MetaServer::start(state.clone()).await;
+    let missing: Vec<String> = report
+        .missing
+        .into_iter()
+        .filter(|s| !state.library().catalogs.contains_key(s))
+        .collect();
+    if !missing.is_empty() {
+        tokio::spawn(freshness::index_missing(state.clone(), missing));
     }
     let (stdin, stdout) = rmcp::transport::stdio();
     let transport = guard::PreInitGuard::new(AsyncRwTransport::new_server(stdin, stdout));

@@ -155,3 +155,27 @@ def test_exit_stops_every_upstream_and_its_children(tmp_path, how):
     assert proc.wait(timeout=30) == 0
     alive = lambda: [p for p in upstreams + sleepers() if p in processes()]
     wait_until(lambda: alive() == [], "upstreams and their children to exit")
+
+
+async def test_always_load_servers_are_connected_and_listed_directly(tmp_path):
+    entries = server_entries(tmp_path)
+    cfg = write_config(tmp_path, {"time": {**entries["time"], "alwaysLoad": True}, "memory": entries["memory"]})
+    async with meta_client(cfg) as c:
+        me = meta_server_pid(cfg)
+        names = [t.name for t in (await c.list_tools()).tools]
+        assert names == ["search_tools", "get_tool_details", "call_tool", "time__convert_time", "time__get_current_time"]
+        commands = [processes()[p][1] for p in children(me)]
+        assert any("mcp-server-time" in cmd for cmd in commands), f"alwaysLoad server connected at start-up: {commands}"
+        r = await c.call_tool("time__get_current_time", {"timezone": "UTC"})
+        assert not r.is_error and json.loads(text_of(r))["timezone"] == "UTC"
+        r = await c.call_tool("time__get_current_time", {"timezone": 5})
+        assert r.is_error and "timezone" in text_of(r), "direct calls are validated too"
+        again = [t.name for t in (await c.list_tools()).tools]
+        assert again == names
+        # The other server was indexed in the background without a catalog and without changing tools/list.
+        await eventually(lambda: _has_catalog(tmp_path, "memory"), "memory to be indexed")
+        assert [t.name for t in (await c.list_tools()).tools] == names
+
+
+async def _has_catalog(tmp: Path, server: str) -> bool:
+    return (tmp / "catalogs" / f"{server}.json").exists()

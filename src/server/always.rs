@@ -1,0 +1,79 @@
+//! `alwaysLoad` servers: connected at start-up, their tools listed in `tools/list` under
+//! qualified names after the three meta-tools. Fixed for the life of the process, so the
+//! client's prompt cache stays valid; a change needs a restart.
+
+use rmcp::model::Tool;
+use serde_json::Value;
+
+use super::{State, freshness};
+
+/// Connects every alwaysLoad server (re-listing stale catalogs), then returns their tools in
+/// server-name order, as they will be listed for the rest of the process.
+pub(super) async fn prepare(state: &State) -> Vec<Tool> {
+    let servers: Vec<&str> = state
+        .settings
+        .servers
+        .iter()
+        .filter(|s| s.always_load)
+        .map(|s| s.name.as_str())
+        .collect();
+    // Marked as indexing so the freshness watcher does not re-list them a second time.
+    state
+        .indexing
+        .lock()
+        .expect("indexing lock")
+        .extend(servers.iter().map(|s| s.to_string()));
+    futures::future::join_all(servers.iter().map(|&server| async move {
+        if let Err(e) = state.manager.connect(server).await {
+            tracing::warn!(
+                server,
+                "alwaysLoad server did not start; its tools are listed from the catalog: {e}"
+            );
+        } else if state.is_stale(server)
+            && let Err(e) = freshness::refresh(state, server).await
+        {
+            tracing::warn!(server, "re-listing tools failed: {e}");
+        }
+        state.indexing.lock().expect("indexing lock").remove(server);
+    }))
+    .await;
+    let library = state.library();
+    servers
+        .iter()
+        .flat_map(|&server| {
+            library
+                .entries
+                .values()
+                .filter(move |e| e.server == server)
+                .filter_map(|e| listed(&e.def.raw, &e.qualified))
+        })
+        .collect()
+}
+
+/// The catalog tool as an MCP tool under its qualified name; `None` if it does not parse.
+fn listed(raw: &Value, qualified: &str) -> Option<Tool> {
+    let mut raw = raw.clone();
+    raw.as_object_mut()?.insert("name".into(), qualified.into());
+    serde_json::from_value(raw)
+        .inspect_err(|e| tracing::warn!(tool = qualified, "cannot list this alwaysLoad tool: {e}"))
+        .ok()
+}
+
+/// Whether `name` is one of the tools listed at start-up.
+pub(super) fn is_listed(listed: &[Tool], name: &str) -> bool {
+    listed.iter().any(|t| t.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::qualified_name;
+
+    #[test]
+    fn listed_tools_take_the_qualified_name() {
+        let raw = serde_json::json!({"name": "get_current_time", "inputSchema": {"type": "object"}, "x-kept": 1});
+        let tool = listed(&raw, &qualified_name("time", "get_current_time")).unwrap();
+        assert_eq!(tool.name, "time__get_current_time");
+        assert!(is_listed(&[tool], "time__get_current_time"));
+    }
+}
