@@ -11,4 +11,5 @@ pub mod config;
 pub mod result;
 pub mod search;
 pub mod server;
+pub mod skills;
 pub mod upstream;

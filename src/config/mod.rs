@@ -24,6 +24,8 @@ pub const DEFAULT_RESULT_TTL: Duration = Duration::from_secs(3600);
 pub const DEFAULT_RESULT_MEMORY: u64 = 256 << 20;
 /// Server name reserved for meta-server's own built-in tools.
 pub const RESERVED_SERVER: &str = "meta";
+/// Server name under which skills are listed.
+pub const SKILL_SERVER: &str = "skill";
 
 /// Errors in reading or checking the configuration.
 #[derive(Debug, thiserror::Error)]
@@ -69,6 +71,8 @@ pub struct Settings {
     pub catalog_dir: PathBuf,
     /// How many servers `index` connects at once.
     pub index_concurrency: usize,
+    /// Directories searched for `<skill>/SKILL.md`.
+    pub skills_dirs: Vec<PathBuf>,
     /// Result budgets and the result store.
     pub results: ResultSettings,
     /// Enabled servers, sorted by name.
@@ -129,6 +133,18 @@ pub fn default_config_path() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
         .join("meta-server")
         .join("config.json")
+}
+
+/// The default skills directories: the user's and the current project's `.claude/skills`.
+pub fn default_skills_dirs() -> Vec<PathBuf> {
+    let mut dirs_found = Vec::new();
+    if let Some(home) = dirs::home_dir() {
+        dirs_found.push(home.join(".claude").join("skills"));
+    }
+    if let Ok(cwd) = std::env::current_dir() {
+        dirs_found.push(cwd.join(".claude").join("skills"));
+    }
+    dirs_found
 }
 
 /// The default catalog directory: `$XDG_DATA_HOME/meta-server/catalogs` or the platform equivalent.
@@ -266,9 +282,9 @@ pub fn server_identifier(key: &str) -> Result<String, String> {
             "the server name \"{key}\" is longer than 64 characters; shorten it"
         ));
     }
-    if id == RESERVED_SERVER {
+    if id == RESERVED_SERVER || id == SKILL_SERVER {
         return Err(format!(
-            "the server name \"{RESERVED_SERVER}\" is reserved for meta-server's own tools; rename it"
+            "the server name \"{id}\" is reserved for meta-server's own tools and skills; rename it"
         ));
     }
     Ok(id)

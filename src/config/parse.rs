@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use super::{
     ConfigError, DEFAULT_CALL_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_INDEX_CONCURRENCY,
     DEFAULT_RESULT_MEMORY, DEFAULT_RESULT_TTL, ResultSettings, ServerConfig, Settings, Tokenizer,
-    TransportConfig, default_catalog_dir, server_identifier,
+    TransportConfig, default_catalog_dir, default_skills_dirs, server_identifier,
 };
 
 const GLOBAL_KEYS: &[&str] = &[
@@ -197,8 +197,17 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
     let index_concurrency = cx
         .positive(&global, "metaServer", "indexConcurrency")?
         .map_or(DEFAULT_INDEX_CONCURRENCY, |n| n as usize);
-    // Accepted now so configs written for skills support keep loading.
-    cx.strings(&global, "metaServer", "skillsDirs")?;
+    let skills_dirs = match global.get("skillsDirs") {
+        None | Some(Value::Null) => default_skills_dirs(),
+        Some(_) => cx
+            .strings(&global, "metaServer", "skillsDirs")?
+            .iter()
+            .map(|d| match d.strip_prefix("~/") {
+                Some(rest) => dirs::home_dir().unwrap_or_default().join(rest),
+                None => base.join(d),
+            })
+            .collect(),
+    };
     let results = ResultSettings {
         max_result_tokens: cx.positive(&global, "metaServer", "maxResultTokens")?,
         hard_result_tokens: cx.positive(&global, "metaServer", "hardResultTokens")?,
@@ -275,6 +284,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
         source: path.to_owned(),
         catalog_dir,
         index_concurrency,
+        skills_dirs,
         results,
         servers: out,
     })

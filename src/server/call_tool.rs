@@ -64,6 +64,9 @@ pub(super) async fn run(state: &State, args: Value, cancelled: CancellationToken
             ));
         }
     }
+    if let Some(skill) = &entry.skill {
+        return super::skill_tool::run(state, skill);
+    }
     let result = if entry.server == RESERVED_SERVER {
         super::builtin::run(state, &entry.def.name, arguments)
     } else {

@@ -51,6 +51,11 @@ pub(super) fn run(state: &State, args: Value) -> Reply {
             });
             continue;
         };
+        if let Some(skill) = &entry.skill {
+            out.tools
+                .push(super::skill_tool::details(state, entry, skill));
+            continue;
+        }
         let mut tool = Map::new();
         tool.insert("name".into(), entry.qualified.clone().into());
         tool.insert("server".into(), entry.server.clone().into());

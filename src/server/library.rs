@@ -7,8 +7,9 @@ use std::sync::{Arc, OnceLock};
 use serde_json::Value;
 
 use crate::catalog::{Catalog, CatalogError, ToolDef};
-use crate::config::{ServerConfig, Settings};
+use crate::config::{SKILL_SERVER, ServerConfig, Settings};
 use crate::search::{SearchError, SearchIndex, ToolDoc};
+use crate::skills::Skill;
 
 /// Separator between server and tool in a qualified name.
 pub const SEPARATOR: &str = "__";
@@ -19,6 +20,8 @@ pub struct Entry {
     pub qualified: String,
     pub server: String,
     pub def: ToolDef,
+    /// Set when this entry is a skill rather than a tool.
+    pub skill: Option<Arc<Skill>>,
     validator: OnceLock<Option<jsonschema::Validator>>,
 }
 
@@ -51,6 +54,7 @@ pub struct LoadReport {
 pub struct Library {
     pub entries: BTreeMap<String, Arc<Entry>>,
     pub catalogs: BTreeMap<String, Catalog>,
+    pub skills: Vec<Arc<Skill>>,
     pub index: SearchIndex,
 }
 
@@ -74,7 +78,13 @@ impl Library {
                 }
             }
         }
-        Ok((Self::build(&settings.servers, catalogs)?, report))
+        let (skills, warnings) = crate::skills::discover(&settings.skills_dirs);
+        report.warnings.extend(warnings);
+        let skills = skills.into_iter().map(Arc::new).collect();
+        Ok((
+            Self::build_with(&settings.servers, catalogs, skills)?,
+            report,
+        ))
     }
 
     /// Builds entries and the index from `catalogs` (one per server name), plus the built-in
@@ -82,6 +92,15 @@ impl Library {
     pub fn build(
         servers: &[ServerConfig],
         catalogs: BTreeMap<String, Catalog>,
+    ) -> Result<Self, SearchError> {
+        Self::build_with(servers, catalogs, Vec::new())
+    }
+
+    /// Like [`Self::build`], with skills listed under the `skill` server.
+    pub fn build_with(
+        servers: &[ServerConfig],
+        catalogs: BTreeMap<String, Catalog>,
+        skills: Vec<Arc<Skill>>,
     ) -> Result<Self, SearchError> {
         let mut entries = BTreeMap::new();
         let mut docs = Vec::new();
@@ -100,16 +119,36 @@ impl Library {
             }
         }
         let builtin = super::builtin::catalog();
+        let tools = builtin.tool_defs().into_iter();
         add(
             &mut entries,
             &mut docs,
             &builtin.server,
             "meta-server built-in tools",
-            builtin.tool_defs().into_iter(),
+            tools,
         );
+        for skill in &skills {
+            let def = serde_json::json!({"name": skill.name, "description": skill.description, "inputSchema": {"type": "object"}});
+            let Ok(def) = ToolDef::from_json(&def) else {
+                continue;
+            };
+            let about = format!("agent skill instructions {}", skill.servers.join(" "));
+            for qualified in add(
+                &mut entries,
+                &mut docs,
+                SKILL_SERVER,
+                &about,
+                std::iter::once(def),
+            ) {
+                if let Some(entry) = entries.get_mut(&qualified).and_then(Arc::get_mut) {
+                    entry.skill = Some(skill.clone());
+                }
+            }
+        }
         Ok(Self {
             entries,
             catalogs,
+            skills,
             index: SearchIndex::build(docs)?,
         })
     }
@@ -152,14 +191,15 @@ impl Library {
     }
 }
 
-/// Adds one server's tools as entries and search documents.
+/// Adds one server's tools as entries and search documents; returns the names added.
 fn add(
     entries: &mut BTreeMap<String, Arc<Entry>>,
     docs: &mut Vec<ToolDoc>,
     server: &str,
     about: &str,
     tools: impl Iterator<Item = ToolDef>,
-) {
+) -> Vec<String> {
+    let mut added = Vec::new();
     for def in tools {
         let qualified = qualified_name(server, &def.name);
         if entries.contains_key(&qualified) {
@@ -184,10 +224,13 @@ fn add(
             qualified: qualified.clone(),
             server: server.to_owned(),
             def,
+            skill: None,
             validator: OnceLock::new(),
         };
-        entries.insert(qualified, Arc::new(entry));
+        entries.insert(qualified.clone(), Arc::new(entry));
+        added.push(qualified);
     }
+    added
 }
 
 /// `<server>__<tool>`, with characters outside `[A-Za-z0-9_.-]` in the tool name made `-`.

@@ -12,6 +12,7 @@ mod instructions;
 mod library;
 mod reply;
 mod search_tool;
+mod skill_tool;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -35,6 +36,9 @@ use crate::upstream::Manager;
 pub use definitions::definitions;
 pub use library::{Library, LoadReport, qualified_name};
 
+/// URI scheme of skills as resources.
+const SKILL_SCHEME: &str = "skill://";
+
 /// Shared state of one serving process.
 pub struct State {
     pub settings: Settings,
@@ -43,6 +47,8 @@ pub struct State {
     library: RwLock<Arc<Library>>,
     rebuilding: Mutex<()>,
     indexing: Mutex<BTreeSet<String>>,
+    /// Servers whose tools rank higher because a skill that needs them was read.
+    boosted: Mutex<BTreeSet<String>>,
     /// Servers whose tool list changed while they were disconnected.
     dirty: Mutex<BTreeSet<String>>,
     /// Upstream events, taken by the freshness watcher.
@@ -68,6 +74,7 @@ impl State {
             rebuilding: Mutex::new(()),
             indexing: Mutex::new(BTreeSet::new()),
             dirty: Mutex::new(BTreeSet::new()),
+            boosted: Mutex::new(BTreeSet::new()),
             events: Mutex::new(Some(receiver)),
             client_limit: OnceLock::new(),
         })
@@ -118,9 +125,11 @@ impl State {
         // One rebuild at a time, so concurrent refreshes never drop each other's catalogs;
         // searches keep reading the old library until the swap.
         let _writer = self.rebuilding.lock().expect("rebuild lock");
-        let mut catalogs = self.library().catalogs.clone();
+        let current = self.library();
+        let mut catalogs = current.catalogs.clone();
         catalogs.insert(catalog.server.clone(), catalog);
-        let library = Library::build(&self.settings.servers, catalogs)?;
+        let library =
+            Library::build_with(&self.settings.servers, catalogs, current.skills.clone())?;
         *self.library.write().expect("library lock") = Arc::new(library);
         Ok(())
     }
@@ -214,12 +223,28 @@ impl ServerHandler for MetaServer {
         self.negotiate_initialize(&request)
     }
 
+    /// Skills, as `skill://<name>` resources holding their SKILL.md.
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
         _cx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        Ok(ListResourcesResult::default())
+        let resources = self
+            .state
+            .library()
+            .skills
+            .iter()
+            .map(|skill| {
+                let mut r = rmcp::model::Resource::new(
+                    format!("{SKILL_SCHEME}{}", skill.name),
+                    skill.name.clone(),
+                );
+                r.description = Some(skill.description.clone());
+                r.mime_type = Some("text/markdown".into());
+                r
+            })
+            .collect();
+        Ok(ListResourcesResult::with_all_items(resources))
     }
 
     async fn list_resource_templates(
@@ -243,6 +268,27 @@ impl ServerHandler for MetaServer {
         request: ReadResourceRequestParams,
         _cx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
+        if let Some(name) = request.uri.strip_prefix(SKILL_SCHEME) {
+            let library = self.state.library();
+            let skill = library
+                .skills
+                .iter()
+                .find(|s| s.name == name)
+                .ok_or_else(|| {
+                    McpError::resource_not_found(
+                        format!("no skill \"{name}\"; resources/list shows the skills"),
+                        None,
+                    )
+                })?;
+            let mut contents =
+                rmcp::model::ResourceContents::text(skill.text.clone(), request.uri.clone());
+            if let rmcp::model::ResourceContents::TextResourceContents { mime_type, .. } =
+                &mut contents
+            {
+                *mime_type = Some("text/markdown".into());
+            }
+            return Ok(ReadResourceResult::new(vec![contents]).into());
+        }
         let id = crate::result::resource_id(&request.uri).ok_or_else(|| {
             McpError::resource_not_found(
                 format!(

@@ -53,9 +53,15 @@ struct Hit {
     #[serde(skip_serializing_if = "Option::is_none")]
     signature: Option<String>,
     score: f64,
+    /// `"skill"` for skills; absent for tools.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     input_schema: Option<Value>,
 }
+
+/// Score factor for tools of servers that a skill read in this session needs.
+const SKILL_BOOST: f32 = 1.5;
 
 /// Length of the one-line description in a hit.
 const SUMMARY_CHARS: usize = 160;
@@ -86,13 +92,36 @@ pub(super) fn run(state: &State, args: Value) -> Reply {
         ));
     }
     let library = state.library();
-    let found = match library
+    let boosted = state.boosted.lock().expect("boosted lock").clone();
+    // With boosted servers, look further down the ranking so their tools can move up.
+    let wanted = if boosted.is_empty() {
+        args.limit
+    } else {
+        args.limit + 16
+    };
+    let mut found = match library
         .index
-        .search(&args.query, args.limit, args.server.as_deref())
+        .search(&args.query, wanted, args.server.as_deref())
     {
         Ok(found) => found,
         Err(e) => return reply::error(e.to_string()),
     };
+    if !boosted.is_empty() {
+        let server_of = |key: &str| {
+            library
+                .get(key)
+                .map(|e| e.server.clone())
+                .unwrap_or_default()
+        };
+        for hit in &mut found {
+            if boosted.contains(&server_of(&hit.key)) {
+                hit.score *= SKILL_BOOST;
+            }
+        }
+        // Stable: equal scores keep the index's order (exact names first, then by key).
+        found.sort_by(|a, b| b.score.total_cmp(&a.score));
+        found.truncate(args.limit);
+    }
     let hits: Vec<Hit> = found
         .iter()
         .filter_map(|h| library.get(&h.key).map(|e| (h, e)))
@@ -103,6 +132,7 @@ pub(super) fn run(state: &State, args: Value) -> Reply {
             description: (args.detail != Detail::Name).then(|| e.def.summary(SUMMARY_CHARS)),
             signature: (args.detail != Detail::Name).then(|| e.def.signature()),
             score: (f64::from(h.score) * 1000.0).round() / 1000.0,
+            kind: e.skill.as_ref().map(|_| "skill"),
             input_schema: (args.detail == Detail::Full)
                 .then(|| Value::Object(e.def.input_schema.clone())),
         })
