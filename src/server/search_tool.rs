@@ -53,6 +53,9 @@ struct Hit {
     #[serde(skip_serializing_if = "Option::is_none")]
     signature: Option<String>,
     score: f64,
+    /// The tool's behaviour hints (`readOnlyHint`, `destructiveHint`, ...), when it has any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    annotations: Option<Value>,
     /// `"skill"` for skills; absent for tools.
     #[serde(skip_serializing_if = "Option::is_none")]
     kind: Option<&'static str>,
@@ -133,6 +136,9 @@ pub(super) fn run(state: &State, args: Value) -> Reply {
             signature: (args.detail != Detail::Name).then(|| e.def.signature()),
             score: (f64::from(h.score) * 1000.0).round() / 1000.0,
             kind: e.skill.as_ref().map(|_| "skill"),
+            annotations: (args.detail != Detail::Name)
+                .then(|| hints(&e.def.raw))
+                .flatten(),
             input_schema: (args.detail == Detail::Full)
                 .then(|| Value::Object(e.def.input_schema.clone())),
         })
@@ -161,6 +167,17 @@ pub(super) fn run(state: &State, args: Value) -> Reply {
     reply::structured(&output, text)
 }
 
+/// The behaviour hints of a raw tool, if it declares any.
+fn hints(raw: &Value) -> Option<Value> {
+    let annotations = raw.get("annotations")?.as_object()?;
+    let hints: serde_json::Map<String, Value> = annotations
+        .iter()
+        .filter(|(k, v)| k.ends_with("Hint") && v.is_boolean())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    (!hints.is_empty()).then_some(Value::Object(hints))
+}
+
 /// The compact text twin of the structured result, for clients that ignore structured output.
 fn render(out: &Output) -> String {
     let mut text = String::new();
@@ -168,6 +185,16 @@ fn render(out: &Output) -> String {
         text.push_str(&hit.name);
         if let Some(sig) = &hit.signature {
             text.push_str(sig);
+        }
+        if let Some(hints) = &hit.annotations {
+            for (flag, label) in [
+                ("readOnlyHint", " [read-only]"),
+                ("destructiveHint", " [destructive]"),
+            ] {
+                if hints.get(flag) == Some(&Value::Bool(true)) {
+                    text.push_str(label);
+                }
+            }
         }
         if let Some(desc) = hit.description.as_deref().filter(|d| !d.is_empty()) {
             text.push_str(" - ");

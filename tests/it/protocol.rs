@@ -175,3 +175,89 @@ fn meta_tools_answer_from_shipped_catalogs_without_starting_servers() {
     );
     assert!(s.finish().success());
 }
+
+#[test]
+fn allow_and_deny_globs_hold_in_search_details_and_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut servers = unstartable(&["filesystem", "time"]);
+    servers["filesystem"]["denyTools"] = json!(["write_*", "edit_*", "move_*", "create_*"]);
+    servers["time"]["allowTools"] = json!(["get_*"]);
+    let config = write_config(dir.path(), servers, json!({}));
+    let mut s = Session::start(&config, &repo().join("catalogs"));
+    s.initialize();
+    let call = |s: &mut Session, id, name: &str, args: Value| -> Value {
+        s.request(id, "tools/call", json!({"name": name, "arguments": args}))["result"].clone()
+    };
+    let found = call(
+        &mut s,
+        2,
+        "search_tools",
+        json!({"query": "write a file", "limit": 20}),
+    );
+    let names: Vec<&str> = found["structuredContent"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        !names.is_empty()
+            && !names
+                .iter()
+                .any(|n| n.contains("write") || n.contains("edit") || n.contains("move")),
+        "{names:?}"
+    );
+    let read = names
+        .iter()
+        .position(|n| *n == "filesystem__read_text_file");
+    assert!(read.is_some(), "allowed tools stay: {names:?}");
+    let hits = found["structuredContent"]["hits"].as_array().unwrap();
+    let read_hit = &hits[read.unwrap()];
+    assert_eq!(
+        read_hit["annotations"]["readOnlyHint"], true,
+        "hints are shown in hits: {read_hit}"
+    );
+
+    let time = call(
+        &mut s,
+        3,
+        "search_tools",
+        json!({"query": "convert time zones", "server": "time"}),
+    );
+    let names: Vec<&str> = time["structuredContent"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["time__get_current_time"]);
+
+    let details = call(
+        &mut s,
+        4,
+        "get_tool_details",
+        json!({"names": ["filesystem__write_file", "time__convert_time"]}),
+    );
+    assert_eq!(details["structuredContent"]["tools"], json!([]));
+    assert_eq!(
+        details["structuredContent"]["notFound"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    let denied = call(
+        &mut s,
+        5,
+        "call_tool",
+        json!({"name": "filesystem__write_file", "arguments": {"path": "/tmp/x", "content": "y"}}),
+    );
+    assert_eq!(denied["isError"], true);
+    assert!(
+        denied["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("unknown tool")
+    );
+    assert!(s.finish().success());
+}
