@@ -8,6 +8,7 @@ import subprocess
 import time
 
 import pytest
+from mcp import Client, StdioServerParameters
 
 from conftest import (BIN, children, descendants_of_config, meta_client, meta_server_pid, run_cli, server_entries,
                       text_of, wait_until, write_config)
@@ -211,3 +212,34 @@ async def test_streamable_http_upstream_with_expanded_url_and_headers(tmp_path, 
     env_without = {k: v for k, v in os.environ.items() if k not in ("EV_PORT", "EV_TOKEN")}
     proc = subprocess.run([str(BIN), "--config", str(cfg), "index"], capture_output=True, text=True, env=env_without)
     assert proc.returncode == 2 and "EV_PORT" in proc.stdout
+
+
+async def test_secrets_never_reach_files_logs_or_errors(tmp_path, everything_http):
+    secret = "sk-live-" + "7f3a9c2e" * 4
+    entries = server_entries(tmp_path)
+    servers = {
+        "time": {**entries["time"], "env": {"API_TOKEN": "${TEST_SECRET}"}},
+        "remote": {"type": "http", "url": f"http://127.0.0.1:{everything_http}/mcp",
+                   "headers": {"Authorization": "Bearer ${TEST_SECRET}"}},
+        "broken": {"command": "/nonexistent/server", "env": {"TOKEN": "${TEST_SECRET}"}},
+    }
+    cfg = write_config(tmp_path, servers)
+    env = {"TEST_SECRET": secret, "META_SERVER_LOG": "trace"}
+    index = run_cli(cfg, "index", check=False, env=env)
+    serve_log = tmp_path / "serve-stderr.log"
+    params = StdioServerParameters(command="sh", args=["-c", f'exec "{BIN}" --config "{cfg}" serve 2>"{serve_log}"'],
+                                   env={**os.environ, **env})
+    async with Client(params) as c:
+        for name, args in [("time__get_current_time", {"timezone": "UTC"}), ("remote__echo", {"message": "hi"}),
+                           ("remote__get-env", {}), ("time__get_current_time", {"timezone": 3})]:
+            r = await c.call_tool("call_tool", {"name": name, "arguments": args})
+            if name != "remote__get-env":
+                assert secret not in text_of(r)
+    log = subprocess.run([str(BIN), "--config", str(cfg), "-vv", "search", "time"], capture_output=True, text=True,
+                         env={**os.environ, **env})
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "config.json"]
+    assert any(p.suffix == ".json" for p in written) and serve_log.stat().st_size > 1000, "trace logs were written"
+    for path in written:
+        assert secret not in path.read_text(errors="replace"), f"secret leaked into {path}"
+    for output in (index.stdout, index.stderr, log.stdout, log.stderr):
+        assert secret not in output
