@@ -122,9 +122,13 @@ impl Catalog {
             .collect()
     }
 
-    /// Writes the catalog into `dir` atomically (temp file + rename), owner-only.
+    /// Writes the catalog into `dir` atomically (temp file + rename), owner-only. A catalog of
+    /// a newer format (from a newer meta-server) is never overwritten.
     pub fn write(&self, dir: &Path) -> Result<PathBuf, CatalogError> {
         let path = Self::path(dir, &self.server);
+        if let Err(newer @ CatalogError::NewerFormat { .. }) = Self::load(&path) {
+            return Err(newer);
+        }
         let fail = |source| CatalogError::Write {
             path: path.clone(),
             source,
@@ -226,6 +230,15 @@ mod tests {
                 "{text}: {err:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_newer_catalog_is_not_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let newer = r#"{"format": 3, "server": "everything", "tools": []}"#;
+        std::fs::write(dir.path().join("everything.json"), newer).unwrap();
+        assert!(matches!(sample().write(dir.path()), Err(CatalogError::NewerFormat { found: 3, .. })));
+        assert_eq!(std::fs::read_to_string(dir.path().join("everything.json")).unwrap(), newer);
     }
 
     #[test]

@@ -179,3 +179,21 @@ async def test_always_load_servers_are_connected_and_listed_directly(tmp_path):
 
 async def _has_catalog(tmp: Path, server: str) -> bool:
     return (tmp / "catalogs" / f"{server}.json").exists()
+
+
+async def test_corrupt_catalog_is_skipped_and_reindexed_newer_format_is_kept(tmp_path):
+    entries = server_entries(tmp_path)
+    cfg = write_config(tmp_path, {"time": entries["time"], "memory": entries["memory"]})
+    run_cli(cfg, "index")
+    (tmp_path / "catalogs" / "time.json").write_text('{"format": 1, "server": "time", "tools": [{"na')
+    newer = {"format": 9, "server": "memory", "tools": [], "fromTheFuture": True}
+    (tmp_path / "catalogs" / "memory.json").write_text(json.dumps(newer))
+    search = run_cli(cfg, "search", "current time")
+    assert "is not a valid catalog" in search.stderr and "format 9" in search.stderr
+    async with meta_client(cfg) as c:
+        async def reindexed():
+            hits = (await c.call_tool("search_tools", {"query": "current time"})).structured_content["hits"]
+            return hits and hits[0]["name"] == "time__get_current_time"
+        await eventually(reindexed, "the corrupt catalog to be indexed again")
+    assert catalog(tmp_path, "time")["tools"][0]["name"] == "get_current_time"
+    assert json.loads((tmp_path / "catalogs" / "memory.json").read_text()) == newer, "a newer catalog is never overwritten"
