@@ -7,6 +7,7 @@
 pub mod budget;
 pub mod catalog;
 pub mod cli;
+pub mod clients;
 pub mod config;
 pub mod result;
 pub mod search;

@@ -237,8 +237,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let newer = r#"{"format": 3, "server": "everything", "tools": []}"#;
         std::fs::write(dir.path().join("everything.json"), newer).unwrap();
-        assert!(matches!(sample().write(dir.path()), Err(CatalogError::NewerFormat { found: 3, .. })));
-        assert_eq!(std::fs::read_to_string(dir.path().join("everything.json")).unwrap(), newer);
+        assert!(matches!(
+            sample().write(dir.path()),
+            Err(CatalogError::NewerFormat { found: 3, .. })
+        ));
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("everything.json")).unwrap(),
+            newer
+        );
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Command-line interface: one subcommand per file. The clap doc comments are the help text.
 
+mod import;
 mod index;
+mod install;
 mod measure;
 mod search;
 mod serve;
@@ -51,6 +53,9 @@ pub enum Command {
     Index(index::Args),
     Search(search::Args),
     Measure(measure::Args),
+    Import(import::Args),
+    Install(install::Args),
+    Uninstall(install::UninstallArgs),
 }
 
 /// Logs go to stderr only: stdout belongs to the MCP protocol.
@@ -70,9 +75,17 @@ pub fn init_logging(cli: &Cli) {
         .init();
 }
 
-/// Runs the chosen subcommand on a multi-threaded runtime.
+/// Runs the chosen subcommand: client setup directly (it may create the config), the rest on a
+/// multi-threaded runtime with the settings loaded.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let config = cli.config.clone().unwrap_or_else(default_config_path);
+    // Client setup edits files only, and must work before meta-server's config exists.
+    match cli.command {
+        Command::Import(args) => return import::run(&config, args),
+        Command::Install(args) => return install::run(&config, args),
+        Command::Uninstall(args) => return install::uninstall(args),
+        _ => {}
+    }
     let settings = Settings::load(&config, cli.catalog_dir.clone())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -84,6 +97,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Command::Index(args) => index::run(settings, args).await,
             Command::Search(args) => search::run(settings, args),
             Command::Measure(args) => measure::run(settings, args),
+            Command::Import(_) | Command::Install(_) | Command::Uninstall(_) => {
+                unreachable!("handled before the config is loaded")
+            }
         }
     });
     // Upstreams are stopped by now; a blocking stdin read must not keep the process alive.

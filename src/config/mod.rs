@@ -121,6 +121,11 @@ impl Settings {
         Ok(settings)
     }
 
+    /// Checks `text` as the config file at `path`, without reading anything.
+    pub fn parse(path: &Path, text: &str) -> Result<Self, ConfigError> {
+        parse::parse(path, text)
+    }
+
     /// The server with this name (the identifier used in qualified tool names).
     pub fn server(&self, name: &str) -> Option<&ServerConfig> {
         self.servers.iter().find(|s| s.name == name)

@@ -1,0 +1,220 @@
+//! Merging imported servers into meta-server's own config: existing servers win, meta-server's
+//! own entry is never imported, and the result must load.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value, json};
+
+use super::json::{parse, replace_section};
+use super::{ClientError, Imported, is_meta_server};
+use crate::config::Settings;
+
+/// The outcome of merging: the new text and what happened to each server.
+#[derive(Debug, Clone, Default)]
+pub struct Merge {
+    /// meta-server's config file.
+    pub path: PathBuf,
+    /// Its text before, `None` if it did not exist.
+    pub before: Option<String>,
+    pub after: String,
+    /// Servers added.
+    pub added: Vec<String>,
+    /// Servers meta-server's config already had: its entry was kept.
+    pub existing: Vec<String>,
+    /// Servers left out, with the reason.
+    pub skipped: Vec<(String, String)>,
+    /// Servers added but disabled because meta-server could not run them as they are.
+    pub disabled: Vec<(String, String)>,
+    /// Remarks on added servers (what did not carry over exactly).
+    pub notes: Vec<(String, String)>,
+}
+
+impl Merge {
+    /// Whether the config file changes.
+    pub fn changed(&self) -> bool {
+        self.before.as_deref() != Some(self.after.as_str())
+    }
+}
+
+/// Adds `servers` to the config at `path` whose current text is `before`.
+pub fn merge(
+    path: &Path,
+    before: Option<&str>,
+    servers: &[Imported],
+) -> Result<Merge, ClientError> {
+    let blank = before.is_none_or(|t| t.trim().is_empty());
+    let mut root = if blank {
+        Map::new()
+    } else {
+        match parse(path, before.unwrap_or_default())? {
+            Value::Object(root) => root,
+            _ => {
+                return Err(ClientError::Invalid {
+                    path: path.to_owned(),
+                    location: "the top level".into(),
+                    message: "must be an object".into(),
+                });
+            }
+        }
+    };
+    let section = if !root.contains_key("mcpServers") && root.contains_key("servers") {
+        "servers"
+    } else {
+        "mcpServers"
+    };
+    let mut section_value = match root.remove(section) {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(map)) => map,
+        Some(_) => {
+            return Err(ClientError::Invalid {
+                path: path.to_owned(),
+                location: format!("\"{section}\""),
+                message: "must be an object mapping server names to entries".into(),
+            });
+        }
+    };
+    let check = |servers: &Map<String, Value>| {
+        let mut doc = root.clone();
+        doc.insert(section.to_owned(), Value::Object(servers.clone()));
+        Settings::parse(path, &Value::Object(doc).to_string()).map(|_| ())
+    };
+    // A config that does not load now would be blamed on the import.
+    check(&section_value)?;
+
+    let mut out = Merge {
+        path: path.to_owned(),
+        before: before.map(str::to_owned),
+        ..Merge::default()
+    };
+    for server in servers {
+        let name = server.name.clone();
+        if is_meta_server(&server.entry) {
+            out.skipped.push((name, "runs meta-server itself".into()));
+            continue;
+        }
+        if section_value.contains_key(&name) {
+            out.existing.push(name);
+            continue;
+        }
+        section_value.insert(name.clone(), server.entry.clone());
+        if let Err(e) = check(&section_value) {
+            // Keep it, switched off, so nothing is lost and the config still loads.
+            section_value[&name]["disabled"] = json!(true);
+            check(&section_value)?;
+            out.disabled.push((name.clone(), e.to_string()));
+        } else {
+            out.added.push(name.clone());
+        }
+        out.notes
+            .extend(server.notes.iter().map(|n| (name.clone(), n.clone())));
+    }
+    out.after = if blank {
+        let mut doc = Map::new();
+        doc.insert(section.to_owned(), Value::Object(section_value));
+        let mut text = serde_json::to_string_pretty(&Value::Object(doc))
+            .expect("a JSON value always serializes");
+        text.push('\n');
+        text
+    } else {
+        replace_section(
+            path,
+            before.unwrap_or_default(),
+            section,
+            &Value::Object(section_value),
+        )?
+    };
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn imported(name: &str, entry: Value) -> Imported {
+        Imported {
+            name: name.into(),
+            entry,
+            notes: vec![],
+        }
+    }
+
+    const P: &str = "/cfg/config.json";
+
+    #[test]
+    fn new_file_gets_every_server() {
+        let m = merge(
+            Path::new(P),
+            None,
+            &[imported(
+                "time",
+                json!({"command": "uvx", "args": ["mcp-server-time"]}),
+            )],
+        )
+        .unwrap();
+        assert_eq!(m.added, ["time"]);
+        let v: Value = serde_json::from_str(&m.after).unwrap();
+        assert_eq!(
+            v,
+            json!({"mcpServers": {"time": {"command": "uvx", "args": ["mcp-server-time"]}}})
+        );
+        assert!(m.changed());
+    }
+
+    #[test]
+    fn existing_servers_and_other_keys_are_kept() {
+        let before = "{\n  \"metaServer\": {\"timeoutSecs\": 30},\n  \"mcpServers\": {\n    \"time\": {\"command\": \"mine\"}\n  }\n}\n";
+        let m = merge(
+            Path::new(P),
+            Some(before),
+            &[
+                imported("time", json!({"command": "theirs"})),
+                imported("memory", json!({"command": "npx"})),
+                imported(
+                    "meta-server",
+                    json!({"command": "/x/meta-server", "args": ["serve"]}),
+                ),
+            ],
+        )
+        .unwrap();
+        assert_eq!(m.added, ["memory"]);
+        assert_eq!(m.existing, ["time"]);
+        assert_eq!(m.skipped[0].0, "meta-server");
+        assert!(
+            m.after
+                .starts_with("{\n  \"metaServer\": {\"timeoutSecs\": 30},\n"),
+            "{}",
+            m.after
+        );
+        let v: Value = serde_json::from_str(&m.after).unwrap();
+        assert_eq!(v["mcpServers"]["time"]["command"], "mine");
+        assert_eq!(v["mcpServers"]["memory"]["command"], "npx");
+        assert!(v["mcpServers"].get("meta-server").is_none());
+    }
+
+    #[test]
+    fn servers_meta_server_cannot_run_are_imported_disabled() {
+        let m = merge(
+            Path::new(P),
+            None,
+            &[imported(
+                "old",
+                json!({"type": "sse", "url": "http://x/sse"}),
+            )],
+        )
+        .unwrap();
+        assert!(m.added.is_empty());
+        assert_eq!(m.disabled[0].0, "old");
+        assert!(m.disabled[0].1.contains("SSE"), "{}", m.disabled[0].1);
+        let v: Value = serde_json::from_str(&m.after).unwrap();
+        assert_eq!(v["mcpServers"]["old"]["disabled"], true);
+        Settings::parse(Path::new(P), &m.after).unwrap();
+    }
+
+    #[test]
+    fn a_broken_config_is_reported_not_overwritten() {
+        let err = merge(Path::new(P), Some("{\"mcpServers\": {\"a\": {}}}"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("\"command\"") && err.contains(P), "{err}");
+    }
+}
