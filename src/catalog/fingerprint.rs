@@ -1,6 +1,8 @@
 //! Hashes that tell whether a catalog still matches its server: the launch config (without
 //! secrets) and the tool list.
 
+use std::borrow::Borrow;
+
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -26,8 +28,10 @@ pub fn config_fingerprint(server: &ServerConfig) -> String {
 }
 
 /// SHA-256 of the tools as canonical JSON (object keys sorted), order of tools kept.
-pub fn tools_hash(tools: &[Value]) -> String {
-    hex_sha256(&Value::Array(tools.iter().map(canonical).collect()))
+pub fn tools_hash<T: Borrow<Value>>(tools: &[T]) -> String {
+    hex_sha256(&Value::Array(
+        tools.iter().map(|t| canonical(t.borrow())).collect(),
+    ))
 }
 
 fn canonical(value: &Value) -> Value {
@@ -95,6 +99,6 @@ mod tests {
         let b: Vec<Value> =
             vec![serde_json::from_str(r#"{"description": "d", "name": "x"}"#).unwrap()];
         assert_eq!(tools_hash(&a), tools_hash(&b));
-        assert_ne!(tools_hash(&a), tools_hash(&[]));
+        assert_ne!(tools_hash(&a), tools_hash::<Value>(&[]));
     }
 }

@@ -7,6 +7,7 @@ mod tool;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -59,8 +60,8 @@ pub struct Catalog {
     pub instructions: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools_hash: Option<String>,
-    /// MCP Tool objects as the server sent them.
-    pub tools: Vec<Value>,
+    /// MCP Tool objects as the server sent them (shared, never copied).
+    pub tools: Vec<Arc<Value>>,
 }
 
 impl Catalog {
@@ -154,12 +155,12 @@ mod tests {
     use serde_json::json;
 
     fn sample() -> Catalog {
-        let tools = vec![json!({
+        let tools = vec![Arc::new(json!({
             "name": "echo",
             "description": "Echoes back the input",
             "inputSchema": {"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]},
             "x-extra": {"kept": true}
-        })];
+        }))];
         Catalog {
             format: FORMAT,
             server: "everything".into(),

@@ -11,9 +11,9 @@ use super::{Catalog, FORMAT, config_fingerprint, tools_hash};
 pub async fn fetch(manager: &Manager, server: &ServerConfig) -> Result<Catalog, UpstreamError> {
     let (tools, conn) = manager.list_tools(&server.name).await?;
     let info = conn.server_info();
-    let tools: Vec<serde_json::Value> = tools
+    let tools: Vec<std::sync::Arc<serde_json::Value>> = tools
         .iter()
-        .map(|t| serde_json::to_value(t).expect("tool serializes"))
+        .map(|t| std::sync::Arc::new(serde_json::to_value(t).expect("tool serializes")))
         .collect();
     Ok(Catalog {
         format: FORMAT,

@@ -1,20 +1,26 @@
 //! A read view of one catalog tool: the fields search and the meta-tools need.
 
+use std::sync::{Arc, LazyLock};
+
 use serde_json::{Map, Value};
 
-/// One tool as found in a catalog. `raw` is the object exactly as stored.
+/// One tool as found in a catalog. `raw` is the object exactly as stored, shared with the
+/// catalog rather than copied.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolDef {
     pub name: String,
     pub title: Option<String>,
     pub description: String,
-    pub input_schema: Map<String, Value>,
-    pub raw: Value,
+    pub raw: Arc<Value>,
 }
+
+/// The schema of a tool that declares none: no arguments.
+static NO_ARGUMENTS: LazyLock<Map<String, Value>> =
+    LazyLock::new(|| Map::from_iter([("type".to_owned(), Value::from("object"))]));
 
 impl ToolDef {
     /// Reads a tool object; needs at least a string `name`.
-    pub fn from_json(raw: &Value) -> Result<Self, String> {
+    pub fn from_json(raw: &Arc<Value>) -> Result<Self, String> {
         let obj = raw.as_object().ok_or("a tool must be a JSON object")?;
         let name = obj
             .get("name")
@@ -26,17 +32,14 @@ impl ToolDef {
             .or_else(|| obj.get("annotations").and_then(|a| a.get("title")))
             .and_then(Value::as_str)
             .map(str::to_owned);
-        let input_schema = match obj.get("inputSchema") {
-            Some(Value::Object(schema)) => schema.clone(),
-            None | Some(Value::Null) => {
-                Map::from_iter([("type".to_owned(), Value::from("object"))])
-            }
-            Some(_) => {
-                return Err(format!(
-                    "tool \"{name}\" has an inputSchema that is not an object"
-                ));
-            }
-        };
+        if !matches!(
+            obj.get("inputSchema"),
+            None | Some(Value::Null | Value::Object(_))
+        ) {
+            return Err(format!(
+                "tool \"{name}\" has an inputSchema that is not an object"
+            ));
+        }
         Ok(Self {
             name: name.to_owned(),
             title,
@@ -45,9 +48,16 @@ impl ToolDef {
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned(),
-            input_schema,
             raw: raw.clone(),
         })
+    }
+
+    /// The input schema; `{"type": "object"}` when the tool declares none.
+    pub fn input_schema(&self) -> &Map<String, Value> {
+        self.raw
+            .get("inputSchema")
+            .and_then(Value::as_object)
+            .unwrap_or(&NO_ARGUMENTS)
     }
 
     /// The first line (or sentence) of the description, at most `max` characters.
@@ -68,13 +78,13 @@ impl ToolDef {
     /// Top-level parameters in schema order: (name, type, required, default, description).
     pub fn params(&self) -> Vec<Param> {
         let required: Vec<&str> = self
-            .input_schema
+            .input_schema()
             .get("required")
             .and_then(Value::as_array)
             .map(|r| r.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
         let Some(props) = self
-            .input_schema
+            .input_schema()
             .get("properties")
             .and_then(Value::as_object)
         else {
@@ -154,7 +164,7 @@ mod tests {
 
     #[test]
     fn signature_marks_required_types_and_defaults() {
-        let tool = ToolDef::from_json(&json!({
+        let tool = ToolDef::from_json(&Arc::new(json!({
             "name": "read",
             "description": "Read a file.\nMore detail here.",
             "inputSchema": {"type": "object", "properties": {
@@ -163,7 +173,7 @@ mod tests {
                 "tags": {"type": "array", "items": {"type": "string"}},
                 "mode": {"enum": ["a", "b"]}
             }, "required": ["path"]}
-        }))
+        })))
         .unwrap();
         assert_eq!(
             tool.signature(),
@@ -175,9 +185,9 @@ mod tests {
 
     #[test]
     fn missing_schema_means_no_arguments() {
-        let tool = ToolDef::from_json(&json!({"name": "ping"})).unwrap();
+        let tool = ToolDef::from_json(&Arc::new(json!({"name": "ping"}))).unwrap();
         assert_eq!(tool.signature(), "()");
-        assert!(ToolDef::from_json(&json!({"description": "x"})).is_err());
-        assert!(ToolDef::from_json(&json!({"name": "x", "inputSchema": 3})).is_err());
+        assert!(ToolDef::from_json(&Arc::new(json!({"description": "x"}))).is_err());
+        assert!(ToolDef::from_json(&Arc::new(json!({"name": "x", "inputSchema": 3}))).is_err());
     }
 }

@@ -66,7 +66,7 @@ pub(super) fn run(state: &State, args: Value) -> Reply {
         tool.insert("description".into(), entry.def.description.clone().into());
         tool.insert(
             "inputSchema".into(),
-            Value::Object(entry.def.input_schema.clone()),
+            Value::Object(entry.def.input_schema().clone()),
         );
         for key in ["outputSchema", "annotations"] {
             if let Some(v) = entry.def.raw.get(key).filter(|v| !v.is_null()) {

@@ -30,7 +30,7 @@ impl Entry {
     pub fn validator(&self) -> Option<&jsonschema::Validator> {
         self.validator
             .get_or_init(|| {
-                let schema = Value::Object(self.def.input_schema.clone());
+                let schema = Value::Object(self.def.input_schema().clone());
                 jsonschema::validator_for(&schema)
                     .inspect_err(|e| {
                         tracing::warn!(tool = %self.qualified, "input schema does not compile, arguments go unchecked: {e}");
@@ -129,7 +129,7 @@ impl Library {
         );
         for skill in &skills {
             let def = serde_json::json!({"name": skill.name, "description": skill.description, "inputSchema": {"type": "object"}});
-            let Ok(def) = ToolDef::from_json(&def) else {
+            let Ok(def) = ToolDef::from_json(&Arc::new(def)) else {
                 continue;
             };
             let about = format!("agent skill instructions {}", skill.servers.join(" "));

@@ -140,7 +140,7 @@ pub(super) fn run(state: &State, args: Value) -> Reply {
                 .then(|| hints(&e.def.raw))
                 .flatten(),
             input_schema: (args.detail == Detail::Full)
-                .then(|| Value::Object(e.def.input_schema.clone())),
+                .then(|| Value::Object(e.def.input_schema().clone())),
         })
         .collect();
     let confident = !hits.is_empty();
