@@ -7,6 +7,7 @@
 pub mod catalog;
 pub mod cli;
 pub mod config;
+pub mod result;
 pub mod search;
 pub mod server;
 pub mod upstream;

@@ -1,0 +1,3 @@
+//! Result handling: what a client is shown of a large result, and how the rest is recovered.
+
+pub mod truncate;
