@@ -216,6 +216,12 @@ fn json_falls_back_to_text_when_zero_elements_do_not_fit() {
 }
 
 #[test]
+fn an_empty_collection_that_does_not_fit_is_cut_as_text() {
+    let cut = cut("[]", &max_bytes(1));
+    assert_eq!((cut.shown.as_str(), cut.next_offset), ("[", 1));
+}
+
+#[test]
 fn json_whose_bulk_is_one_string_is_cut_as_text() {
     let text = json!({"text": "many words ".repeat(1000)}).to_string();
     let cut = cut(&text, &max_bytes(500));
