@@ -85,8 +85,17 @@ pub fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(ExitCode::SUCCESS);
     }
-    let width = report.servers.iter().map(|r| r.server.len()).max().unwrap_or(6).max(6);
-    println!("{:width$}  {:>5}  {:>7}  {:>8}  {:>8}", "server", "tools", "tokens", "of 128k", "of 200k");
+    let width = report
+        .servers
+        .iter()
+        .map(|r| r.server.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    println!(
+        "{:width$}  {:>5}  {:>7}  {:>8}  {:>8}",
+        "server", "tools", "tokens", "of 128k", "of 200k"
+    );
     for r in &report.servers {
         println!(
             "{:width$}  {:>5}  {:>7}  {:>7.2}%  {:>7.2}%",
@@ -106,7 +115,10 @@ pub fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
         report.meta_tokens, report.saving_percent, report.tokenizer
     );
     if !report.missing.is_empty() {
-        println!("not counted (no catalog yet; run `meta-server index`): {}", report.missing.join(", "));
+        println!(
+            "not counted (no catalog yet; run `meta-server index`): {}",
+            report.missing.join(", ")
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

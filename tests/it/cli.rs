@@ -171,22 +171,50 @@ fn help_explains_each_subcommand() {
 #[test]
 fn measure_counts_definition_tokens_from_catalogs() {
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), unstartable(&["everything", "filesystem", "memory", "time", "new"]), json!({}));
+    let config = write_config(
+        dir.path(),
+        unstartable(&["everything", "filesystem", "memory", "time", "new"]),
+        json!({}),
+    );
     let catalogs = repo().join("catalogs");
-    let out = meta_server(&["--config", config.to_str().unwrap(), "--catalog-dir", catalogs.to_str().unwrap(), "measure", "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = meta_server(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--catalog-dir",
+        catalogs.to_str().unwrap(),
+        "measure",
+        "--json",
+    ])
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["tokenizer"], "o200k_base");
-    let tools: Vec<u64> = report["servers"].as_array().unwrap().iter().map(|r| r["tools"].as_u64().unwrap()).collect();
+    let tools: Vec<u64> = report["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["tools"].as_u64().unwrap())
+        .collect();
     assert_eq!(tools, [13, 14, 9, 2]);
     assert_eq!(report["missing"], json!(["new"]));
     let total = report["totalTokens"].as_u64().unwrap();
     let meta = report["metaTokens"].as_u64().unwrap();
-    let sum: u64 = report["servers"].as_array().unwrap().iter().map(|r| r["tokens"].as_u64().unwrap()).sum();
+    let sum: u64 = report["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["tokens"].as_u64().unwrap())
+        .sum();
     assert_eq!(total, sum);
-    assert!(meta > 300 && meta * 5 < total, "meta {meta} vs total {total}");
+    assert!(
+        meta > 300 && meta * 5 < total,
+        "meta {meta} vs total {total}"
+    );
     let saving = report["savingPercent"].as_f64().unwrap();
     assert!((saving - (100.0 * (1.0 - meta as f64 / total as f64))).abs() < 0.1);
 }
