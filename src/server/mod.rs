@@ -6,6 +6,7 @@ mod call_tool;
 mod definitions;
 mod details_tool;
 mod guard;
+mod http;
 mod indexer;
 mod instructions;
 mod library;
@@ -29,9 +30,11 @@ use serde_json::Value;
 use crate::budget::{self, Budgets, ByteEstimate, Limits, O200k, Route, TokenCounter};
 use crate::config::{Settings, Tokenizer};
 use crate::result::{ResultHandler, SpillStore, store::DEFAULT_SPILL_BYTES};
+use crate::search::SearchError;
 use crate::upstream::Manager;
 
 pub use definitions::definitions;
+pub use http::{HttpError, HttpOptions, HttpServer, PATH as HTTP_PATH, Token};
 pub use library::{Library, LoadReport, qualified_name};
 
 /// Shared state of one serving process.
@@ -267,9 +270,9 @@ pub fn search(state: &State, args: Value) -> rmcp::model::CallToolResult {
     search_tool::run(state, args)
 }
 
-/// Serves MCP over stdin/stdout until the client closes stdin or a signal arrives, then stops
-/// every upstream.
-pub async fn serve_stdio(settings: Settings) -> anyhow::Result<()> {
+/// Start-up shared by stdio and HTTP: loads the library from the catalogs, fixes the
+/// `initialize` instructions, and indexes servers without a catalog in the background.
+fn start(settings: Settings) -> Result<MetaServer, SearchError> {
     let (library, report) = Library::load(&settings)?;
     for warning in &report.warnings {
         tracing::warn!("{warning}");
@@ -277,8 +280,16 @@ pub async fn serve_stdio(settings: Settings) -> anyhow::Result<()> {
     let state = State::new(settings, library);
     let server = MetaServer::new(state.clone());
     if !report.missing.is_empty() {
-        tokio::spawn(indexer::index_missing(state.clone(), report.missing));
+        tokio::spawn(indexer::index_missing(state, report.missing));
     }
+    Ok(server)
+}
+
+/// Serves MCP over stdin/stdout until the client closes stdin or a signal arrives, then stops
+/// every upstream.
+pub async fn serve_stdio(settings: Settings) -> anyhow::Result<()> {
+    let server = start(settings)?;
+    let state = server.state.clone();
     let (stdin, stdout) = rmcp::transport::stdio();
     let transport = guard::PreInitGuard::new(AsyncRwTransport::new_server(stdin, stdout));
     let running = server.serve(transport).await?;
