@@ -8,6 +8,7 @@ mod definitions;
 mod details_tool;
 mod freshness;
 mod guard;
+mod http;
 mod instructions;
 mod library;
 mod reply;
@@ -31,9 +32,11 @@ use serde_json::Value;
 use crate::budget::{self, Budgets, ByteEstimate, Limits, O200k, Route, TokenCounter};
 use crate::config::{Settings, Tokenizer};
 use crate::result::{ResultHandler, SpillStore, store::DEFAULT_SPILL_BYTES};
+use crate::search::SearchError;
 use crate::upstream::Manager;
 
 pub use definitions::definitions;
+pub use http::{HttpError, HttpOptions, HttpServer, PATH as HTTP_PATH, Token};
 pub use library::{Library, LoadReport, qualified_name};
 
 /// URI scheme of skills as resources.
@@ -359,9 +362,10 @@ pub fn search(state: &State, args: Value) -> rmcp::model::CallToolResult {
     search_tool::run(state, args)
 }
 
-/// Serves MCP over stdin/stdout until the client closes stdin or a signal arrives, then stops
-/// every upstream.
-pub async fn serve_stdio(settings: Settings) -> anyhow::Result<()> {
+/// Start-up shared by stdio and HTTP: loads the library from the catalogs, starts the
+/// freshness watcher, connects alwaysLoad servers, fixes `tools/list` and the `initialize`
+/// instructions, and indexes servers without a catalog in the background.
+async fn start(settings: Settings) -> Result<MetaServer, SearchError> {
     let (library, report) = Library::load(&settings)?;
     for warning in &report.warnings {
         tracing::warn!("{warning}");
@@ -377,6 +381,14 @@ pub async fn serve_stdio(settings: Settings) -> anyhow::Result<()> {
     if !missing.is_empty() {
         tokio::spawn(freshness::index_missing(state.clone(), missing));
     }
+    Ok(server)
+}
+
+/// Serves MCP over stdin/stdout until the client closes stdin or a signal arrives, then stops
+/// every upstream.
+pub async fn serve_stdio(settings: Settings) -> anyhow::Result<()> {
+    let server = start(settings).await?;
+    let state = server.state.clone();
     let (stdin, stdout) = rmcp::transport::stdio();
     let transport = guard::PreInitGuard::new(AsyncRwTransport::new_server(stdin, stdout));
     let running = server.serve(transport).await?;

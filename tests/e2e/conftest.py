@@ -19,7 +19,8 @@ NPM = PEERS / "npm" / "node_modules" / "@modelcontextprotocol"
 
 
 def pytest_configure(config):
-    missing = [p for p in (BIN, NPM, PEERS / "py" / "bin" / "mcp-server-time") if not p.exists()]
+    needed = (BIN, NPM, PEERS / "py" / "bin" / "mcp-server-time", PEERS / "tools" / "node_modules" / ".bin" / "conformance")
+    missing = [p for p in needed if not p.exists()]
     if missing:
         pytest.exit(f"missing {', '.join(map(str, missing))}: run scripts/install-peers and cargo build", 2)
 

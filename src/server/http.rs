@@ -1,0 +1,279 @@
+//! Serving MCP over streamable HTTP: one shared `State` for every client, one rmcp session per
+//! client, an optional bearer token, and Host/Origin checks against DNS rebinding.
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Request, State as Extract};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, StatusCode, header};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use sha2::{Digest, Sha256};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Settings;
+use crate::search::SearchError;
+
+/// The one URL path that speaks MCP.
+pub const PATH: &str = "/mcp";
+
+/// Host header values always accepted: the loopback names.
+const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+/// Browser origins accepted (any port); requests without an `Origin` header always pass.
+const LOOPBACK_ORIGINS: [&str; 6] = [
+    "http://localhost:*",
+    "http://127.0.0.1:*",
+    "http://[::1]:*",
+    "https://localhost:*",
+    "https://127.0.0.1:*",
+    "https://[::1]:*",
+];
+
+/// A session with no request for this long is closed (its client gets 404 and starts anew).
+/// Longer than rmcp's 5 minutes, so that clients idle between turns keep their session.
+const SESSION_IDLE: Duration = Duration::from_secs(60 * 60);
+
+/// How long open streams may take to close after a shutdown signal.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error(
+        "{addr} is not a loopback address; serving beyond this machine needs --allow-remote and a token (META_SERVER_TOKEN or --token-file)"
+    )]
+    RemoteNotAllowed { addr: SocketAddr },
+    #[error(
+        "--allow-remote needs a token so strangers cannot call your tools: set META_SERVER_TOKEN or pass --token-file"
+    )]
+    RemoteWithoutToken { addr: SocketAddr },
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("serving HTTP failed: {0}")]
+    Serve(#[source] std::io::Error),
+    #[error(transparent)]
+    Library(#[from] SearchError),
+}
+
+/// A bearer token; never printed.
+#[derive(Clone)]
+pub struct Token(String);
+
+impl Token {
+    pub fn new(token: String) -> Self {
+        Self(token)
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Token(..)")
+    }
+}
+
+/// Where and how `serve --http` listens.
+#[derive(Debug)]
+pub struct HttpOptions {
+    pub addr: SocketAddr,
+    /// Allows a non-loopback `addr` (a token is still required).
+    pub allow_remote: bool,
+    /// When set, every request must carry `Authorization: Bearer <token>`.
+    pub token: Option<Token>,
+    /// Host header values accepted besides the loopback names and the bound address.
+    pub extra_hosts: Vec<String>,
+}
+
+impl HttpOptions {
+    /// Refuses a non-loopback address unless it is explicitly allowed and protected by a token.
+    pub fn check(&self) -> Result<(), HttpError> {
+        let addr = self.addr;
+        if addr.ip().is_loopback() {
+            return Ok(());
+        }
+        if !self.allow_remote {
+            return Err(HttpError::RemoteNotAllowed { addr });
+        }
+        if self.token.is_none() {
+            return Err(HttpError::RemoteWithoutToken { addr });
+        }
+        Ok(())
+    }
+
+    /// Host header values to accept: loopback names, the bound IP (unless unspecified), extras.
+    fn allowed_hosts(&self) -> Vec<String> {
+        let mut hosts: Vec<String> = LOOPBACK_HOSTS.iter().map(|h| h.to_string()).collect();
+        let ip = self.addr.ip();
+        if !ip.is_unspecified() && !ip.is_loopback() {
+            hosts.push(match ip {
+                IpAddr::V4(v4) => v4.to_string(),
+                IpAddr::V6(v6) => v6.to_string(),
+            });
+        }
+        hosts.extend(self.extra_hosts.iter().cloned());
+        hosts
+    }
+}
+
+/// A bound listener, ready to serve.
+pub struct HttpServer {
+    listener: TcpListener,
+    options: HttpOptions,
+}
+
+impl HttpServer {
+    /// Checks the options and binds the address (port 0 picks a free port).
+    pub async fn bind(options: HttpOptions) -> Result<Self, HttpError> {
+        options.check()?;
+        let addr = options.addr;
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| HttpError::Bind { addr, source })?;
+        Ok(Self { listener, options })
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until SIGINT/SIGTERM, then closes every session and stops every upstream.
+    pub async fn run(self, settings: Settings) -> Result<(), HttpError> {
+        let server = super::start(settings).await?;
+        let state = server.state.clone();
+        let ct = CancellationToken::new();
+        let config = StreamableHttpServerConfig::default()
+            .with_allowed_hosts(self.options.allowed_hosts())
+            .with_allowed_origins(LOOPBACK_ORIGINS)
+            .with_cancellation_token(ct.child_token());
+        // Each session gets a clone: its own connection state over the one shared `State`.
+        let mut sessions = LocalSessionManager::default();
+        sessions.session_config.keep_alive = Some(SESSION_IDLE);
+        let service =
+            StreamableHttpService::new(move || Ok(server.clone()), Arc::new(sessions), config);
+        let mut router = axum::Router::new().route_service(PATH, service);
+        if let Some(token) = &self.options.token {
+            let expected = Arc::new(digest(token.0.as_bytes()));
+            router = router.layer(middleware::from_fn_with_state(expected, require_token));
+        }
+        if self.options.token.is_none() {
+            tracing::info!("no token set: any local process can use this server");
+        }
+        let served = axum::serve(self.listener, router).with_graceful_shutdown({
+            let ct = ct.clone();
+            async move { ct.cancelled().await }
+        });
+        let stopping = async {
+            super::shutdown_signal().await;
+            tracing::info!("signal received");
+            ct.cancel();
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        };
+        tokio::select! {
+            served = served => served.map_err(HttpError::Serve)?,
+            () = stopping => tracing::warn!("connections still open after {SHUTDOWN_GRACE:?}; closing them"),
+        }
+        tracing::info!("stopping upstreams");
+        state.manager.shutdown().await;
+        Ok(())
+    }
+}
+
+fn digest(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+/// Lets a request through only with the right bearer token; compares digests in constant time.
+async fn require_token(
+    Extract(expected): Extract<Arc<[u8; 32]>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim());
+    let authorized = presented.is_some_and(|token| {
+        let got = digest(token.as_bytes());
+        got.iter()
+            .zip(expected.iter())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+    });
+    if authorized {
+        return next.run(request).await;
+    }
+    let challenge = if presented.is_some() {
+        r#"Bearer realm="meta-server", error="invalid_token""#
+    } else {
+        r#"Bearer realm="meta-server""#
+    };
+    let mut response = (
+        StatusCode::UNAUTHORIZED,
+        "Unauthorized: send Authorization: Bearer <token>\n",
+    )
+        .into_response();
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static(challenge),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(addr: &str, allow_remote: bool, token: bool) -> HttpOptions {
+        HttpOptions {
+            addr: addr.parse().unwrap(),
+            allow_remote,
+            token: token.then(|| Token::new("t".into())),
+            extra_hosts: vec![],
+        }
+    }
+
+    #[test]
+    fn loopback_needs_nothing_else() {
+        assert!(options("127.0.0.1:1", false, false).check().is_ok());
+        assert!(options("[::1]:1", false, false).check().is_ok());
+    }
+
+    #[test]
+    fn remote_needs_the_flag_and_a_token() {
+        assert!(matches!(
+            options("0.0.0.0:1", false, true).check(),
+            Err(HttpError::RemoteNotAllowed { .. })
+        ));
+        assert!(matches!(
+            options("0.0.0.0:1", true, false).check(),
+            Err(HttpError::RemoteWithoutToken { .. })
+        ));
+        assert!(options("0.0.0.0:1", true, true).check().is_ok());
+    }
+
+    #[test]
+    fn bound_ip_and_extra_hosts_are_allowed_hosts() {
+        let mut o = options("192.168.1.5:1", true, true);
+        o.extra_hosts.push("box.lan".into());
+        assert_eq!(
+            o.allowed_hosts(),
+            ["localhost", "127.0.0.1", "::1", "192.168.1.5", "box.lan"]
+        );
+        assert_eq!(options("0.0.0.0:1", true, true).allowed_hosts().len(), 3);
+    }
+
+    #[test]
+    fn token_is_not_printed() {
+        assert_eq!(format!("{:?}", Token::new("secret".into())), "Token(..)");
+    }
+}
