@@ -1,5 +1,6 @@
 //! Command-line interface: one subcommand per file. The clap doc comments are the help text.
 
+mod eval;
 mod index;
 mod search;
 mod serve;
@@ -49,6 +50,7 @@ pub enum Command {
     Serve(serve::Args),
     Index(index::Args),
     Search(search::Args),
+    Eval(eval::Args),
 }
 
 /// Logs go to stderr only: stdout belongs to the MCP protocol.
@@ -68,19 +70,26 @@ pub fn init_logging(cli: &Cli) {
         .init();
 }
 
-/// Runs the chosen subcommand on a multi-threaded runtime.
+/// Runs the chosen subcommand; those that need the config load it first, then run on a
+/// multi-threaded runtime.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let config = cli.config.clone().unwrap_or_else(default_config_path);
-    let settings = Settings::load(&config, cli.catalog_dir.clone())?;
+    let command = match cli.command {
+        // Its tools come from a file or a catalog dir: no config needed.
+        Command::Eval(args) => return eval::run(args, cli.catalog_dir),
+        command => command,
+    };
+    let config = cli.config.unwrap_or_else(default_config_path);
+    let settings = Settings::load(&config, cli.catalog_dir)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
-        match cli.command {
+        match command {
             Command::Serve(args) => serve::run(settings, args).await,
             Command::Index(args) => index::run(settings, args).await,
             Command::Search(args) => search::run(settings, args),
+            Command::Eval(_) => unreachable!("eval runs without settings"),
         }
     })
 }

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::catalog::{Catalog, CatalogError, ToolDef};
 use crate::config::{ServerConfig, Settings};
-use crate::search::{SearchError, SearchIndex, ToolDoc};
+use crate::search::{SearchError, SearchIndex, SearchOptions, ToolDoc};
 
 /// Separator between server and tool in a qualified name.
 pub const SEPARATOR: &str = "__";
@@ -82,6 +82,15 @@ impl Library {
         servers: &[ServerConfig],
         catalogs: BTreeMap<String, Catalog>,
     ) -> Result<Self, SearchError> {
+        Self::build_with(servers, catalogs, SearchOptions::default())
+    }
+
+    /// [`Self::build`] with other ranking options (for `eval`).
+    pub fn build_with(
+        servers: &[ServerConfig],
+        catalogs: BTreeMap<String, Catalog>,
+        options: SearchOptions,
+    ) -> Result<Self, SearchError> {
         let mut entries = BTreeMap::new();
         let mut docs = Vec::new();
         for server in servers {
@@ -128,7 +137,7 @@ impl Library {
         Ok(Self {
             entries,
             catalogs,
-            index: SearchIndex::build(docs)?,
+            index: SearchIndex::build_with(docs, options)?,
         })
     }
 
