@@ -38,17 +38,17 @@ pub struct SearchOptions {
 impl Default for SearchOptions {
     fn default() -> Self {
         Self {
-            stopwords: false,
+            stopwords: true,
             decompound: false,
-            name: 3.0,
-            title: 2.0,
+            name: 1.0,
+            title: 1.0,
             description: 1.0,
             params: 0.6,
             server: 0.5,
             combine: Combine::Sum,
             coverage: 0.0,
             phrase: 0.0,
-            max_df: 1.0,
+            max_df: 0.1,
         }
     }
 }

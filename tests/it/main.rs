@@ -2,5 +2,6 @@
 //! Tests that talk to upstream servers use the pinned ones from `scripts/install-peers`.
 
 mod cli;
+mod eval;
 mod protocol;
 mod support;
