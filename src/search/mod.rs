@@ -294,7 +294,7 @@ impl SearchIndex {
     }
 
     /// The query's analyzed words in order (duplicates kept for phrases), minus words found in
-    /// more than `max_df` of the tools when some rarer word remains.
+    /// more than `max_df` of the tools when some rarer word that a tool has remains.
     fn words(&self, query: &str) -> Vec<String> {
         let mut analyzer = analyzer(self.options.stopwords);
         let mut words = Vec::new();
@@ -309,7 +309,8 @@ impl SearchIndex {
                     .get(w)
                     .is_some_and(|&id| self.df[id as usize] as f32 > self.options.max_df * n as f32)
             };
-            if !words.iter().all(common) {
+            let rare = |w: &String| self.vocab.contains_key(w) && !common(w);
+            if words.iter().any(rare) {
                 words.retain(|w| !common(w));
             }
         }

@@ -31,7 +31,7 @@ pub struct SearchOptions {
     /// Extra boost for two adjacent query words found near each other (0 disables it).
     pub phrase: f32,
     /// Query words found in more than this share of tools are dropped (1 keeps all), unless
-    /// that would drop every word. Only applied to catalogs of at least 20 tools.
+    /// no rarer word that some tool has is left. Only applied to catalogs of at least 20 tools.
     pub max_df: f32,
 }
 
