@@ -1,5 +1,6 @@
 //! Command-line interface: one subcommand per file. The clap doc comments are the help text.
 
+mod eval;
 mod import;
 mod index;
 mod install;
@@ -56,6 +57,7 @@ pub enum Command {
     Import(import::Args),
     Install(install::Args),
     Uninstall(install::UninstallArgs),
+    Eval(eval::Args),
 }
 
 /// Logs go to stderr only: stdout belongs to the MCP protocol.
@@ -75,12 +77,14 @@ pub fn init_logging(cli: &Cli) {
         .init();
 }
 
-/// Runs the chosen subcommand: client setup directly (it may create the config), the rest on a
-/// multi-threaded runtime with the settings loaded.
+/// Runs the chosen subcommand: `eval` and client setup directly (eval needs no config; setup
+/// may create it), the rest on a multi-threaded runtime with the settings loaded.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let config = cli.config.clone().unwrap_or_else(default_config_path);
-    // Client setup edits files only, and must work before meta-server's config exists.
     match cli.command {
+        // Its tools come from a file or a catalog dir: no config needed.
+        Command::Eval(args) => return eval::run(args, cli.catalog_dir),
+        // Client setup edits files only, and must work before meta-server's config exists.
         Command::Import(args) => return import::run(&config, args),
         Command::Install(args) => return install::run(&config, args),
         Command::Uninstall(args) => return install::uninstall(args),
@@ -97,7 +101,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Command::Index(args) => index::run(settings, args).await,
             Command::Search(args) => search::run(settings, args),
             Command::Measure(args) => measure::run(settings, args),
-            Command::Import(_) | Command::Install(_) | Command::Uninstall(_) => {
+            Command::Eval(_) | Command::Import(_) | Command::Install(_) | Command::Uninstall(_) => {
                 unreachable!("handled before the config is loaded")
             }
         }

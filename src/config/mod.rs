@@ -208,6 +208,28 @@ pub enum Launch {
 }
 
 impl ServerConfig {
+    /// A server known only by its catalog (nothing to launch), for searching shipped or
+    /// exported catalogs without a config, as `eval` does.
+    pub fn catalog_only(name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            key: name.to_owned(),
+            description: None,
+            transport: TransportConfig::Stdio {
+                command: String::new(),
+                args: Vec::new(),
+                env: BTreeMap::new(),
+                cwd: None,
+            },
+            always_load: false,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+            allow_tools: Vec::new(),
+            deny_tools: Vec::new(),
+            max_result_tokens: None,
+        }
+    }
+
     /// Expands `${VAR}` and `${VAR:-default}` from the process environment.
     pub fn launch(&self) -> Result<Launch, ConfigError> {
         self.launch_with(&|var| std::env::var(var).ok())

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::catalog::{Catalog, CatalogError, ToolDef};
 use crate::config::{SKILL_SERVER, ServerConfig, Settings};
-use crate::search::{SearchError, SearchIndex, ToolDoc};
+use crate::search::{SearchError, SearchIndex, SearchOptions, ToolDoc};
 use crate::skills::Skill;
 
 /// Separator between server and tool in a qualified name.
@@ -82,7 +82,12 @@ impl Library {
         report.warnings.extend(warnings);
         let skills = skills.into_iter().map(Arc::new).collect();
         Ok((
-            Self::build_with(&settings.servers, catalogs, skills)?,
+            Self::build_with(
+                &settings.servers,
+                catalogs,
+                skills,
+                SearchOptions::default(),
+            )?,
             report,
         ))
     }
@@ -93,14 +98,36 @@ impl Library {
         servers: &[ServerConfig],
         catalogs: BTreeMap<String, Catalog>,
     ) -> Result<Self, SearchError> {
-        Self::build_with(servers, catalogs, Vec::new())
+        Self::build_with(servers, catalogs, Vec::new(), SearchOptions::default())
     }
 
-    /// Like [`Self::build`], with skills listed under the `skill` server.
+    /// Like [`Self::build`], with skills listed under the `skill` server and the given ranking
+    /// options.
     pub fn build_with(
         servers: &[ServerConfig],
         catalogs: BTreeMap<String, Catalog>,
         skills: Vec<Arc<Skill>>,
+        options: SearchOptions,
+    ) -> Result<Self, SearchError> {
+        Self::assemble(servers, catalogs, skills, options, true)
+    }
+
+    /// Only the given catalogs, without built-in tools or skills: what `eval` scores, so its
+    /// numbers describe the catalog alone.
+    pub fn catalogs_only(
+        servers: &[ServerConfig],
+        catalogs: BTreeMap<String, Catalog>,
+        options: SearchOptions,
+    ) -> Result<Self, SearchError> {
+        Self::assemble(servers, catalogs, Vec::new(), options, false)
+    }
+
+    fn assemble(
+        servers: &[ServerConfig],
+        catalogs: BTreeMap<String, Catalog>,
+        skills: Vec<Arc<Skill>>,
+        options: SearchOptions,
+        builtins: bool,
     ) -> Result<Self, SearchError> {
         let mut entries = BTreeMap::new();
         let mut docs = Vec::new();
@@ -118,15 +145,17 @@ impl Library {
                 add(&mut entries, &mut docs, &server.name, &about, tools);
             }
         }
-        let builtin = super::builtin::catalog();
-        let tools = builtin.tool_defs().into_iter();
-        add(
-            &mut entries,
-            &mut docs,
-            &builtin.server,
-            "meta-server built-in tools",
-            tools,
-        );
+        if builtins {
+            let builtin = super::builtin::catalog();
+            let tools = builtin.tool_defs().into_iter();
+            add(
+                &mut entries,
+                &mut docs,
+                &builtin.server,
+                "meta-server built-in tools",
+                tools,
+            );
+        }
         for skill in &skills {
             let def = serde_json::json!({"name": skill.name, "description": skill.description, "inputSchema": {"type": "object"}});
             let Ok(def) = ToolDef::from_json(&Arc::new(def)) else {
@@ -149,7 +178,7 @@ impl Library {
             entries,
             catalogs,
             skills,
-            index: SearchIndex::build(docs)?,
+            index: SearchIndex::build_with(docs, options)?,
         })
     }
 

@@ -131,8 +131,12 @@ impl State {
         let current = self.library();
         let mut catalogs = current.catalogs.clone();
         catalogs.insert(catalog.server.clone(), catalog);
-        let library =
-            Library::build_with(&self.settings.servers, catalogs, current.skills.clone())?;
+        let library = Library::build_with(
+            &self.settings.servers,
+            catalogs,
+            current.skills.clone(),
+            crate::search::SearchOptions::default(),
+        )?;
         *self.library.write().expect("library lock") = Arc::new(library);
         Ok(())
     }

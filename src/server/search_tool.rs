@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::State;
 use super::reply::{self, Reply};
+use super::{Library, State};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -121,8 +121,8 @@ pub(super) fn run(state: &State, args: Value) -> Reply {
                 hit.score *= SKILL_BOOST;
             }
         }
-        // Stable: equal scores keep the index's order (exact names first, then by key).
-        found.sort_by(|a, b| b.score.total_cmp(&a.score));
+        // Exact names stay first; stable, so equal scores keep the index's order (by key).
+        found.sort_by(|a, b| b.exact.cmp(&a.exact).then(b.score.total_cmp(&a.score)));
         found.truncate(args.limit);
     }
     let hits: Vec<Hit> = found
@@ -143,19 +143,8 @@ pub(super) fn run(state: &State, args: Value) -> Reply {
                 .then(|| Value::Object(e.def.input_schema().clone())),
         })
         .collect();
-    let confident = !hits.is_empty();
-    let hint = (!confident).then(|| {
-        let near = library.suggestions(&args.query, 3);
-        let mut hint = format!(
-            "No tool matched \"{}\". Rephrase with what the tool does (e.g. \"read file\", \"create issue\"), or search one server with `server` (servers: {}).",
-            args.query,
-            servers.join(", ")
-        );
-        if !near.is_empty() {
-            hint.push_str(&format!(" Near misses: {}.", near.join(", ")));
-        }
-        hint
-    });
+    let confident = crate::search::confident(&found);
+    let hint = (!confident).then(|| weak_hint(&library, &args.query, &hits, &servers));
     let output = Output {
         query: args.query,
         confident,
@@ -176,6 +165,39 @@ fn hints(raw: &Value) -> Option<Value> {
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     (!hints.is_empty()).then_some(Value::Object(hints))
+}
+
+/// What to do when nothing matched well. With weak hits they are the near misses; without,
+/// tool names close to the query (did-you-mean) are.
+fn weak_hint(library: &Library, query: &str, hits: &[Hit], servers: &[&str]) -> String {
+    let mut hint = if hits.is_empty() {
+        format!("No tool matched \"{query}\".")
+    } else {
+        format!(
+            "No tool matched \"{query}\" well: the hits share few of its distinctive words, so treat them as near misses."
+        )
+    };
+    hint.push_str(&format!(
+        " Rephrase with what the tool does (e.g. \"read file\", \"create issue\"), or search one server with `server` (servers: {}).",
+        servers.join(", ")
+    ));
+    let near: Vec<String> = library
+        .suggestions(query, 3)
+        .into_iter()
+        .filter(|name| !hits.iter().any(|h| &h.name == name))
+        .collect();
+    if !near.is_empty() {
+        hint.push_str(&format!(
+            " {}: {}.",
+            if hits.is_empty() {
+                "Near misses"
+            } else {
+                "Other near misses"
+            },
+            near.join(", ")
+        ));
+    }
+    hint
 }
 
 /// The compact text twin of the structured result, for clients that ignore structured output.

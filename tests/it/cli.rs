@@ -105,13 +105,32 @@ fn search_answers_from_catalogs_with_nothing_started() {
     let result: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(result["hits"][0]["name"], "memory__create_entities");
     assert_eq!(result["hits"].as_array().unwrap().len(), 2);
+    assert_eq!(result["confident"], true);
+
+    // Only a common word matches: not confident, the hits come back as near misses.
+    let out = meta_server(&[&args[..], &["zebra stripes directory", "--json"]].concat())
+        .output()
+        .unwrap();
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["confident"], false, "{result}");
+    assert!(
+        result["hits"][0]["name"]
+            .as_str()
+            .unwrap()
+            .contains("directory")
+    );
+    let hint = result["hint"].as_str().unwrap();
+    assert!(
+        hint.contains("near misses") && hint.contains("server"),
+        "{hint}"
+    );
 
     let out = meta_server(&[&args[..], &["echo"]].concat())
         .output()
         .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
-        text.starts_with("everything__echo(message*: string) - "),
+        text.starts_with("everything__echo(message*: string) [read-only] - Echoes"),
         "{text}"
     );
 

@@ -2,6 +2,7 @@
 //! Tests that talk to upstream servers use the pinned ones from `scripts/install-peers`.
 
 mod cli;
+mod eval;
 mod install;
 mod protocol;
 mod support;

@@ -1,0 +1,349 @@
+//! `meta-server eval`: search quality on a query set with known answers.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::catalog::{Catalog, FORMAT};
+use crate::config::{ServerConfig, default_catalog_dir, server_identifier};
+use crate::search::metrics::{self, Mean, Scores};
+use crate::search::{self, SearchOptions};
+use crate::server::{Library, qualified_name};
+
+/// Measure search quality: run every query of a query file through the search that
+/// search_tools uses and print Recall@1/5/10, MRR and nDCG@10.
+///
+/// Query file: JSON lines {"id", "query", "gold": [{"server", "name", "alt"?: [{"server",
+/// "name"}]}]}; a gold item counts as found when it or one of its alts is retrieved. Tools come
+/// from --tools (JSON lines, one MCP tool per line plus its "server") or from the catalogs in
+/// --catalog-dir. No config file is needed.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Queries with their gold tools (JSON lines).
+    #[arg(long, value_name = "FILE")]
+    queries: PathBuf,
+
+    /// Tools as JSON lines: {"server", "name", "description", "inputSchema", ...}. Default: the
+    /// catalogs in --catalog-dir.
+    #[arg(long, value_name = "FILE.jsonl")]
+    tools: Option<PathBuf>,
+
+    /// Results retrieved per query.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=50))]
+    limit: u16,
+
+    /// Change a ranking option to measure its effect, e.g. stopwords=false, combine=sum,
+    /// coverage=0 (repeatable). Default: exactly what search_tools uses.
+    #[arg(long = "option", value_name = "KEY=VALUE")]
+    options: Vec<String>,
+
+    /// Print the results as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Deserialize)]
+struct QueryLine {
+    #[serde(default)]
+    id: Value,
+    query: String,
+    gold: Vec<GoldLine>,
+}
+
+#[derive(Deserialize)]
+struct GoldLine {
+    server: String,
+    name: String,
+    #[serde(default)]
+    alt: Vec<GoldLine>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Report {
+    queries: usize,
+    tools: usize,
+    limit: u16,
+    /// Gold items whose tool is not in the catalog (they count as misses).
+    unknown_gold: usize,
+    metrics: Scores,
+    /// How often search_tools would say `confident: true`, and how right it is then.
+    confidence: Confidence,
+    /// R@1 by the best hit's coverage (see `search::Hit::coverage`).
+    by_coverage: Vec<Bucket>,
+    /// In-process time per query (index.search only), this build.
+    latency_ms: Latency,
+}
+
+#[derive(Serialize)]
+struct Confidence {
+    share: f64,
+    #[serde(rename = "recall@1Confident")]
+    recall_1_confident: f64,
+    #[serde(rename = "recall@1NotConfident")]
+    recall_1_not_confident: f64,
+}
+
+#[derive(Serialize)]
+struct Bucket {
+    coverage: String,
+    share: f64,
+    #[serde(rename = "recall@1")]
+    recall_1: f64,
+}
+
+#[derive(Serialize)]
+struct Latency {
+    p50: f64,
+    p99: f64,
+    max: f64,
+}
+
+pub fn run(args: Args, catalog_dir: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let mut options = SearchOptions::default();
+    for setting in &args.options {
+        options.set(setting).map_err(anyhow::Error::msg)?;
+    }
+    let catalogs = match &args.tools {
+        Some(path) => catalogs_from_jsonl(path)?,
+        None => catalogs_from_dir(&catalog_dir.unwrap_or_else(default_catalog_dir))?,
+    };
+    let servers: Vec<ServerConfig> = catalogs
+        .keys()
+        .map(|s| ServerConfig::catalog_only(s))
+        .collect();
+    let library = Library::catalogs_only(&servers, catalogs, options)?;
+    if library.entries.is_empty() {
+        bail!("no tools to search");
+    }
+    let queries = read_queries(&args.queries)?;
+
+    let limit = usize::from(args.limit);
+    let (mut all, mut sure, mut unsure) = (Mean::default(), Mean::default(), Mean::default());
+    let mut times = Vec::with_capacity(queries.len());
+    let mut buckets = [Mean::default(); COVERAGES.len()];
+    let mut unknown_gold = 0;
+    for (text, gold) in &queries {
+        unknown_gold += gold
+            .iter()
+            .filter(|keys| !library.entries.contains_key(&keys[0]))
+            .count();
+        let started = Instant::now();
+        let hits = library.index.search(text, limit, None)?;
+        times.push(started.elapsed());
+        let ranked: Vec<&str> = hits.iter().map(|h| h.key.as_str()).collect();
+        let scores = metrics::score(&ranked, gold);
+        all.add(scores);
+        if let Some(best) = hits.first() {
+            let i = COVERAGES
+                .iter()
+                .rposition(|&(from, _)| best.coverage >= from);
+            buckets[i.unwrap_or(0)].add(scores);
+        }
+        if search::confident(&hits) {
+            sure.add(scores);
+        } else {
+            unsure.add(scores);
+        }
+    }
+    times.sort();
+    let report = Report {
+        queries: queries.len(),
+        tools: library.entries.len(),
+        limit: args.limit,
+        unknown_gold,
+        metrics: all.get(),
+        confidence: Confidence {
+            share: sure.count as f64 / all.count.max(1) as f64,
+            recall_1_confident: sure.get().recall_1,
+            recall_1_not_confident: unsure.get().recall_1,
+        },
+        by_coverage: buckets
+            .iter()
+            .enumerate()
+            .map(|(i, b)| Bucket {
+                coverage: COVERAGES[i].1.to_owned(),
+                share: b.count as f64 / all.count.max(1) as f64,
+                recall_1: b.get().recall_1,
+            })
+            .collect(),
+        latency_ms: Latency {
+            p50: millis(percentile(&times, 0.50)),
+            p99: millis(percentile(&times, 0.99)),
+            max: millis(times.last().copied().unwrap_or_default()),
+        },
+    };
+    print(&report, args.json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[allow(clippy::print_stdout)]
+fn print(r: &Report, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(r)?);
+        return Ok(());
+    }
+    let m = &r.metrics;
+    println!(
+        "{} queries, {} tools, {} results per query",
+        r.queries, r.tools, r.limit
+    );
+    if r.unknown_gold > 0 {
+        println!(
+            "warning: {} gold items name tools not in the catalog",
+            r.unknown_gold
+        );
+    }
+    println!("R@1      {:.3}", m.recall_1);
+    println!("R@5      {:.3}", m.recall_5);
+    println!("R@10     {:.3}", m.recall_10);
+    println!("MRR      {:.3}", m.mrr);
+    println!("nDCG@10  {:.3}", m.ndcg_10);
+    let c = &r.confidence;
+    println!(
+        "confident on {:.1}% of queries (R@1 {:.3}); not confident R@1 {:.3}",
+        c.share * 100.0,
+        c.recall_1_confident,
+        c.recall_1_not_confident
+    );
+    for b in &r.by_coverage {
+        println!(
+            "  best-hit coverage {:8}: {:5.1}% of queries, R@1 {:.3}",
+            b.coverage,
+            b.share * 100.0,
+            b.recall_1
+        );
+    }
+    let l = &r.latency_ms;
+    println!(
+        "latency per query: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+        l.p50, l.p99, l.max
+    );
+    Ok(())
+}
+
+/// Reads the query file: (query text, gold items as lists of acceptable qualified names).
+fn read_queries(path: &Path) -> anyhow::Result<Vec<(String, Vec<Vec<String>>)>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read queries {}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let q: QueryLine = serde_json::from_str(line)
+            .with_context(|| format!("{}:{}: not a query line", path.display(), i + 1))?;
+        let mut gold = Vec::with_capacity(q.gold.len());
+        for g in &q.gold {
+            let mut keys = vec![key(&g.server, &g.name)?];
+            for alt in &g.alt {
+                keys.push(key(&alt.server, &alt.name)?);
+            }
+            gold.push(keys);
+        }
+        if gold.is_empty() {
+            bail!(
+                "{}:{}: query {} has no gold tools",
+                path.display(),
+                i + 1,
+                q.id
+            );
+        }
+        out.push((q.query, gold));
+    }
+    if out.is_empty() {
+        bail!("{} holds no queries", path.display());
+    }
+    Ok(out)
+}
+
+/// The qualified name search results use for (server, tool).
+fn key(server: &str, name: &str) -> anyhow::Result<String> {
+    Ok(qualified_name(&server_id(server)?, name))
+}
+
+fn server_id(server: &str) -> anyhow::Result<String> {
+    server_identifier(server).map_err(|e| anyhow::anyhow!("server \"{server}\": {e}"))
+}
+
+/// Groups JSON-lines tools into one in-memory catalog per server.
+fn catalogs_from_jsonl(path: &Path) -> anyhow::Result<BTreeMap<String, Catalog>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read tools {}", path.display()))?;
+    let mut catalogs: BTreeMap<String, Catalog> = BTreeMap::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = || format!("{}:{}", path.display(), i + 1);
+        let mut tool: serde_json::Map<String, Value> =
+            serde_json::from_str(line).with_context(|| format!("{}: not a JSON object", at()))?;
+        let Some(Value::String(server)) = tool.remove("server") else {
+            bail!("{}: a tool line needs a \"server\" string", at());
+        };
+        let server = server_id(&server).with_context(at)?;
+        catalogs
+            .entry(server.clone())
+            .or_insert_with(|| Catalog {
+                format: FORMAT,
+                server,
+                fetched_at: None,
+                config_fingerprint: None,
+                protocol_version: None,
+                server_info: None,
+                instructions: None,
+                tools_hash: None,
+                tools: Vec::new(),
+            })
+            .tools
+            .push(std::sync::Arc::new(Value::Object(tool)));
+    }
+    Ok(catalogs)
+}
+
+/// Loads every `*.json` catalog in `dir`, keyed by the server it names.
+fn catalogs_from_dir(dir: &Path) -> anyhow::Result<BTreeMap<String, Catalog>> {
+    let entries = std::fs::read_dir(dir).with_context(|| {
+        format!(
+            "cannot read catalog dir {}; pass --tools FILE.jsonl or --catalog-dir DIR",
+            dir.display()
+        )
+    })?;
+    let mut catalogs = BTreeMap::new();
+    for entry in entries {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "json")
+            && let Some(catalog) = Catalog::load(&path)?
+        {
+            catalogs.insert(catalog.server.clone(), catalog);
+        }
+    }
+    Ok(catalogs)
+}
+
+/// Coverage buckets of the report: (lower bound, label).
+const COVERAGES: [(f32, &str); 6] = [
+    (0.0, "0-0.1"),
+    (0.1, "0.1-0.2"),
+    (0.2, "0.2-0.3"),
+    (0.3, "0.3-0.4"),
+    (0.4, "0.4-0.5"),
+    (0.5, "0.5-1"),
+];
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i]
+}
+
+fn millis(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}

@@ -1,0 +1,146 @@
+//! `meta-server eval` on small fixtures: no config needed, metrics as expected.
+
+use serde_json::Value;
+
+use crate::support::{meta_server, repo};
+
+fn fixture(name: &str) -> String {
+    repo()
+        .join("tests/fixtures/eval")
+        .join(name)
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn eval_scores_a_tools_file_without_any_config() {
+    let home = tempfile::tempdir().unwrap();
+    let queries = fixture("queries.jsonl");
+    let tools = fixture("tools.jsonl");
+    let args = ["eval", "--queries", &queries, "--tools", &tools];
+    // HOME without a config: eval must not look for one.
+    let out = meta_server(&[&args[..], &["--json"]].concat())
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["queries"], 5);
+    assert_eq!(report["tools"], 6);
+    assert_eq!(report["unknownGold"], 1, "nowhere/missing is not a tool");
+    let m = &report["metrics"];
+    // q4 has two gold items, one of which does not exist: its recall is at most 0.5.
+    let r10 = m["recall@10"].as_f64().unwrap();
+    assert!((r10 - 0.9).abs() < 1e-9, "{report}");
+    // One query finds its tool second; the others first.
+    for (key, want) in [("recall@1", 0.7), ("recall@5", 0.9), ("mrr", 0.9)] {
+        let got = m[key].as_f64().unwrap();
+        assert!(
+            (got - want).abs() < 1e-9,
+            "{key} = {got}, want {want}: {report}"
+        );
+    }
+
+    // The human table says the same.
+    let out = meta_server(&args).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("5 queries, 6 tools"), "{text}");
+    assert!(
+        text.contains("R@1      0.700") && text.contains("R@10     0.900"),
+        "{text}"
+    );
+    assert!(
+        text.contains("1 gold items name tools not in the catalog"),
+        "{text}"
+    );
+
+    // A ranking option that removes all text fields finds nothing but exact names.
+    let out = meta_server(
+        &[
+            &args[..],
+            &[
+                "--json",
+                "--option",
+                "name=0",
+                "--option",
+                "description=0",
+                "--option",
+                "params=0",
+                "--option",
+                "server=0",
+                "--option",
+                "title=0",
+            ],
+        ]
+        .concat(),
+    )
+    .output()
+    .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["metrics"]["recall@10"], 0.0, "{report}");
+
+    let out = meta_server(&[&args[..], &["--option", "bogus=1"]].concat())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown option"));
+}
+
+#[test]
+fn eval_reads_a_catalog_dir_and_reports_bad_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let queries = dir.path().join("q.jsonl");
+    std::fs::write(
+        &queries,
+        concat!(
+            r#"{"id": 1, "query": "current time in Tokyo", "gold": [{"server": "time", "name": "get_current_time"}]}"#,
+            "\n",
+            r#"{"id": 2, "query": "add two numbers", "gold": [{"server": "everything", "name": "get-sum"}]}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    let catalogs = repo().join("catalogs");
+    let out = meta_server(&[
+        "--catalog-dir",
+        catalogs.to_str().unwrap(),
+        "eval",
+        "--queries",
+        queries.to_str().unwrap(),
+        "--json",
+    ])
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["queries"], 2);
+    assert_eq!(report["unknownGold"], 0);
+    assert_eq!(report["metrics"]["recall@1"], 1.0, "{report}");
+
+    std::fs::write(&queries, "{\"query\": \"x\"}\n").unwrap();
+    let out = meta_server(&[
+        "--catalog-dir",
+        catalogs.to_str().unwrap(),
+        "eval",
+        "--queries",
+        queries.to_str().unwrap(),
+    ])
+    .output()
+    .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("q.jsonl:1: not a query line"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
