@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex as StdMutex};
 
 use http::{HeaderName, HeaderValue};
 use rmcp::ClientHandler;
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProtocolVersion,
+};
 use rmcp::service::{ClientInitializeError, NotificationContext, RoleClient, ServiceExt};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -15,6 +17,7 @@ use tokio::process::ChildStderr;
 use tokio::sync::Mutex;
 
 use super::child::ChildTransport;
+use super::progress::ProgressRoutes;
 use super::{Connection, Event, Events, UpstreamError};
 use crate::config::{Launch, ServerConfig};
 
@@ -25,6 +28,7 @@ const STDERR_LINES: usize = 5;
 pub struct UpstreamClient {
     server: String,
     events: Option<Events>,
+    progress: ProgressRoutes,
 }
 
 impl ClientHandler for UpstreamClient {
@@ -43,6 +47,14 @@ impl ClientHandler for UpstreamClient {
         if let Some(events) = &self.events {
             let _ = events.send(Event::ToolListChanged(self.server.clone()));
         }
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _cx: NotificationContext<RoleClient>,
+    ) {
+        self.progress.deliver(params);
     }
 }
 
@@ -78,9 +90,11 @@ pub(super) async fn open(
     events: Option<Events>,
 ) -> Result<Connection, UpstreamError> {
     let server = config.name.clone();
+    let progress = ProgressRoutes::default();
     let client = UpstreamClient {
         server: server.clone(),
         events,
+        progress: progress.clone(),
     };
     let stderr = StderrTail::default();
     let after = config.call_timeout;
@@ -160,6 +174,7 @@ pub(super) async fn open(
         service: Mutex::new(Some(service)),
         pid,
         stderr,
+        progress,
         last_used: StdMutex::new(tokio::time::Instant::now()),
         in_flight: Default::default(),
     })
