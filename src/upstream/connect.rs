@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
 use rmcp::ClientHandler;
@@ -59,17 +60,40 @@ impl ClientHandler for UpstreamClient {
 }
 
 /// The last few lines a child wrote to stderr, for error messages.
-#[derive(Clone, Default)]
-pub(super) struct StderrTail(Arc<StdMutex<VecDeque<String>>>);
+#[derive(Clone)]
+pub(super) struct StderrTail {
+    lines: Arc<StdMutex<VecDeque<String>>>,
+    /// Becomes true once the child's stderr reached end of file (or was never followed).
+    finished: tokio::sync::watch::Sender<bool>,
+}
+
+impl Default for StderrTail {
+    fn default() -> Self {
+        Self {
+            lines: Arc::default(),
+            finished: tokio::sync::watch::Sender::new(true),
+        }
+    }
+}
 
 impl StderrTail {
     pub(super) fn tail(&self) -> String {
-        let lines = self.0.lock().expect("stderr lock");
+        let lines = self.lines.lock().expect("stderr lock");
         lines.iter().cloned().collect::<Vec<_>>().join(" | ")
     }
 
+    /// The tail once the child's stderr is fully read, waiting at most `within`: a crashed
+    /// child's last words are often still in the pipe when its stdout closes.
+    pub(super) async fn final_tail(&self, within: Duration) -> String {
+        let mut finished = self.finished.subscribe();
+        let _ = tokio::time::timeout(within, finished.wait_for(|done| *done)).await;
+        self.tail()
+    }
+
     fn follow(&self, server: String, stderr: ChildStderr) {
-        let lines = self.0.clone();
+        let lines = self.lines.clone();
+        let finished = self.finished.clone();
+        finished.send_replace(false);
         tokio::spawn(async move {
             let mut reader = BufReader::new(stderr).lines();
             while let Ok(Some(line)) = reader.next_line().await {
@@ -80,6 +104,7 @@ impl StderrTail {
                 }
                 lines.push_back(line.chars().take(300).collect());
             }
+            finished.send_replace(true);
         });
     }
 }

@@ -21,6 +21,9 @@ use tokio::time::Instant;
 use crate::config::{ConfigError, ServerConfig};
 
 pub use connect::UpstreamClient;
+
+/// How long a dead server's stderr may take to drain into its error message.
+const STDERR_SETTLE: Duration = Duration::from_millis(500);
 pub use progress::ProgressSender;
 
 /// What went wrong talking to an upstream; messages say what the model or user can do.
@@ -303,7 +306,7 @@ impl Manager {
                 Err(UpstreamError::Closed {
                     server: server.clone(),
                     what: what.to_owned(),
-                    stderr: conn.stderr.tail(),
+                    stderr: conn.stderr.final_tail(STDERR_SETTLE).await,
                 })
             }
         }
