@@ -3,10 +3,11 @@
 //! Start-up modes (argv):
 //! - `--slow-init SECS`: wait SECS seconds before answering `initialize`.
 //! - `--garbage-on-start`: write non-JSON lines to stdout before reading anything.
+//! - `--tag TEXT`: ignored; lets a test find its own processes by command line.
 //!
 //! Environment:
 //! - `FAULT_EVENTS=<file>`: append one line per observed event (`cancelled <tool>`,
-//!   `after-cancel-done`), so tests can see what reached the server.
+//!   `started <tool>`, `after-cancel-done`), so tests can see what reached the server.
 //!
 //! Tools (selected by name):
 //! - `echo {text}`: returns `text`.
@@ -143,7 +144,11 @@ async fn progress(peer: &Peer<RoleServer>, token: &ProgressToken, n: u64, messag
 }
 
 impl FaultServer {
-    async fn out_of_order(&self, reply: String, batch: usize) -> Result<CallToolResponse, McpError> {
+    async fn out_of_order(
+        &self,
+        reply: String,
+        batch: usize,
+    ) -> Result<CallToolResponse, McpError> {
         let (tx, rx) = oneshot::channel();
         let release = {
             let mut waiting = self.waiting.lock().expect("waiting lock");
@@ -215,6 +220,7 @@ impl ServerHandler for FaultServer {
                 std::process::exit(3);
             }
             "hang" => {
+                record("started hang");
                 cx.ct.cancelled().await;
                 record("cancelled hang");
                 Err(McpError::internal_error("cancelled", None))
@@ -266,6 +272,7 @@ impl ServerHandler for FaultServer {
                 let Some(token) = token else {
                     return Err(McpError::invalid_params("needs a progress token", None));
                 };
+                record("started progress_after_cancel");
                 let mut n = 0;
                 loop {
                     tokio::select! {
@@ -305,6 +312,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 server.slow_init = Some(Duration::from_secs(secs));
             }
             "--garbage-on-start" => garbage_on_start = true,
+            "--tag" => {
+                args.next().ok_or("--tag needs a value")?;
+            }
             other => return Err(format!("unknown argument {other}").into()),
         }
     }
@@ -313,6 +323,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         out.write_all(b"fault_server starting (not json)\n{\"half\": \n")?;
         out.flush()?;
     }
-    server.serve(rmcp::transport::stdio()).await?.waiting().await?;
+    server
+        .serve(rmcp::transport::stdio())
+        .await?
+        .waiting()
+        .await?;
     Ok(())
 }

@@ -2,5 +2,7 @@
 //! Tests that talk to upstream servers use the pinned ones from `scripts/install-peers`.
 
 mod cli;
+mod faults;
+mod load;
 mod protocol;
 mod support;
