@@ -255,7 +255,7 @@ impl ServerHandler for FaultServer {
                     );
                     let _ = cx.peer.notify_logging_message(log).await;
                     if let Some(token) = &token {
-                        progress(&cx.peer, token, n as u64, "flood").await;
+                        progress(&cx.peer, token, n, "flood").await;
                     }
                 }
                 text(format!("flooded {count}"))
