@@ -1,6 +1,8 @@
 //! `call_tool`: validate arguments against the tool's schema, connect its server if needed,
 //! forward the call and pass the upstream result through.
 
+use rmcp::model::ProgressToken;
+use rmcp::service::{Peer, RoleServer};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -21,8 +23,18 @@ struct Args {
 
 /// Schema errors listed in one error result.
 const MAX_SCHEMA_ERRORS: usize = 10;
+/// Upstream progress waiting to be relayed; more is dropped (progress is advisory).
+const PROGRESS_BACKLOG: usize = 64;
 
-pub(super) async fn run(state: &State, args: Value, cancelled: CancellationToken) -> Reply {
+/// Where the client wants progress for this call: its peer and its own progress token.
+pub(super) type ProgressTo = Option<(Peer<RoleServer>, ProgressToken)>;
+
+pub(super) async fn run(
+    state: &State,
+    args: Value,
+    cancelled: CancellationToken,
+    progress_to: ProgressTo,
+) -> Reply {
     let args: Args = match reply::parse_args(CALL_TOOL, args) {
         Ok(args) => args,
         Err(e) => return reply::error(e),
@@ -70,16 +82,29 @@ pub(super) async fn run(state: &State, args: Value, cancelled: CancellationToken
     let result = if entry.server == RESERVED_SERVER {
         super::builtin::run(state, &entry.def.name, arguments)
     } else {
-        let call = state
-            .manager
-            .call_tool(&entry.server, &entry.def.name, Some(arguments));
+        let (relay, mut progress) = tokio::sync::mpsc::channel(PROGRESS_BACKLOG);
+        let call = state.manager.call_tool(
+            &entry.server,
+            &entry.def.name,
+            Some(arguments),
+            progress_to.is_some().then_some(relay),
+        );
+        tokio::pin!(call);
         // Dropping the upstream call on client cancellation forwards notifications/cancelled.
-        tokio::select! {
-            result = call => match result {
-                Ok(result) => result,
-                Err(e) => return reply::error(e.to_string()),
-            },
-            () = cancelled.cancelled() => return reply::error("cancelled by the client"),
+        loop {
+            tokio::select! {
+                result = &mut call => match result {
+                    Ok(result) => break result,
+                    Err(e) => return reply::error(e.to_string()),
+                },
+                () = cancelled.cancelled() => return reply::error("cancelled by the client"),
+                Some(mut update) = progress.recv() => {
+                    if let Some((peer, token)) = &progress_to {
+                        update.progress_token = token.clone();
+                        let _ = peer.notify_progress(update).await;
+                    }
+                }
+            }
         }
     };
     let route = Route::CallTool {

@@ -332,6 +332,10 @@ impl ServerHandler for MetaServer {
     ) -> Result<CallToolResponse, McpError> {
         let args = Value::Object(request.arguments.unwrap_or_default());
         let state = &self.state;
+        let progress_to = cx
+            .meta
+            .get_progress_token()
+            .map(|token| (cx.peer.clone(), token));
         let result = match request.name.as_ref() {
             definitions::SEARCH_TOOLS => state.shape(
                 definitions::SEARCH_TOOLS,
@@ -343,10 +347,10 @@ impl ServerHandler for MetaServer {
                 Route::GetToolDetails,
                 details_tool::run(state, args),
             ),
-            definitions::CALL_TOOL => call_tool::run(state, args, cx.ct.clone()).await,
+            definitions::CALL_TOOL => call_tool::run(state, args, cx.ct.clone(), progress_to).await,
             listed if always::is_listed(&self.tools, listed) => {
                 let args = serde_json::json!({"name": listed, "arguments": args});
-                call_tool::run(state, args, cx.ct.clone()).await
+                call_tool::run(state, args, cx.ct.clone(), progress_to).await
             }
             other => {
                 return Err(McpError::invalid_params(

@@ -3,10 +3,13 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
 use rmcp::ClientHandler;
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProtocolVersion,
+};
 use rmcp::service::{ClientInitializeError, NotificationContext, RoleClient, ServiceExt};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -15,6 +18,7 @@ use tokio::process::ChildStderr;
 use tokio::sync::Mutex;
 
 use super::child::ChildTransport;
+use super::progress::ProgressRoutes;
 use super::{Connection, Event, Events, UpstreamError};
 use crate::config::{Launch, ServerConfig};
 
@@ -25,6 +29,7 @@ const STDERR_LINES: usize = 5;
 pub struct UpstreamClient {
     server: String,
     events: Option<Events>,
+    progress: ProgressRoutes,
 }
 
 impl ClientHandler for UpstreamClient {
@@ -44,20 +49,51 @@ impl ClientHandler for UpstreamClient {
             let _ = events.send(Event::ToolListChanged(self.server.clone()));
         }
     }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _cx: NotificationContext<RoleClient>,
+    ) {
+        self.progress.deliver(params);
+    }
 }
 
 /// The last few lines a child wrote to stderr, for error messages.
-#[derive(Clone, Default)]
-pub(super) struct StderrTail(Arc<StdMutex<VecDeque<String>>>);
+#[derive(Clone)]
+pub(super) struct StderrTail {
+    lines: Arc<StdMutex<VecDeque<String>>>,
+    /// Becomes true once the child's stderr reached end of file (or was never followed).
+    finished: tokio::sync::watch::Sender<bool>,
+}
+
+impl Default for StderrTail {
+    fn default() -> Self {
+        Self {
+            lines: Arc::default(),
+            finished: tokio::sync::watch::Sender::new(true),
+        }
+    }
+}
 
 impl StderrTail {
     pub(super) fn tail(&self) -> String {
-        let lines = self.0.lock().expect("stderr lock");
+        let lines = self.lines.lock().expect("stderr lock");
         lines.iter().cloned().collect::<Vec<_>>().join(" | ")
     }
 
+    /// The tail once the child's stderr is fully read, waiting at most `within`: a crashed
+    /// child's last words are often still in the pipe when its stdout closes.
+    pub(super) async fn final_tail(&self, within: Duration) -> String {
+        let mut finished = self.finished.subscribe();
+        let _ = tokio::time::timeout(within, finished.wait_for(|done| *done)).await;
+        self.tail()
+    }
+
     fn follow(&self, server: String, stderr: ChildStderr) {
-        let lines = self.0.clone();
+        let lines = self.lines.clone();
+        let finished = self.finished.clone();
+        finished.send_replace(false);
         tokio::spawn(async move {
             let mut reader = BufReader::new(stderr).lines();
             while let Ok(Some(line)) = reader.next_line().await {
@@ -68,6 +104,7 @@ impl StderrTail {
                 }
                 lines.push_back(line.chars().take(300).collect());
             }
+            finished.send_replace(true);
         });
     }
 }
@@ -78,9 +115,11 @@ pub(super) async fn open(
     events: Option<Events>,
 ) -> Result<Connection, UpstreamError> {
     let server = config.name.clone();
+    let progress = ProgressRoutes::default();
     let client = UpstreamClient {
         server: server.clone(),
         events,
+        progress: progress.clone(),
     };
     let stderr = StderrTail::default();
     let after = config.call_timeout;
@@ -160,6 +199,7 @@ pub(super) async fn open(
         service: Mutex::new(Some(service)),
         pid,
         stderr,
+        progress,
         last_used: StdMutex::new(tokio::time::Instant::now()),
         in_flight: Default::default(),
     })

@@ -3,20 +3,28 @@
 
 mod child;
 mod connect;
+mod progress;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, Weak};
 use std::time::Duration;
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool};
-use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
+    ClientRequest, JsonObject, RequestId, ServerResult, Tool,
+};
+use rmcp::service::{Peer, PeerRequestOptions, RoleClient, RunningService, ServiceError};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::config::{ConfigError, ServerConfig};
 
 pub use connect::UpstreamClient;
+
+/// How long a dead server's stderr may take to drain into its error message.
+const STDERR_SETTLE: Duration = Duration::from_millis(500);
+pub use progress::ProgressSender;
 
 /// What went wrong talking to an upstream; messages say what the model or user can do.
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +88,7 @@ pub struct Connection {
     /// Operating-system process id for stdio servers.
     pub pid: Option<u32>,
     stderr: connect::StderrTail,
+    progress: progress::ProgressRoutes,
     last_used: StdMutex<Instant>,
     in_flight: AtomicUsize,
 }
@@ -222,12 +231,15 @@ impl Manager {
         Ok((tools, conn.clone()))
     }
 
-    /// Forwards one `tools/call`, within the server's call timeout.
+    /// Forwards one `tools/call`, within the server's call timeout. The upstream's progress
+    /// for this call goes to `progress` while the call lives; dropping the returned future
+    /// cancels the upstream request.
     pub async fn call_tool(
         &self,
         server: &str,
         tool: &str,
         arguments: Option<JsonObject>,
+        progress: Option<ProgressSender>,
     ) -> Result<CallToolResult, UpstreamError> {
         let slot = self.slot(server)?;
         let conn = self.connect(server).await?;
@@ -236,13 +248,26 @@ impl Manager {
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
-        self.bounded(
-            slot,
-            &conn,
-            &format!("tools/call {tool}"),
-            conn.peer.call_tool(params),
-        )
-        .await
+        let call = async {
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+            let handle = conn
+                .peer
+                .send_request_with_option(request, PeerRequestOptions::no_options())
+                .await?;
+            // Declared in this order so the route is gone before the cancel goes out: progress
+            // the upstream sends after it saw the cancel can never reach the caller.
+            let mut abandoned = CancelOnDrop::new(&conn.peer, handle.id.clone());
+            let _route =
+                progress.map(|to| conn.progress.register(handle.progress_token.clone(), to));
+            let response = handle.await_response().await;
+            abandoned.disarm();
+            match response? {
+                ServerResult::CallToolResult(result) => Ok(result),
+                _ => Err(ServiceError::UnexpectedResponse),
+            }
+        };
+        self.bounded(slot, &conn, &format!("tools/call {tool}"), call)
+            .await
     }
 
     /// Runs one request with the server's timeout; drops the connection if it died.
@@ -268,6 +293,12 @@ impl Manager {
                 what: what.to_owned(),
                 message: e.message.to_string(),
             }),
+            // The connection is fine; only this answer was of the wrong kind (e.g. a task).
+            Ok(Err(ServiceError::UnexpectedResponse)) => Err(UpstreamError::Protocol {
+                server: server.clone(),
+                what: what.to_owned(),
+                message: "unexpected kind of response".to_owned(),
+            }),
             Ok(Err(e)) => {
                 tracing::warn!(server, error = %e, "upstream connection lost");
                 forget(slot, conn).await;
@@ -275,7 +306,7 @@ impl Manager {
                 Err(UpstreamError::Closed {
                     server: server.clone(),
                     what: what.to_owned(),
-                    stderr: conn.stderr.tail(),
+                    stderr: conn.stderr.final_tail(STDERR_SETTLE).await,
                 })
             }
         }
@@ -309,6 +340,39 @@ impl Manager {
     /// Stops every connected server and waits for them to exit.
     pub async fn shutdown(&self) {
         futures::future::join_all(self.slots.keys().map(|name| self.disconnect(name))).await;
+    }
+}
+
+/// Sends `notifications/cancelled` for a request whose caller went away before the answer
+/// (timeout or client cancellation), so the upstream stops working on it.
+struct CancelOnDrop<'a> {
+    peer: &'a Peer<RoleClient>,
+    id: Option<RequestId>,
+}
+
+impl<'a> CancelOnDrop<'a> {
+    fn new(peer: &'a Peer<RoleClient>, id: RequestId) -> Self {
+        Self { peer, id: Some(id) }
+    }
+
+    fn disarm(&mut self) {
+        self.id = None;
+    }
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let peer = self.peer.clone();
+        let params = CancelledNotificationParam::new(
+            Some(id),
+            Some("cancelled by meta-server's caller".to_owned()),
+        );
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = peer.notify_cancelled(params).await;
+            });
+        }
     }
 }
 

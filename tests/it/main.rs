@@ -3,6 +3,8 @@
 
 mod cli;
 mod eval;
+mod faults;
 mod install;
+mod load;
 mod protocol;
 mod support;

@@ -151,6 +151,11 @@ impl Session {
         reply["result"].clone()
     }
 
+    /// The meta-server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Closes stdin and waits for a clean exit.
     pub fn finish(mut self) -> std::process::ExitStatus {
         drop(self.stdin.take());
@@ -162,5 +167,94 @@ impl Drop for Session {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// The fault-injection upstream (`examples/fault_server.rs`), built by `cargo test`.
+pub fn fault_server() -> PathBuf {
+    let bin = Path::new(BIN)
+        .parent()
+        .unwrap()
+        .join("examples/fault_server");
+    assert!(
+        bin.exists(),
+        "{} is missing: cargo test builds it",
+        bin.display()
+    );
+    bin
+}
+
+/// A config entry for the fault server; `tag` marks its processes, `events` is `FAULT_EVENTS`.
+pub fn fault_entry(tag: &Path, events: &Path, extra: &[&str], timeout_secs: u64) -> Value {
+    let mut args = vec![json!("--tag"), json!(tag)];
+    args.extend(extra.iter().map(|a| json!(a)));
+    json!({
+        "command": fault_server(),
+        "args": args,
+        "env": {"FAULT_EVENTS": events},
+        "timeoutSecs": timeout_secs,
+    })
+}
+
+/// pid -> (parent pid, command line) of every process visible in /proc.
+pub fn processes() -> Vec<(u32, u32, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let (Ok(stat), Ok(cmd)) = (
+            std::fs::read_to_string(entry.path().join("stat")),
+            std::fs::read(entry.path().join("cmdline")),
+        ) else {
+            continue;
+        };
+        // Field 4 of stat, after the parenthesised command name; zombies count as gone.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r.to_owned()) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.first() == Some(&"Z") {
+            continue;
+        }
+        let Some(ppid) = fields.get(1).and_then(|p| p.parse().ok()) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        out.push((pid, ppid, cmd));
+    }
+    out
+}
+
+/// Live processes whose command line contains `needle`.
+pub fn processes_with(needle: &str) -> Vec<u32> {
+    processes()
+        .into_iter()
+        .filter(|(_, _, cmd)| cmd.contains(needle))
+        .map(|(pid, _, _)| pid)
+        .collect()
+}
+
+/// Live direct children of `pid`.
+pub fn children_of(pid: u32) -> Vec<u32> {
+    processes()
+        .into_iter()
+        .filter(|(_, ppid, _)| *ppid == pid)
+        .map(|(pid, _, _)| pid)
+        .collect()
+}
+
+/// Polls an eventual condition; fails after a generous limit so a bug cannot hang the suite.
+pub fn wait_until<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + REPLY_LIMIT;
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }

@@ -1,0 +1,332 @@
+//! A fault-injection MCP server over stdio, for meta-server's fault and load tests.
+//!
+//! Start-up modes (argv):
+//! - `--slow-init SECS`: wait SECS seconds before answering `initialize`.
+//! - `--garbage-on-start`: write non-JSON lines to stdout before reading anything.
+//! - `--tag TEXT`: ignored; lets a test find its own processes by command line.
+//!
+//! Environment:
+//! - `FAULT_EVENTS=<file>`: append one line per observed event (`cancelled <tool>`,
+//!   `started <tool>`, `after-cancel-done`), so tests can see what reached the server.
+//!
+//! Tools (selected by name):
+//! - `echo {text}`: returns `text`.
+//! - `pid`: returns this process's id.
+//! - `crash`: exits the process (code 3) mid-call, without answering.
+//! - `hang`: never answers; records `cancelled hang` when cancelled.
+//! - `garbage`: writes garbage lines to stdout (plain text, a broken JSON line, a JSON value that
+//!   is not JSON-RPC), then answers normally with `survived garbage`.
+//! - `huge {mb}`: returns `mb` MB of numbered text lines.
+//! - `flood {count}`: sends `count` logging notifications and `count` progress notifications
+//!   (when the call carries a progress token), then answers `flooded <count>`.
+//! - `sleep_then_echo {ms, text}`: sleeps, then returns `text`.
+//! - `out_of_order {text, batch}`: waits until `batch` such calls are pending, then answers
+//!   them in reverse arrival order.
+//! - `progress_after_cancel`: sends progress every 50 ms until cancelled, then keeps sending
+//!   20 more with message `after-cancel` on the same token and records `after-cancel-done`.
+
+// Logging notifications are deprecated (SEP-2577) but still what servers of the
+// `initialize` era send, so the flood uses them.
+#![allow(deprecated)]
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InitializeRequestParams, InitializeResult, ListToolsResult, LoggingLevel,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{Peer, RequestContext, RoleServer};
+use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
+use serde_json::{Map, Value, json};
+use tokio::sync::oneshot;
+
+#[derive(Clone, Default)]
+struct FaultServer {
+    slow_init: Option<Duration>,
+    /// Pending `out_of_order` calls, in arrival order.
+    waiting: Arc<Mutex<Vec<oneshot::Sender<()>>>>,
+}
+
+fn record(event: &str) {
+    if let Some(path) = std::env::var_os("FAULT_EVENTS") {
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .expect("FAULT_EVENTS file opens");
+        writeln!(file, "{event}").expect("FAULT_EVENTS file writes");
+    }
+}
+
+fn text(t: impl Into<String>) -> Result<CallToolResponse, McpError> {
+    Ok(CallToolResult::success(vec![ContentBlock::text(t.into())]).into())
+}
+
+fn tool(name: &str, description: &str, properties: Value, required: &[&str]) -> Tool {
+    let schema = json!({"type": "object", "properties": properties, "required": required});
+    let Value::Object(schema) = schema else {
+        unreachable!()
+    };
+    Tool::new(name.to_owned(), description.to_owned(), Arc::new(schema))
+}
+
+fn tools() -> Vec<Tool> {
+    let none = json!({});
+    vec![
+        tool(
+            "echo",
+            "Returns its text",
+            json!({"text": {"type": "string"}}),
+            &["text"],
+        ),
+        tool("pid", "Returns the server's process id", none.clone(), &[]),
+        tool("crash", "Exits the process mid-call", none.clone(), &[]),
+        tool("hang", "Never answers", none.clone(), &[]),
+        tool(
+            "garbage",
+            "Writes garbage to stdout, then answers",
+            none.clone(),
+            &[],
+        ),
+        tool(
+            "huge",
+            "Returns mb megabytes of text",
+            json!({"mb": {"type": "integer", "minimum": 0}}),
+            &["mb"],
+        ),
+        tool(
+            "flood",
+            "Sends count notifications, then answers",
+            json!({"count": {"type": "integer", "minimum": 0}}),
+            &["count"],
+        ),
+        tool(
+            "sleep_then_echo",
+            "Sleeps ms milliseconds, then returns text",
+            json!({"ms": {"type": "integer", "minimum": 0}, "text": {"type": "string"}}),
+            &["ms", "text"],
+        ),
+        tool(
+            "out_of_order",
+            "Answers a batch of concurrent calls in reverse order",
+            json!({"text": {"type": "string"}, "batch": {"type": "integer", "minimum": 1}}),
+            &["text", "batch"],
+        ),
+        tool(
+            "progress_after_cancel",
+            "Sends progress until cancelled, and after",
+            none,
+            &[],
+        ),
+    ]
+}
+
+fn arg_u64(args: &Map<String, Value>, key: &str) -> Result<u64, McpError> {
+    args.get(key)
+        .and_then(Value::as_u64)
+        .ok_or_else(|| McpError::invalid_params(format!("{key} must be an integer"), None))
+}
+
+fn arg_str(args: &Map<String, Value>, key: &str) -> Result<String, McpError> {
+    args.get(key)
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| McpError::invalid_params(format!("{key} must be a string"), None))
+}
+
+async fn progress(peer: &Peer<RoleServer>, token: &ProgressToken, n: u64, message: &str) {
+    let p = ProgressNotificationParam::new(token.clone(), n as f64).with_message(message);
+    let _ = peer.notify_progress(p).await;
+}
+
+impl FaultServer {
+    async fn out_of_order(
+        &self,
+        reply: String,
+        batch: usize,
+    ) -> Result<CallToolResponse, McpError> {
+        let (tx, rx) = oneshot::channel();
+        let release = {
+            let mut waiting = self.waiting.lock().expect("waiting lock");
+            waiting.push(tx);
+            if waiting.len() >= batch {
+                std::mem::take(&mut *waiting)
+            } else {
+                Vec::new()
+            }
+        };
+        if !release.is_empty() {
+            // Last in, first out; the pause lets each answer go out before the next.
+            tokio::spawn(async move {
+                for tx in release.into_iter().rev() {
+                    let _ = tx.send(());
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            });
+        }
+        let _ = rx.await;
+        text(reply)
+    }
+}
+
+impl ServerHandler for FaultServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_logging()
+                .build(),
+        )
+        .with_server_info(Implementation::new("fault-server", "0.1.0"))
+        .with_protocol_version(ProtocolVersion::V_2025_11_25)
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        if let Some(delay) = self.slow_init {
+            tokio::time::sleep(delay).await;
+        }
+        cx.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let args = request.arguments.unwrap_or_default();
+        let token = cx.meta.get_progress_token();
+        match request.name.as_ref() {
+            "echo" => text(arg_str(&args, "text")?),
+            "pid" => text(std::process::id().to_string()),
+            "crash" => {
+                eprintln!("fault_server: crashing on purpose");
+                std::process::exit(3);
+            }
+            "hang" => {
+                record("started hang");
+                cx.ct.cancelled().await;
+                record("cancelled hang");
+                Err(McpError::internal_error("cancelled", None))
+            }
+            "garbage" => {
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(
+                    b"this is not json\n{\"jsonrpc\": \"2.0\", \"id\n\x01\x02 binary\n[1, 2, 3]\n",
+                );
+                let _ = out.flush();
+                drop(out);
+                text("survived garbage")
+            }
+            "huge" => {
+                let bytes = arg_u64(&args, "mb")? as usize * 1_000_000;
+                let mut body = String::with_capacity(bytes + 64);
+                let mut n = 0u64;
+                while body.len() < bytes {
+                    body.push_str(&format!(
+                        "line {n:08} the quick brown fox jumps over the lazy dog\n"
+                    ));
+                    n += 1;
+                }
+                text(body)
+            }
+            "flood" => {
+                let count = arg_u64(&args, "count")?;
+                for n in 0..count {
+                    let log = LoggingMessageNotificationParam::new(
+                        LoggingLevel::Info,
+                        json!(format!("flood {n}")),
+                    );
+                    let _ = cx.peer.notify_logging_message(log).await;
+                    if let Some(token) = &token {
+                        progress(&cx.peer, token, n, "flood").await;
+                    }
+                }
+                text(format!("flooded {count}"))
+            }
+            "sleep_then_echo" => {
+                tokio::time::sleep(Duration::from_millis(arg_u64(&args, "ms")?)).await;
+                text(arg_str(&args, "text")?)
+            }
+            "out_of_order" => {
+                let batch = arg_u64(&args, "batch")?.max(1) as usize;
+                self.out_of_order(arg_str(&args, "text")?, batch).await
+            }
+            "progress_after_cancel" => {
+                let Some(token) = token else {
+                    return Err(McpError::invalid_params("needs a progress token", None));
+                };
+                record("started progress_after_cancel");
+                let mut n = 0;
+                loop {
+                    tokio::select! {
+                        () = cx.ct.cancelled() => break,
+                        () = tokio::time::sleep(Duration::from_millis(50)) => {
+                            progress(&cx.peer, &token, n, "before-cancel").await;
+                            n += 1;
+                        }
+                    }
+                }
+                record("cancelled progress_after_cancel");
+                for _ in 0..20 {
+                    progress(&cx.peer, &token, n, "after-cancel").await;
+                    n += 1;
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                record("after-cancel-done");
+                Err(McpError::internal_error("cancelled", None))
+            }
+            other => Err(McpError::invalid_params(
+                format!("unknown tool {other}"),
+                None,
+            )),
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut server = FaultServer::default();
+    let mut args = std::env::args().skip(1);
+    let mut garbage_on_start = false;
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--slow-init" => {
+                let secs: u64 = args.next().ok_or("--slow-init needs seconds")?.parse()?;
+                server.slow_init = Some(Duration::from_secs(secs));
+            }
+            "--garbage-on-start" => garbage_on_start = true,
+            "--tag" => {
+                args.next().ok_or("--tag needs a value")?;
+            }
+            other => return Err(format!("unknown argument {other}").into()),
+        }
+    }
+    if garbage_on_start {
+        let mut out = std::io::stdout().lock();
+        out.write_all(b"fault_server starting (not json)\n{\"half\": \n")?;
+        out.flush()?;
+    }
+    server
+        .serve(rmcp::transport::stdio())
+        .await?
+        .waiting()
+        .await?;
+    Ok(())
+}
