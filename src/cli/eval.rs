@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::catalog::{Catalog, FORMAT};
 use crate::config::{ServerConfig, default_catalog_dir, server_identifier};
+use crate::search::embed::{EmbedError, Embedder};
 use crate::search::metrics::{self, Mean, Scores};
 use crate::search::{self, SearchOptions};
 use crate::server::{Library, qualified_name};
@@ -42,6 +43,17 @@ pub struct Args {
     #[arg(long = "option", value_name = "KEY=VALUE")]
     options: Vec<String>,
 
+    /// Directory of the embedding runtime and model (scripts/fetch-embed-assets). Builds with
+    /// the `embeddings` feature search hybrid when it holds them; --option embeddings=false
+    /// measures BM25 alone.
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "META_SERVER_EMBED_DIR",
+        default_value = ".peers/embed"
+    )]
+    embed_dir: PathBuf,
+
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
@@ -69,6 +81,8 @@ struct Report {
     queries: usize,
     tools: usize,
     limit: u16,
+    /// `bm25`, or `hybrid` with the fusion used.
+    ranking: String,
     /// Gold items whose tool is not in the catalog (they count as misses).
     unknown_gold: usize,
     metrics: Scores,
@@ -76,7 +90,7 @@ struct Report {
     confidence: Confidence,
     /// R@1 by the best hit's coverage (see `search::Hit::coverage`).
     by_coverage: Vec<Bucket>,
-    /// In-process time per query (index.search only), this build.
+    /// In-process time per query (the search alone, query embedding included), this build.
     latency_ms: Latency,
 }
 
@@ -109,17 +123,25 @@ pub fn run(args: Args, catalog_dir: Option<PathBuf>) -> anyhow::Result<ExitCode>
     for setting in &args.options {
         options.set(setting).map_err(anyhow::Error::msg)?;
     }
+    let catalog_dir = catalog_dir.unwrap_or_else(default_catalog_dir);
     let catalogs = match &args.tools {
         Some(path) => catalogs_from_jsonl(path)?,
-        None => catalogs_from_dir(&catalog_dir.unwrap_or_else(default_catalog_dir))?,
+        None => catalogs_from_dir(&catalog_dir)?,
     };
     let servers: Vec<ServerConfig> = catalogs
         .keys()
         .map(|s| ServerConfig::catalog_only(s))
         .collect();
+    let embed = options.embeddings;
     let library = Library::catalogs_only(&servers, catalogs, options)?;
     if library.entries.is_empty() {
         bail!("no tools to search");
+    }
+    if embed {
+        // Vectors persist next to catalogs read from a directory; JSON-lines tools are
+        // embedded on every run.
+        let store = args.tools.is_none().then_some(catalog_dir.as_path());
+        embed_tools(&library, &args.embed_dir, store);
     }
     let queries = read_queries(&args.queries)?;
 
@@ -134,7 +156,7 @@ pub fn run(args: Args, catalog_dir: Option<PathBuf>) -> anyhow::Result<ExitCode>
             .filter(|keys| !library.entries.contains_key(&keys[0]))
             .count();
         let started = Instant::now();
-        let hits = library.index.search(text, limit, None)?;
+        let hits = library.search(text, limit, None)?;
         times.push(started.elapsed());
         let ranked: Vec<&str> = hits.iter().map(|h| h.key.as_str()).collect();
         let scores = metrics::score(&ranked, gold);
@@ -156,6 +178,11 @@ pub fn run(args: Args, catalog_dir: Option<PathBuf>) -> anyhow::Result<ExitCode>
         queries: queries.len(),
         tools: library.entries.len(),
         limit: args.limit,
+        ranking: if library.is_hybrid() {
+            format!("hybrid, {:?}", library.index.options().fusion)
+        } else {
+            "bm25".into()
+        },
         unknown_gold,
         metrics: all.get(),
         confidence: Confidence {
@@ -190,8 +217,8 @@ fn print(r: &Report, json: bool) -> anyhow::Result<()> {
     }
     let m = &r.metrics;
     println!(
-        "{} queries, {} tools, {} results per query",
-        r.queries, r.tools, r.limit
+        "{} queries, {} tools, {} results per query, ranking: {}",
+        r.queries, r.tools, r.limit, r.ranking
     );
     if r.unknown_gold > 0 {
         println!(
@@ -225,6 +252,30 @@ fn print(r: &Report, json: bool) -> anyhow::Result<()> {
         l.p50, l.p99, l.max
     );
     Ok(())
+}
+
+/// Loads the model from `dir` and computes the tool vectors; on any failure says why on stderr
+/// and leaves the library BM25 only.
+#[allow(clippy::print_stderr)]
+fn embed_tools(library: &Library, dir: &Path, store: Option<&Path>) {
+    let started = Instant::now();
+    let embedder = match Embedder::load(dir) {
+        Ok(e) => std::sync::Arc::new(e),
+        Err(EmbedError::NotBuilt) => return,
+        Err(e) => {
+            eprintln!("note: {e}; measuring BM25 only");
+            return;
+        }
+    };
+    match library.embed(embedder, store) {
+        Ok(stats) => eprintln!(
+            "tool vectors: {} tools, {} embedded now, {:.1} s (model load included)",
+            stats.tools,
+            stats.embedded,
+            started.elapsed().as_secs_f64()
+        ),
+        Err(e) => eprintln!("note: {e}; measuring BM25 only"),
+    }
 }
 
 /// Reads the query file: (query text, gold items as lists of acceptable qualified names).

@@ -39,6 +39,7 @@ pub fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     let state = State::new(settings, library);
+    state.embed_library();
     let mut request = json!({"query": args.query, "limit": args.limit});
     if let Some(server) = args.server {
         request["server"] = server.into();

@@ -73,6 +73,9 @@ pub struct Settings {
     pub index_concurrency: usize,
     /// Directories searched for `<skill>/SKILL.md`.
     pub skills_dirs: Vec<PathBuf>,
+    /// Where the embedding runtime and model are (`metaServer.embeddings.dir`, overridden by
+    /// `META_SERVER_EMBED_DIR`); `None`: BM25 only.
+    pub embed_dir: Option<PathBuf>,
     /// Result budgets and the result store.
     pub results: ResultSettings,
     /// Enabled servers, sorted by name.
@@ -117,6 +120,10 @@ impl Settings {
         let mut settings = parse::parse(path, &text)?;
         if let Some(dir) = catalog_dir {
             settings.catalog_dir = dir;
+        }
+        if let Some(dir) = std::env::var_os(crate::search::embed::ENV_DIR).filter(|d| !d.is_empty())
+        {
+            settings.embed_dir = Some(PathBuf::from(dir));
         }
         Ok(settings)
     }

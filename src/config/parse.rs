@@ -20,6 +20,7 @@ const GLOBAL_KEYS: &[&str] = &[
     "maxResultTokens",
     "indexConcurrency",
     "skillsDirs",
+    "embeddings",
     "hardResultTokens",
     "resultTtlSecs",
     "resultMemoryMb",
@@ -208,6 +209,28 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
             })
             .collect(),
     };
+    let embed_dir = match global.get("embeddings") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(e)) => {
+            if let Some(unknown) = e.keys().find(|k| k.as_str() != "dir") {
+                return Err(cx.err(
+                    format!("metaServer.embeddings.{unknown}"),
+                    "unknown key; the only key is \"dir\"",
+                ));
+            }
+            cx.string(e, "metaServer.embeddings", "dir")?
+                .map(|d| base.join(d))
+        }
+        Some(other) => {
+            return Err(cx.err(
+                "metaServer.embeddings",
+                format!(
+                    "must be an object like {{\"dir\": \"...\"}}, found {}",
+                    kind(other)
+                ),
+            ));
+        }
+    };
     let results = ResultSettings {
         max_result_tokens: cx.positive(&global, "metaServer", "maxResultTokens")?,
         hard_result_tokens: cx.positive(&global, "metaServer", "hardResultTokens")?,
@@ -285,6 +308,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
         catalog_dir,
         index_concurrency,
         skills_dirs,
+        embed_dir,
         results,
         servers: out,
     })

@@ -1,6 +1,8 @@
 //! Tool search: a tantivy BM25 index over names, titles, descriptions, parameters and server
 //! text, with identifier splitting and English stemming. Knows nothing of MCP transport.
 
+pub mod embed;
+pub mod fusion;
 pub mod metrics;
 mod options;
 mod tokenizer;
@@ -19,7 +21,8 @@ use tantivy::tokenizer::{
 };
 use tantivy::{Index, IndexReader, Term, doc};
 
-pub use options::{Combine, SearchOptions};
+pub use embed::DocVectors;
+pub use options::{Combine, Fusion, SearchOptions};
 pub use tokenizer::{split_words, words_of};
 
 const ANALYZER: &str = "ident";
@@ -218,6 +221,39 @@ impl SearchIndex {
         limit: usize,
         server: Option<&str>,
     ) -> Result<Vec<Hit>, SearchError> {
+        self.rank(query, limit, server, None)
+    }
+
+    /// Like [`Self::search`], fusing the BM25 ranking with the cosine ranking of `vectors`
+    /// (rows in document order, see [`Self::keys`]) against `query_vector`, as
+    /// [`SearchOptions::fusion`] says. Exact names still come first.
+    pub fn search_hybrid(
+        &self,
+        query: &str,
+        query_vector: &[f32],
+        vectors: &DocVectors,
+        limit: usize,
+        server: Option<&str>,
+    ) -> Result<Vec<Hit>, SearchError> {
+        self.rank(query, limit, server, Some((query_vector, vectors)))
+    }
+
+    /// Tool keys in document order.
+    pub fn keys(&self) -> &[String] {
+        &self.keys
+    }
+
+    pub fn options(&self) -> &SearchOptions {
+        &self.options
+    }
+
+    fn rank(
+        &self,
+        query: &str,
+        limit: usize,
+        server: Option<&str>,
+        dense: Option<(&[f32], &DocVectors)>,
+    ) -> Result<Vec<Hit>, SearchError> {
         let words = self.words(query);
         let exact: Vec<u32> = self
             .names
@@ -227,37 +263,49 @@ impl SearchIndex {
             .copied()
             .filter(|&i| server.is_none_or(|s| self.servers[i as usize] == s))
             .collect();
-        let Some(q) = self.query(&words, server) else {
-            return Ok(self.exact_only(&exact, limit));
-        };
-        let searcher = self.reader.searcher();
-        // Fetch more than asked: coverage may reorder, and ties at the cut are resolved by key.
-        // The pool does not depend on `limit` (up to 50), so a longer list extends a shorter one.
+        // Fetch more than asked: coverage and fusion may reorder, and ties at the cut are
+        // resolved by key. The pool does not depend on `limit` (up to 50), so a longer list
+        // extends a shorter one.
         let pool = limit.max(50) * 2 + 32;
-        let top = searcher.search(&q, &TopDocs::with_limit(pool).order_by_score())?;
-        let mut ords = Vec::with_capacity(searcher.segment_readers().len());
-        for segment in searcher.segment_readers() {
-            ords.push(segment.fast_fields().u64("ord")?);
-        }
         let weights = self.weights(&words);
         let total: f32 = weights.iter().map(|(_, w)| w).sum();
-        let mut hits = Vec::with_capacity(top.len());
-        for (score, addr) in top {
-            let Some(i) = ords[addr.segment_ord as usize].first(addr.doc_id) else {
-                continue;
-            };
+        let coverage = |i: u32| {
             let terms = &self.doc_terms[i as usize];
             let matched: f32 = weights
                 .iter()
                 .filter(|(id, _)| id.is_some_and(|id| terms.binary_search(&id).is_ok()))
                 .map(|(_, w)| w)
                 .sum();
-            let coverage = if total > 0.0 { matched / total } else { 0.0 };
-            let is_exact = exact.contains(&(i as u32));
+            if total > 0.0 { matched / total } else { 0.0 }
+        };
+        let mut bm25: Vec<(u32, f32)> = Vec::new();
+        if let Some(q) = self.query(&words, server) {
+            let searcher = self.reader.searcher();
+            let top = searcher.search(&q, &TopDocs::with_limit(pool).order_by_score())?;
+            let mut ords = Vec::with_capacity(searcher.segment_readers().len());
+            for segment in searcher.segment_readers() {
+                ords.push(segment.fast_fields().u64("ord")?);
+            }
+            for (score, addr) in top {
+                if let Some(i) = ords[addr.segment_ord as usize].first(addr.doc_id) {
+                    let i = i as u32;
+                    bm25.push((i, score * coverage(i).powf(self.options.coverage)));
+                }
+            }
+        }
+        let scored = match dense {
+            None => bm25,
+            Some((query_vector, vectors)) => {
+                self.fuse(bm25, query_vector, vectors, pool, server, &coverage)
+            }
+        };
+        let mut hits = Vec::with_capacity(scored.len());
+        for (i, score) in scored {
+            let is_exact = exact.contains(&i);
             hits.push(Hit {
                 key: self.keys[i as usize].clone(),
-                score: score * coverage.powf(self.options.coverage),
-                coverage: if is_exact { 1.0 } else { coverage },
+                score,
+                coverage: if is_exact { 1.0 } else { coverage(i) },
                 exact: is_exact,
             });
         }
@@ -275,6 +323,53 @@ impl SearchIndex {
         });
         hits.truncate(limit);
         Ok(hits)
+    }
+
+    /// Fuses BM25 (ordinal, score) with the `pool` tools nearest to `query_vector`.
+    fn fuse(
+        &self,
+        mut bm25: Vec<(u32, f32)>,
+        query_vector: &[f32],
+        vectors: &DocVectors,
+        pool: usize,
+        server: Option<&str>,
+        coverage: &dyn Fn(u32) -> f32,
+    ) -> Vec<(u32, f32)> {
+        let cosine = vectors.scores(query_vector);
+        let mut nearest: Vec<(u32, f32)> = cosine
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| server.is_none_or(|s| self.servers[i] == s))
+            .map(|(i, &c)| (i as u32, c))
+            .collect();
+        let best_first = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        if nearest.len() > pool {
+            nearest.select_nth_unstable_by(pool, best_first);
+            nearest.truncate(pool);
+        }
+        nearest.sort_by(best_first);
+        match self.options.fusion {
+            Fusion::Rrf {
+                k,
+                vector,
+                coverage: by_coverage,
+            } => {
+                bm25.sort_by(best_first);
+                let lexical: Vec<(u32, f32)> = bm25
+                    .iter()
+                    .map(|&(i, _)| (i, if by_coverage { coverage(i) } else { 1.0 }))
+                    .collect();
+                let semantic: Vec<(u32, f32)> = nearest.iter().map(|&(i, _)| (i, vector)).collect();
+                fusion::rrf_each(&[&lexical, &semantic], k)
+            }
+            Fusion::Weighted { alpha } => {
+                let mut candidates: Vec<u32> =
+                    bm25.iter().chain(&nearest).map(|&(i, _)| i).collect();
+                candidates.sort_unstable();
+                candidates.dedup();
+                fusion::weighted(&bm25, &cosine, &candidates, alpha)
+            }
+        }
     }
 
     /// Hits for exact-name matches alone, in key order (scored 0: no words matched).
@@ -502,7 +597,11 @@ mod tests {
     }
 
     fn index() -> SearchIndex {
-        SearchIndex::build(vec![
+        SearchIndex::build(index_docs()).unwrap()
+    }
+
+    fn index_docs() -> Vec<ToolDoc> {
+        vec![
             doc(
                 "fs",
                 "read_text_file",
@@ -546,8 +645,7 @@ mod tests {
                 "Fetch one issue of a repository",
                 "owner repo issue_number",
             ),
-        ])
-        .unwrap()
+        ]
     }
 
     fn keys(hits: &[Hit]) -> Vec<&str> {
@@ -680,6 +778,84 @@ mod tests {
         assert_eq!(
             idx.search("keywordexplorer", 1, None).unwrap()[0].key,
             "s__keywordexplorer"
+        );
+    }
+
+    /// Hand-made unit vectors: tool `i` of [`index`] points along axis `i`.
+    fn axis_vectors(idx: &SearchIndex) -> DocVectors {
+        let n = idx.len();
+        let map = idx
+            .keys()
+            .iter()
+            .enumerate()
+            .map(|(i, k)| {
+                let mut v = vec![0.0; n];
+                v[i] = 1.0;
+                (k.clone(), v)
+            })
+            .collect();
+        DocVectors::new(n, idx.keys(), &map)
+    }
+
+    fn towards(idx: &SearchIndex, key: &str) -> Vec<f32> {
+        let mut v = vec![0.0; idx.len()];
+        v[idx.keys().iter().position(|k| k == key).unwrap()] = 1.0;
+        v
+    }
+
+    #[test]
+    fn hybrid_search_finds_what_the_vectors_say_when_no_word_matches() {
+        for fusion in [
+            Fusion::Rrf {
+                k: 60.0,
+                vector: 1.0,
+                coverage: false,
+            },
+            SearchOptions::default().fusion,
+            Fusion::Weighted { alpha: 0.5 },
+        ] {
+            let idx = SearchIndex::build_with(
+                index_docs(),
+                SearchOptions {
+                    fusion,
+                    ..SearchOptions::default()
+                },
+            )
+            .unwrap();
+            let vectors = axis_vectors(&idx);
+            let q = towards(&idx, "time__convert_time");
+            // No word of the query is in any tool: BM25 finds nothing, the vectors decide.
+            assert!(idx.search("alter an hour", 3, None).unwrap().is_empty());
+            let hits = idx
+                .search_hybrid("alter an hour", &q, &vectors, 3, None)
+                .unwrap();
+            assert_eq!(hits[0].key, "time__convert_time", "{fusion:?}");
+            // The server filter applies to vector hits too.
+            let hits = idx
+                .search_hybrid("alter an hour", &q, &vectors, 3, Some("fs"))
+                .unwrap();
+            assert!(hits.iter().all(|h| h.key.starts_with("fs__")), "{hits:?}");
+            // Exact names still come first, whatever the vectors say.
+            let hits = idx.search_hybrid("echo", &q, &vectors, 3, None).unwrap();
+            assert_eq!(hits[0].key, "everything__echo");
+            assert!(hits[0].exact);
+        }
+    }
+
+    #[test]
+    fn hybrid_search_agreement_beats_either_signal_alone() {
+        let idx = index();
+        let vectors = axis_vectors(&idx);
+        // BM25 alone ranks list_directory below the tools with "file" in their names; vectors
+        // pointing at it move it up, and BM25 keeps the other file tools above unrelated ones.
+        let bm25 = idx.search("file", 5, None).unwrap();
+        assert_ne!(bm25[0].key, "fs__list_directory");
+        let q = towards(&idx, "fs__list_directory");
+        let hits = idx.search_hybrid("file", &q, &vectors, 5, None).unwrap();
+        assert_eq!(hits[0].key, "fs__list_directory", "{hits:?}");
+        assert!(
+            hits[..3].iter().all(|h| h.key.starts_with("fs__")),
+            "{hits:?}"
         );
     }
 

@@ -10,6 +10,8 @@ pub enum Combine {
     DisMax { tie: f32 },
 }
 
+pub use super::fusion::Fusion;
+
 /// Ranking options of a [`super::SearchIndex`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchOptions {
@@ -33,6 +35,10 @@ pub struct SearchOptions {
     /// Query words found in more than this share of tools are dropped (1 keeps all), unless
     /// no rarer word that some tool has is left. Only applied to catalogs of at least 20 tools.
     pub max_df: f32,
+    /// Use tool vectors when the build and the library have them (`false`: BM25 only).
+    pub embeddings: bool,
+    /// How BM25 and vector ranks are combined in hybrid search.
+    pub fusion: Fusion,
 }
 
 impl Default for SearchOptions {
@@ -49,6 +55,12 @@ impl Default for SearchOptions {
             coverage: 0.0,
             phrase: 0.0,
             max_df: 0.1,
+            embeddings: true,
+            fusion: Fusion::Rrf {
+                k: 5.0,
+                vector: 1.0,
+                coverage: true,
+            },
         }
     }
 }
@@ -85,6 +97,12 @@ impl SearchOptions {
             "coverage" => self.coverage = number()?,
             "phrase" => self.phrase = number()?,
             "max_df" => self.max_df = number()?,
+            "embeddings" => {
+                self.embeddings = value
+                    .parse()
+                    .map_err(|_| format!("embeddings is true or false, got \"{value}\""))?;
+            }
+            "fusion" => self.fusion = parse_fusion(value)?,
             "combine" => {
                 self.combine = match value.split_once(':') {
                     None if value == "sum" => Combine::Sum,
@@ -103,12 +121,47 @@ impl SearchOptions {
             }
             _ => {
                 return Err(format!(
-                    "unknown option \"{key}\"; options: stopwords, decompound, name, title, description, params, server, combine, coverage, phrase, max_df"
+                    "unknown option \"{key}\"; options: stopwords, decompound, name, title, description, params, server, combine, coverage, phrase, max_df, embeddings, fusion"
                 ));
             }
         }
         Ok(())
     }
+}
+
+/// `rrf`, `rrf:K`, `rrf:K:VECTOR_WEIGHT` (each also as `rrfcov`: BM25 ranks weighted by
+/// coverage), `weighted` or `weighted:ALPHA`.
+fn parse_fusion(value: &str) -> Result<Fusion, String> {
+    let usage = || {
+        format!(
+            "fusion is rrf, rrf:K, rrf:K:VECTOR_WEIGHT (or rrfcov...), weighted or weighted:ALPHA (0..=1), got \"{value}\""
+        )
+    };
+    let num = |s: &str| {
+        s.parse::<f32>()
+            .ok()
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .ok_or_else(usage)
+    };
+    let mut parts = value.split(':');
+    let fusion = match parts.next() {
+        Some(kind @ ("rrf" | "rrfcov")) => Fusion::Rrf {
+            k: parts.next().map_or(Ok(60.0), num)?,
+            vector: parts.next().map_or(Ok(1.0), num)?,
+            coverage: kind == "rrfcov",
+        },
+        Some("weighted") => Fusion::Weighted {
+            alpha: parts
+                .next()
+                .map_or(Ok(0.5), num)
+                .and_then(|a| if a <= 1.0 { Ok(a) } else { Err(usage()) })?,
+        },
+        _ => return Err(usage()),
+    };
+    if parts.next().is_some() {
+        return Err(usage());
+    }
+    Ok(fusion)
 }
 
 #[cfg(test)]
@@ -127,5 +180,23 @@ mod tests {
         assert!(o.set("name=-1").is_err());
         assert!(o.set("nope=1").unwrap_err().contains("unknown option"));
         assert!(o.set("name").is_err());
+        o.set("embeddings=false").unwrap();
+        assert!(!o.embeddings);
+        o.set("fusion=rrf:20:1.5").unwrap();
+        assert_eq!(
+            o.fusion,
+            Fusion::Rrf {
+                k: 20.0,
+                vector: 1.5,
+                coverage: false
+            }
+        );
+        o.set("fusion=rrfcov").unwrap();
+        assert!(matches!(o.fusion, Fusion::Rrf { coverage: true, .. }));
+        o.set("fusion=weighted:0.3").unwrap();
+        assert_eq!(o.fusion, Fusion::Weighted { alpha: 0.3 });
+        assert!(o.set("fusion=weighted:2").is_err());
+        assert!(o.set("fusion=rrf:1:2:3").is_err());
+        assert!(o.set("fusion=max").is_err());
     }
 }

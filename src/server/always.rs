@@ -2,6 +2,8 @@
 //! qualified names after the three meta-tools. Fixed for the life of the process, so the
 //! client's prompt cache stays valid; a change needs a restart.
 
+use std::sync::Arc;
+
 use rmcp::model::Tool;
 use serde_json::Value;
 
@@ -9,7 +11,7 @@ use super::{State, freshness};
 
 /// Connects every alwaysLoad server (re-listing stale catalogs), then returns their tools in
 /// server-name order, as they will be listed for the rest of the process.
-pub(super) async fn prepare(state: &State) -> Vec<Tool> {
+pub(super) async fn prepare(state: &Arc<State>) -> Vec<Tool> {
     let servers: Vec<&str> = state
         .settings
         .servers

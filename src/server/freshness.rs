@@ -86,7 +86,7 @@ pub(super) async fn watch(state: Arc<State>) {
 }
 
 /// Lists `server`'s tools, logs what changed, persists the catalog and swaps the library.
-pub(super) async fn refresh(state: &State, server: &str) -> Result<(), String> {
+pub(super) async fn refresh(state: &Arc<State>, server: &str) -> Result<(), String> {
     let config = state.settings.server(server).ok_or("not configured")?;
     let fresh = catalog::fetch(&state.manager, config)
         .await
@@ -102,7 +102,9 @@ pub(super) async fn refresh(state: &State, server: &str) -> Result<(), String> {
     if let Err(e) = fresh.write(&state.settings.catalog_dir) {
         tracing::warn!(server, "{e}");
     }
-    state.replace_catalog(fresh).map_err(|e| e.to_string())
+    state.replace_catalog(fresh).map_err(|e| e.to_string())?;
+    state.embed_in_background();
+    Ok(())
 }
 
 fn log_changes(server: &str, old: Option<&Catalog>, fresh: &Catalog) {

@@ -1,14 +1,16 @@
 //! The searchable set of upstream tools: catalogs of the configured servers, keyed by qualified
 //! name, with the search index over them. Immutable; rebuilt and swapped when catalogs change.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
 use crate::catalog::{Catalog, CatalogError, ToolDef};
 use crate::config::{SKILL_SERVER, ServerConfig, Settings};
-use crate::search::{SearchError, SearchIndex, SearchOptions, ToolDoc};
+use crate::search::embed::{self, DocVectors, EmbedError, Embedder, VectorFile};
+use crate::search::{Hit, SearchError, SearchIndex, SearchOptions, ToolDoc};
 use crate::skills::Skill;
 
 /// Separator between server and tool in a qualified name.
@@ -56,6 +58,24 @@ pub struct Library {
     pub catalogs: BTreeMap<String, Catalog>,
     pub skills: Vec<Arc<Skill>>,
     pub index: SearchIndex,
+    /// (key, server, embedded text) of every tool, for [`Self::embed`].
+    texts: Vec<(String, String, String)>,
+    /// The model and the tool vectors once [`Self::embed`] has run; until then BM25 only.
+    semantic: OnceLock<Semantic>,
+}
+
+struct Semantic {
+    embedder: Arc<Embedder>,
+    vectors: DocVectors,
+}
+
+/// What [`Library::embed`] did.
+#[derive(Debug, Default, PartialEq)]
+pub struct EmbedStats {
+    /// Tools with a vector.
+    pub tools: usize,
+    /// Of those, tools embedded now (the rest came from vector files).
+    pub embedded: usize,
 }
 
 impl Library {
@@ -174,12 +194,96 @@ impl Library {
                 }
             }
         }
+        let texts = docs
+            .iter()
+            .map(|d| (d.key.clone(), d.server.clone(), embed::tool_text(d)))
+            .collect();
         Ok(Self {
             entries,
             catalogs,
             skills,
             index: SearchIndex::build_with(docs, options)?,
+            texts,
+            semantic: OnceLock::new(),
         })
+    }
+
+    /// Ranked tools for `query`: hybrid (BM25 fused with vectors) once [`Self::embed`] has
+    /// run and the options allow it, BM25 alone otherwise or if the query cannot be embedded.
+    pub fn search(
+        &self,
+        query: &str,
+        limit: usize,
+        server: Option<&str>,
+    ) -> Result<Vec<Hit>, SearchError> {
+        if self.index.options().embeddings
+            && let Some(semantic) = self.semantic.get()
+        {
+            match semantic.embedder.embed_query(query) {
+                Ok(v) => {
+                    return self
+                        .index
+                        .search_hybrid(query, &v, &semantic.vectors, limit, server);
+                }
+                Err(e) => tracing::warn!("query not embedded, BM25 only: {e}"),
+            }
+        }
+        self.index.search(query, limit, server)
+    }
+
+    /// Whether searches use tool vectors.
+    pub fn is_hybrid(&self) -> bool {
+        self.index.options().embeddings && self.semantic.get().is_some()
+    }
+
+    /// Computes the tool vectors with `embedder`, reusing and updating the vector file of each
+    /// catalog's server in `store` (`<store>/<server>.vectors`); built-in tools and skills are
+    /// embedded each time. Blocking and slow for big catalogs: run it off the request path.
+    /// A vector file that cannot be read or written is a warning, not an error.
+    pub fn embed(
+        &self,
+        embedder: Arc<Embedder>,
+        store: Option<&Path>,
+    ) -> Result<EmbedStats, EmbedError> {
+        let mut by_server: BTreeMap<&str, Vec<(String, String)>> = BTreeMap::new();
+        for (key, server, text) in &self.texts {
+            by_server
+                .entry(server.as_str())
+                .or_default()
+                .push((key.clone(), text.clone()));
+        }
+        let mut stats = EmbedStats::default();
+        let mut all: HashMap<String, Vec<f32>> = HashMap::with_capacity(self.texts.len());
+        let mut dim = 0;
+        for (server, tools) in by_server {
+            let path = store
+                .filter(|_| self.catalogs.contains_key(server))
+                .map(|dir| dir.join(format!("{server}.vectors")));
+            let old = path.as_deref().and_then(|p| {
+                VectorFile::load(p)
+                    .inspect_err(|e| tracing::warn!("{e}; its tools are embedded again"))
+                    .ok()
+                    .flatten()
+            });
+            let old_len = old.as_ref().map(|f| f.vectors.len());
+            let (file, embedded) =
+                embed::update_vectors(old, &tools, embedder.model_id(), |texts| {
+                    embedder.embed_documents(texts)
+                })?;
+            if let Some(p) = &path
+                && (embedded > 0 || old_len != Some(file.vectors.len()))
+                && let Err(e) = file.save(p)
+            {
+                tracing::warn!("{e}; vectors will be computed again next time");
+            }
+            stats.embedded += embedded;
+            stats.tools += file.vectors.len();
+            dim = dim.max(file.dim);
+            all.extend(file.vectors.into_iter().map(|(k, (_, v))| (k, v)));
+        }
+        let vectors = DocVectors::new(dim, self.index.keys(), &all);
+        let _ = self.semantic.set(Semantic { embedder, vectors });
+        Ok(stats)
     }
 
     /// The tool with this qualified name.
@@ -208,7 +312,7 @@ impl Library {
             .map(|(_, q)| q.clone())
             .collect();
         if out.len() < max
-            && let Ok(hits) = self.index.search(name, max, None)
+            && let Ok(hits) = self.search(name, max, None)
         {
             for hit in hits {
                 if out.len() < max && !out.contains(&hit.key) {

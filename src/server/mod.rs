@@ -58,6 +58,10 @@ pub struct State {
     events: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<crate::upstream::Event>>>,
     /// The downstream client's own result limit, learned from `initialize`.
     client_limit: OnceLock<Option<usize>>,
+    /// The embedding model, once loading was tried (`None`: BM25 only).
+    embedder: OnceLock<Option<Arc<crate::search::embed::Embedder>>>,
+    /// Held while tool vectors are computed, so only one thread does it.
+    embedding: Mutex<()>,
 }
 
 impl State {
@@ -80,7 +84,86 @@ impl State {
             boosted: Mutex::new(BTreeSet::new()),
             events: Mutex::new(Some(receiver)),
             client_limit: OnceLock::new(),
+            embedder: OnceLock::new(),
+            embedding: Mutex::new(()),
         })
+    }
+
+    /// The embedding model: loaded on first use from `settings.embed_dir`. A build without
+    /// the feature, no configured directory, or missing files give `None` (BM25 only).
+    fn embedder(&self) -> Option<Arc<crate::search::embed::Embedder>> {
+        self.embedder
+            .get_or_init(|| {
+                let Some(dir) = &self.settings.embed_dir else {
+                    if cfg!(feature = "embeddings") {
+                        tracing::info!(
+                            "embeddings not configured (set {} or metaServer.embeddings.dir); BM25 only",
+                            crate::search::embed::ENV_DIR
+                        );
+                    }
+                    return None;
+                };
+                let started = std::time::Instant::now();
+                match crate::search::embed::Embedder::load(dir) {
+                    Ok(e) => {
+                        tracing::info!(dir = %dir.display(), took = ?started.elapsed(), "embedding model loaded");
+                        Some(Arc::new(e))
+                    }
+                    Err(e) => {
+                        tracing::warn!("embeddings off, BM25 only: {e}");
+                        None
+                    }
+                }
+            })
+            .clone()
+    }
+
+    /// Loads the model if needed and computes the tool vectors of the current library (and of
+    /// any library swapped in meanwhile), persisting them next to the catalogs. Blocking.
+    pub fn embed_library(&self) {
+        let Some(embedder) = self.embedder() else {
+            return;
+        };
+        let _one = self.embedding.lock().expect("embedding lock");
+        loop {
+            let library = self.library();
+            if !library.is_hybrid() {
+                let started = std::time::Instant::now();
+                match library.embed(embedder.clone(), Some(&self.settings.catalog_dir)) {
+                    Ok(stats) => tracing::info!(
+                        tools = stats.tools,
+                        embedded = stats.embedded,
+                        took = ?started.elapsed(),
+                        "tool vectors ready; search is hybrid"
+                    ),
+                    Err(e) => {
+                        tracing::warn!("tool vectors not computed, BM25 only: {e}");
+                        return;
+                    }
+                }
+            }
+            if Arc::ptr_eq(&library, &self.library()) {
+                return;
+            }
+        }
+    }
+
+    /// [`Self::embed_library`] on a thread of its own: BM25 answers until vectors are ready.
+    /// After a library swap this is quick: unchanged tools come from the vector files.
+    pub fn embed_in_background(self: &Arc<Self>) {
+        if self.settings.embed_dir.is_none() && !cfg!(feature = "embeddings") {
+            return;
+        }
+        if self.embedder.get().is_some_and(Option::is_none) {
+            return;
+        }
+        let state = self.clone();
+        if let Err(e) = std::thread::Builder::new()
+            .name("embed".into())
+            .spawn(move || state.embed_library())
+        {
+            tracing::warn!("cannot start the embedding thread, BM25 only: {e}");
+        }
     }
 
     /// The soft and hard limits for results on `route`.
@@ -379,6 +462,7 @@ async fn start(settings: Settings) -> Result<MetaServer, SearchError> {
         tracing::warn!("{warning}");
     }
     let state = State::new(settings, library);
+    state.embed_in_background();
     tokio::spawn(freshness::watch(state.clone()));
     let server = MetaServer::start(state.clone()).await;
     let missing: Vec<String> = report

@@ -102,10 +102,7 @@ pub(super) fn run(state: &State, args: Value) -> Reply {
     } else {
         args.limit + 16
     };
-    let mut found = match library
-        .index
-        .search(&args.query, wanted, args.server.as_deref())
-    {
+    let mut found = match library.search(&args.query, wanted, args.server.as_deref()) {
         Ok(found) => found,
         Err(e) => return reply::error(e.to_string()),
     };

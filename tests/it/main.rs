@@ -2,6 +2,8 @@
 //! Tests that talk to upstream servers use the pinned ones from `scripts/install-peers`.
 
 mod cli;
+#[cfg(feature = "embeddings")]
+mod embed;
 mod eval;
 mod faults;
 mod install;

@@ -1,0 +1,120 @@
+//! Build with the `embeddings` feature: all-MiniLM-L6-v2 (int8 ONNX) through fastembed, with
+//! ONNX Runtime loaded at run time from the embedding directory.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use fastembed::{
+    InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel,
+};
+
+use super::{EmbedError, MODEL_ID, RUNTIME_FILE, SLICE, model_dir};
+
+/// Queries whose vectors are kept.
+const QUERY_CACHE: u64 = 1024;
+
+/// A loaded sentence-embedding model. Vectors are L2-normalised, so a dot product is a cosine.
+pub struct Embedder {
+    /// fastembed's `embed` takes `&mut self`.
+    model: Mutex<TextEmbedding>,
+    queries: moka::sync::Cache<String, Arc<[f32]>>,
+}
+
+impl Embedder {
+    /// Loads ONNX Runtime (`dir/libonnxruntime.so`, else `ORT_DYLIB_PATH`) and the model in
+    /// `dir/all-minilm-l6-v2-int8/`. Missing files are errors, never panics.
+    pub fn load(dir: &Path) -> Result<Self, EmbedError> {
+        init_runtime(&runtime_path(dir))?;
+        let model = model_dir(dir);
+        let read = |file: &str| {
+            let path = model.join(file);
+            std::fs::read(&path).map_err(|_| EmbedError::MissingModel(path))
+        };
+        let tokenizer = TokenizerFiles {
+            tokenizer_file: read("tokenizer.json")?,
+            config_file: read("config.json")?,
+            special_tokens_map_file: read("special_tokens_map.json")?,
+            tokenizer_config_file: read("tokenizer_config.json")?,
+        };
+        let user = UserDefinedEmbeddingModel::new(read("model.onnx")?, tokenizer)
+            .with_pooling(Pooling::Mean);
+        // Spinning threads only burn CPU that other work on the machine could use.
+        let options = InitOptionsUserDefined::new()
+            .with_max_length(256)
+            .with_session_config("session.intra_op.allow_spinning", "0");
+        let model = TextEmbedding::try_new_from_user_defined(user, options)
+            .map_err(|e| EmbedError::Model(e.to_string()))?;
+        Ok(Self {
+            model: Mutex::new(model),
+            queries: moka::sync::Cache::new(QUERY_CACHE),
+        })
+    }
+
+    /// Identifies the model in persisted vector files.
+    pub fn model_id(&self) -> &'static str {
+        MODEL_ID
+    }
+
+    /// One vector per text, computed in slices of [`SLICE`] texts to bound memory.
+    pub fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut out = Vec::with_capacity(texts.len());
+        for slice in texts.chunks(SLICE) {
+            let mut model = self.model.lock().expect("embedder lock");
+            out.extend(
+                model
+                    .embed(slice, Some(32))
+                    .map_err(|e| EmbedError::Model(e.to_string()))?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// The vector of a query, cached: repeated queries cost nothing.
+    pub fn embed_query(&self, query: &str) -> Result<Arc<[f32]>, EmbedError> {
+        if let Some(v) = self.queries.get(query) {
+            return Ok(v);
+        }
+        let v: Arc<[f32]> = self
+            .model
+            .lock()
+            .expect("embedder lock")
+            .embed([query], Some(1))
+            .map_err(|e| EmbedError::Model(e.to_string()))?
+            .pop()
+            .ok_or_else(|| EmbedError::Model("no vector for the query".into()))?
+            .into();
+        self.queries.insert(query.to_owned(), v.clone());
+        Ok(v)
+    }
+}
+
+/// `dir/libonnxruntime.so` if it exists, else `ORT_DYLIB_PATH`, else the missing default.
+fn runtime_path(dir: &Path) -> PathBuf {
+    let local = dir.join(RUNTIME_FILE);
+    if local.exists() {
+        return local;
+    }
+    std::env::var_os("ORT_DYLIB_PATH")
+        .filter(|p| !p.is_empty())
+        .map_or(local, PathBuf::from)
+}
+
+/// Loads ONNX Runtime once per process; a failure can be retried with another path.
+fn init_runtime(path: &Path) -> Result<(), EmbedError> {
+    static LOADED: Mutex<bool> = Mutex::new(false);
+    let mut loaded = LOADED.lock().expect("runtime lock");
+    if *loaded {
+        return Ok(());
+    }
+    if !path.exists() {
+        return Err(EmbedError::MissingRuntime(path.to_owned()));
+    }
+    // Loading the library is what can fail; sessions then create the default environment.
+    let builder = ort::init_from(path).map_err(|e| EmbedError::Runtime {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    })?;
+    drop(builder);
+    *loaded = true;
+    Ok(())
+}

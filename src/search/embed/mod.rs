@@ -1,0 +1,82 @@
+//! Optional local embeddings: the [`Embedder`] (a sentence-embedding model run by ONNX Runtime,
+//! loaded from local files) and the tool vectors persisted next to the catalogs. The cargo
+//! feature `embeddings` swaps `enabled.rs` for `disabled.rs`; the interface is the same.
+
+#[cfg_attr(feature = "embeddings", path = "enabled.rs")]
+#[cfg_attr(not(feature = "embeddings"), path = "disabled.rs")]
+mod imp;
+mod store;
+
+use std::path::{Path, PathBuf};
+
+pub use imp::Embedder;
+pub use store::{DocVectors, VectorFile, text_hash, update_vectors};
+
+use super::ToolDoc;
+
+/// Environment variable naming the directory of the runtime and model (wins over the config).
+pub const ENV_DIR: &str = "META_SERVER_EMBED_DIR";
+/// Identifies the model in vector files: vectors of another model are recomputed.
+pub const MODEL_ID: &str = "all-minilm-l6-v2-int8";
+/// Sub-directory of the embedding directory holding the model files.
+pub const MODEL_DIR: &str = "all-minilm-l6-v2-int8";
+/// ONNX Runtime library file in the embedding directory.
+pub const RUNTIME_FILE: &str = "libonnxruntime.so";
+/// Most texts passed to the model at once: memory grows with the texts of one call.
+pub const SLICE: usize = 512;
+
+/// Errors of the embedding path; every one means "fall back to BM25".
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    #[error(
+        "this build has no embeddings (BM25 only); rebuild with `cargo build --release --features embeddings`"
+    )]
+    NotBuilt,
+    #[error("no ONNX Runtime library at {0}; run scripts/fetch-embed-assets or set ORT_DYLIB_PATH")]
+    MissingRuntime(PathBuf),
+    #[error("cannot load ONNX Runtime from {path}: {reason}")]
+    Runtime { path: PathBuf, reason: String },
+    #[error("embedding model file {0} is missing; run scripts/fetch-embed-assets")]
+    MissingModel(PathBuf),
+    #[error("embedding model: {0}")]
+    Model(String),
+    #[error("vector file {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("vector file {path}: {reason}")]
+    Format { path: PathBuf, reason: String },
+}
+
+/// The text embedded for a tool: its name split into words, title and description.
+pub fn tool_text(doc: &ToolDoc) -> String {
+    let name = super::words_of(&doc.name);
+    let mut text = name;
+    for part in [&doc.title, &doc.description] {
+        let part = part.trim();
+        if !part.is_empty() && !text.contains(part) {
+            text.push_str(": ");
+            text.push_str(part);
+        }
+    }
+    // The model reads 256 word pieces at most; a long description only costs time.
+    if text.len() > 2000 {
+        let mut end = 2000;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
+}
+
+/// The model directory inside the embedding directory `dir`.
+pub fn model_dir(dir: &Path) -> PathBuf {
+    dir.join(MODEL_DIR)
+}
+
+/// Cosine of two L2-normalised vectors.
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}

@@ -1,0 +1,71 @@
+//! The embedding path with the real model (feature `embeddings`; assets from
+//! `scripts/fetch-embed-assets`, in `$META_SERVER_EMBED_DIR` or `.peers/embed`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use meta_server::search::embed::{self, Embedder};
+use meta_server::search::{SearchIndex, ToolDoc};
+
+fn embed_dir() -> PathBuf {
+    let dir = std::env::var_os(embed::ENV_DIR)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".peers/embed"));
+    assert!(
+        dir.join(embed::MODEL_DIR).join("model.onnx").exists(),
+        "no embedding assets in {}; run scripts/fetch-embed-assets",
+        dir.display()
+    );
+    dir
+}
+
+fn tool(name: &str, description: &str) -> ToolDoc {
+    ToolDoc {
+        key: format!("s__{name}"),
+        server: "s".into(),
+        name: name.into(),
+        title: String::new(),
+        description: description.into(),
+        params: String::new(),
+        server_text: "s".into(),
+    }
+}
+
+#[test]
+fn a_paraphrase_finds_the_tool_that_bm25_misses() {
+    let embedder = Embedder::load(&embed_dir()).expect("the fetched model loads");
+    let docs = vec![
+        tool(
+            "ResearchHelper",
+            "Assists with academic research: scholarly articles, journals and citations",
+        ),
+        tool("find_files", "Find files on disk whose path matches a glob"),
+        tool("get_forecast", "Get the weather forecast for a city"),
+        tool("send_email", "Send an email message to a recipient"),
+        tool("run_sql", "Run a SQL query against a database"),
+    ];
+    let texts: Vec<String> = docs.iter().map(embed::tool_text).collect();
+    let keys: Vec<String> = docs.iter().map(|d| d.key.clone()).collect();
+    let idx = SearchIndex::build(docs).unwrap();
+    let vectors = embedder.embed_documents(&texts).unwrap();
+    assert_eq!(vectors.len(), 5);
+    assert_eq!(vectors[0].len(), 384);
+    let map = keys.into_iter().zip(vectors).collect();
+    let doc_vectors = embed::DocVectors::new(384, idx.keys(), &map);
+
+    let query = "Can I find peer-reviewed papers?";
+    let bm25 = idx.search(query, 3, None).unwrap();
+    assert_ne!(bm25[0].key, "s__ResearchHelper", "BM25 alone: {bm25:?}");
+    let q = embedder.embed_query(query).unwrap();
+    let hybrid = idx.search_hybrid(query, &q, &doc_vectors, 3, None).unwrap();
+    assert_eq!(hybrid[0].key, "s__ResearchHelper", "hybrid: {hybrid:?}");
+    // The query vector is cached: the same allocation comes back.
+    assert!(Arc::ptr_eq(&q, &embedder.embed_query(query).unwrap()));
+}
+
+#[test]
+fn missing_assets_are_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Embedder::load(dir.path()).err().expect("nothing to load");
+    assert!(e.to_string().contains("fetch-embed-assets"), "{e}");
+}
