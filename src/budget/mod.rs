@@ -5,7 +5,7 @@ pub const DEFAULT_RESULT_TOKENS: usize = 10_000;
 /// Default hard limit: results above it are refused with an error, not stored.
 pub const DEFAULT_HARD_TOKENS: usize = 5_000_000;
 /// Texts longer than this many bytes are counted on a prefix and extrapolated.
-const EXACT_COUNT_BYTES: usize = 1 << 20;
+const EXACT_COUNT_BYTES: usize = 256 << 10;
 
 /// Counts tokens of a text.
 pub trait TokenCounter: Send + Sync {
@@ -23,7 +23,7 @@ impl TokenCounter for O200k {
         if text.len() <= EXACT_COUNT_BYTES {
             return bpe.encode_ordinary(text).len();
         }
-        // Counting tens of MB exactly takes seconds; a 1 MiB prefix gives the ratio.
+        // Counting tens of MB exactly takes seconds; a 256 KiB prefix gives the ratio.
         let mut end = EXACT_COUNT_BYTES;
         while !text.is_char_boundary(end) {
             end -= 1;

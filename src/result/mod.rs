@@ -21,6 +21,8 @@ pub use store::{ResultStore, SpillStore, StoreError, Stored};
 
 /// URI scheme under which stored results are MCP resources.
 pub const RESOURCE_PREFIX: &str = "meta-server://results/";
+/// Bytes of a result counted exactly to learn its bytes-per-token ratio.
+const RATIO_SAMPLE: usize = 64 << 10;
 /// Tokens kept free for the notice and resource link.
 const NOTICE_RESERVE: usize = 200;
 
@@ -203,11 +205,8 @@ impl ResultHandler {
             truncate::ContentKind::Markdown => "text/markdown",
             truncate::ContentKind::Code | truncate::ContentKind::Text => "text/plain",
         };
-        let cut = truncate::cut(text, &|s: &str| {
-            s.len() <= budget || self.counter.count(s) <= budget
-        });
+        let (cut, returned) = self.cut_to(text, budget);
         let id = self.store.put(Stored::text(tool, mime, text.to_owned()))?;
-        let returned = self.counter.count(&cut.shown);
         let mut reason = reason.to_owned();
         if let Some(detail) = &cut.detail {
             reason.push_str("; ");
@@ -227,6 +226,36 @@ impl ResultHandler {
         link.mime_type = Some(mime.to_owned());
         link.size = Some(text.len() as u64);
         Ok((cut.shown, notice, ContentBlock::resource_link(link)))
+    }
+
+    /// Cuts `text` to at most `budget` tokens; returns the cut and its exact token count.
+    ///
+    /// Counting every candidate prefix exactly costs tens of milliseconds on a large result, so
+    /// the boundary search uses this text's own bytes-per-token ratio (measured on a sample) and
+    /// only the chosen cut is counted exactly; if it overshoots, the target shrinks and the
+    /// search runs again.
+    fn cut_to(&self, text: &str, budget: usize) -> (truncate::Cut, usize) {
+        let mut sample_end = text.len().min(RATIO_SAMPLE);
+        while !text.is_char_boundary(sample_end) {
+            sample_end -= 1;
+        }
+        let sample = &text[..sample_end];
+        let ratio = self.counter.count(sample) as f64 / sample.len().max(1) as f64;
+        let mut target = budget;
+        for _ in 0..4 {
+            let estimate = |s: &str| (s.len() as f64 * ratio).ceil() as usize;
+            let cut = truncate::cut(text, &|s: &str| estimate(s) <= target);
+            let tokens = self.counter.count(&cut.shown);
+            if tokens <= budget {
+                return (cut, tokens);
+            }
+            target = (target as f64 * budget as f64 / tokens as f64 * 0.95) as usize;
+        }
+        let cut = truncate::cut(text, &|s: &str| {
+            s.len() <= budget || self.counter.count(s) <= budget
+        });
+        let tokens = self.counter.count(&cut.shown);
+        (cut, tokens)
     }
 
     /// Moves an image, audio clip or binary resource into the store; returns the reference block.
