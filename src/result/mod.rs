@@ -84,8 +84,9 @@ impl ResultHandler {
         if bytes <= limits.soft {
             return result;
         }
-        let text_tokens = self.counter.count(&parts.text);
-        let structured_tokens = extra_structured.map_or(0, |s| self.counter.count(s));
+        let (text_tokens, text_ratio) = self.measure(&parts.text);
+        let (structured_tokens, structured_ratio) =
+            extra_structured.map_or((0, 0.0), |s| self.measure(s));
         let total = text_tokens + structured_tokens + binary_bytes / 4;
         if total <= limits.soft {
             return result;
@@ -128,7 +129,7 @@ impl ResultHandler {
             match self.cut_and_store(
                 tool,
                 &parts.text,
-                text_tokens,
+                (text_tokens, text_ratio),
                 text_share,
                 &reason("the result", text_tokens),
             ) {
@@ -162,7 +163,7 @@ impl ResultHandler {
             match self.cut_and_store(
                 tool,
                 structured,
-                structured_tokens,
+                (structured_tokens, structured_ratio),
                 structured_share,
                 &reason,
             ) {
@@ -194,7 +195,7 @@ impl ResultHandler {
         &self,
         tool: &str,
         text: &str,
-        tokens: usize,
+        (tokens, ratio): (usize, f64),
         budget: usize,
         reason: &str,
     ) -> Result<(String, Notice, ContentBlock), StoreError> {
@@ -205,7 +206,7 @@ impl ResultHandler {
             truncate::ContentKind::Markdown => "text/markdown",
             truncate::ContentKind::Code | truncate::ContentKind::Text => "text/plain",
         };
-        let (cut, returned) = self.cut_to(text, budget);
+        let (cut, returned) = self.cut_to(text, ratio, budget);
         let id = self.store.put(Stored::text(tool, mime, text.to_owned()))?;
         let mut reason = reason.to_owned();
         if let Some(detail) = &cut.detail {
@@ -228,19 +229,29 @@ impl ResultHandler {
         Ok((cut.shown, notice, ContentBlock::resource_link(link)))
     }
 
+    /// Tokens of `text` and its tokens-per-byte ratio: exact up to `RATIO_SAMPLE` bytes, above
+    /// that extrapolated from a sample of that size (counting 10 MB exactly takes seconds).
+    fn measure(&self, text: &str) -> (usize, f64) {
+        let mut end = text.len().min(RATIO_SAMPLE);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let sampled = self.counter.count(&text[..end]);
+        let ratio = sampled as f64 / end.max(1) as f64;
+        if end == text.len() {
+            (sampled, ratio)
+        } else {
+            ((text.len() as f64 * ratio).ceil() as usize, ratio)
+        }
+    }
+
     /// Cuts `text` to at most `budget` tokens; returns the cut and its exact token count.
     ///
     /// Counting every candidate prefix exactly costs tens of milliseconds on a large result, so
     /// the boundary search uses this text's own bytes-per-token ratio (measured on a sample) and
     /// only the chosen cut is counted exactly; if it overshoots, the target shrinks and the
     /// search runs again.
-    fn cut_to(&self, text: &str, budget: usize) -> (truncate::Cut, usize) {
-        let mut sample_end = text.len().min(RATIO_SAMPLE);
-        while !text.is_char_boundary(sample_end) {
-            sample_end -= 1;
-        }
-        let sample = &text[..sample_end];
-        let ratio = self.counter.count(sample) as f64 / sample.len().max(1) as f64;
+    fn cut_to(&self, text: &str, ratio: f64, budget: usize) -> (truncate::Cut, usize) {
         let mut target = budget;
         for _ in 0..4 {
             let estimate = |s: &str| (s.len() as f64 * ratio).ceil() as usize;

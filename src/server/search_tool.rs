@@ -15,6 +15,8 @@ struct Args {
     server: Option<String>,
     #[serde(default)]
     detail: Detail,
+    #[serde(default)]
+    group_by_server: bool,
 }
 
 fn default_limit() -> usize {
@@ -40,6 +42,15 @@ struct Output {
     hint: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     indexing: Vec<String>,
+    /// With `group_by_server`: servers in the order of their best hit, with their hits' names.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    groups: Vec<Group>,
+}
+
+#[derive(Serialize)]
+struct Group {
+    server: String,
+    hits: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -142,15 +153,46 @@ pub(super) fn run(state: &State, args: Value) -> Reply {
         .collect();
     let confident = crate::search::confident(&found);
     let hint = (!confident).then(|| weak_hint(&library, &args.query, &hits, &servers));
+    let (hits, groups) = if args.group_by_server {
+        group(hits)
+    } else {
+        (hits, Vec::new())
+    };
     let output = Output {
         query: args.query,
         confident,
         hits,
         hint,
         indexing: state.indexing(),
+        groups,
     };
     let text = render(&output);
     reply::structured(&output, text)
+}
+
+/// Orders hits server by server (servers by their best hit, hits by rank within a server).
+fn group(hits: Vec<Hit>) -> (Vec<Hit>, Vec<Group>) {
+    let mut groups: Vec<(String, Vec<Hit>)> = Vec::new();
+    for hit in hits {
+        match groups.iter_mut().find(|(server, _)| *server == hit.server) {
+            Some((_, members)) => members.push(hit),
+            None => groups.push((hit.server.clone(), vec![hit])),
+        }
+    }
+    let summary = groups
+        .iter()
+        .map(|(server, members)| Group {
+            server: server.clone(),
+            hits: members.iter().map(|h| h.name.clone()).collect(),
+        })
+        .collect();
+    (
+        groups
+            .into_iter()
+            .flat_map(|(_, members)| members)
+            .collect(),
+        summary,
+    )
 }
 
 /// The behaviour hints of a raw tool, if it declares any.
@@ -200,7 +242,12 @@ fn weak_hint(library: &Library, query: &str, hits: &[Hit], servers: &[&str]) -> 
 /// The compact text twin of the structured result, for clients that ignore structured output.
 fn render(out: &Output) -> String {
     let mut text = String::new();
+    let mut heading: Option<&str> = None;
     for hit in &out.hits {
+        if !out.groups.is_empty() && heading != Some(hit.server.as_str()) {
+            heading = Some(hit.server.as_str());
+            text.push_str(&format!("[{}]\n", hit.server));
+        }
         text.push_str(&hit.name);
         if let Some(sig) = &hit.signature {
             text.push_str(sig);

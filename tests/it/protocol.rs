@@ -261,3 +261,51 @@ fn allow_and_deny_globs_hold_in_search_details_and_calls() {
     );
     assert!(s.finish().success());
 }
+
+#[test]
+fn search_hits_can_be_grouped_by_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        unstartable(&["everything", "filesystem", "memory", "time"]),
+        json!({}),
+    );
+    let mut s = Session::start(&config, &repo().join("catalogs"));
+    s.initialize();
+    let args = json!({"query": "read files and entities", "limit": 10, "group_by_server": true});
+    let result = s.request(
+        2,
+        "tools/call",
+        json!({"name": "search_tools", "arguments": args}),
+    )["result"]
+        .clone();
+    let out = &result["structuredContent"];
+    let groups = out["groups"].as_array().unwrap();
+    assert!(groups.len() >= 2, "{out}");
+    let order: Vec<&str> = out["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["server"].as_str().unwrap())
+        .collect();
+    let mut seen: Vec<&str> = Vec::new();
+    for server in &order {
+        if seen.last() != Some(server) {
+            assert!(
+                !seen.contains(server),
+                "hits of one server are contiguous: {order:?}"
+            );
+            seen.push(server);
+        }
+    }
+    let group_servers: Vec<&str> = groups
+        .iter()
+        .map(|g| g["server"].as_str().unwrap())
+        .collect();
+    assert_eq!(group_servers, seen);
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with(&format!("[{}]\n", seen[0])), "{text}");
+    let plain = s.request(3, "tools/call", json!({"name": "search_tools", "arguments": {"query": "read files and entities", "limit": 10}}));
+    assert!(plain["result"]["structuredContent"].get("groups").is_none());
+    assert!(s.finish().success());
+}
