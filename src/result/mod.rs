@@ -199,14 +199,21 @@ impl ResultHandler {
         budget: usize,
         reason: &str,
     ) -> Result<(String, Notice, ContentBlock), StoreError> {
-        let kind = truncate::detect(text);
-        let mime = match kind {
-            truncate::ContentKind::Json => "application/json",
-            truncate::ContentKind::Ndjson => "application/x-ndjson",
-            truncate::ContentKind::Markdown => "text/markdown",
-            truncate::ContentKind::Code | truncate::ContentKind::Text => "text/plain",
-        };
         let (cut, returned) = self.cut_to(text, ratio, budget);
+        // The cut already scanned the whole text; telling the rest apart needs only a prefix.
+        let mime = if cut.boundary == truncate::Boundary::JsonElement {
+            "application/json"
+        } else {
+            let mut end = text.len().min(RATIO_SAMPLE);
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            match truncate::detect(&text[..end]) {
+                truncate::ContentKind::Ndjson => "application/x-ndjson",
+                truncate::ContentKind::Markdown => "text/markdown",
+                _ => "text/plain",
+            }
+        };
         let id = self.store.put(Stored::text(tool, mime, text.to_owned()))?;
         let mut reason = reason.to_owned();
         if let Some(detail) = &cut.detail {
@@ -252,7 +259,8 @@ impl ResultHandler {
     /// only the chosen cut is counted exactly; if it overshoots, the target shrinks and the
     /// search runs again.
     fn cut_to(&self, text: &str, ratio: f64, budget: usize) -> (truncate::Cut, usize) {
-        let mut target = budget;
+        // A little headroom: the sample's ratio is rarely exact, and each retry rescans the text.
+        let mut target = budget * 97 / 100;
         for _ in 0..4 {
             let estimate = |s: &str| (s.len() as f64 * ratio).ceil() as usize;
             let cut = truncate::cut(text, &|s: &str| estimate(s) <= target);

@@ -81,6 +81,11 @@ struct Fields {
     text: Vec<(Field, f32)>,
 }
 
+/// Bytes of a query that are read; the rest is ignored.
+const MAX_QUERY_BYTES: usize = 4096;
+/// Query words that are searched; the rest are ignored.
+const MAX_QUERY_WORDS: usize = 64;
+
 /// An in-memory BM25 index over a set of tools.
 pub struct SearchIndex {
     reader: IndexReader,
@@ -391,10 +396,18 @@ impl SearchIndex {
     /// The query's analyzed words in order (duplicates kept for phrases), minus words found in
     /// more than `max_df` of the tools when some rarer word that a tool has remains.
     fn words(&self, query: &str) -> Vec<String> {
+        // A query is a sentence or two; a megabyte of it must not cost a megabyte of work.
+        let mut end = query.len().min(MAX_QUERY_BYTES);
+        while !query.is_char_boundary(end) {
+            end -= 1;
+        }
         let mut analyzer = analyzer(self.options.stopwords);
         let mut words = Vec::new();
-        let mut stream = analyzer.token_stream(query);
+        let mut stream = analyzer.token_stream(&query[..end]);
         while let Some(token) = stream.next() {
+            if words.len() == MAX_QUERY_WORDS {
+                break;
+            }
             words.push(token.text.clone());
         }
         let n = self.len();

@@ -309,3 +309,67 @@ fn search_hits_can_be_grouped_by_server() {
     assert!(plain["result"]["structuredContent"].get("groups").is_none());
     assert!(s.finish().success());
 }
+
+#[test]
+fn hostile_meta_tool_arguments_get_clear_errors_and_the_server_stays_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), unstartable(&["everything", "time"]), json!({}));
+    let mut s = Session::start(&config, &repo().join("catalogs"));
+    s.initialize();
+    let call = |s: &mut Session, id, name: &str, args: Value| -> Value {
+        s.request(id, "tools/call", json!({"name": name, "arguments": args}))
+    };
+    let huge_query = "echo the message please ".repeat(50_000);
+    let r = call(&mut s, 2, "search_tools", json!({"query": huge_query}));
+    assert_eq!(
+        r["result"]["isError"],
+        false,
+        "a 1 MB query is answered: {}",
+        &r.to_string()[..200]
+    );
+    let r = call(
+        &mut s,
+        3,
+        "get_tool_details",
+        json!({"names": vec!["x"; 21]}),
+    );
+    assert!(
+        r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("1 to 20")
+    );
+    let r = call(&mut s, 4, "search_tools", json!({"query": 42}));
+    assert_eq!(r["result"]["isError"], true);
+    let r = call(
+        &mut s,
+        5,
+        "search_tools",
+        json!({"query": "x", "surprise": true}),
+    );
+    assert!(
+        r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("surprise")
+    );
+    let r = call(
+        &mut s,
+        6,
+        "call_tool",
+        json!({"name": "everything__echo", "arguments": "not an object"}),
+    );
+    assert_eq!(r["result"]["isError"], true);
+    // 10,000 levels of nesting: refused as malformed, not a crash.
+    let nested = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    let line = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"call_tool","arguments":{{"name":"everything__echo","arguments":{{"message":{nested}}}}}}}}}"#
+    );
+    s.send_raw(&line);
+    let r = call(&mut s, 8, "search_tools", json!({"query": "echo"}));
+    assert_eq!(
+        r["result"]["structuredContent"]["hits"][0]["name"], "everything__echo",
+        "still serving"
+    );
+    assert!(s.finish().success());
+}

@@ -113,6 +113,13 @@ impl Session {
         stdin.flush().unwrap();
     }
 
+    /// Writes one raw line (for malformed input).
+    pub fn send_raw(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+    }
+
     /// The next line from the server, raw.
     pub fn recv_line(&self) -> String {
         match self.lines.recv_timeout(REPLY_LIMIT) {
