@@ -87,9 +87,8 @@ fn meta_tools_answer_from_shipped_catalogs_without_starting_servers() {
         "{overview}"
     );
 
-    let call = |s: &mut Session, id, name: &str, args: Value| -> Value {
-        s.request(id, "tools/call", json!({"name": name, "arguments": args}))["result"].clone()
-    };
+    let call =
+        |s: &mut Session, id, name: &str, args: Value| s.call(id, name, args)["result"].clone();
     let found = call(
         &mut s,
         2,
@@ -185,9 +184,8 @@ fn allow_and_deny_globs_hold_in_search_details_and_calls() {
     let config = write_config(dir.path(), servers, json!({}));
     let mut s = Session::start(&config, &repo().join("catalogs"));
     s.initialize();
-    let call = |s: &mut Session, id, name: &str, args: Value| -> Value {
-        s.request(id, "tools/call", json!({"name": name, "arguments": args}))["result"].clone()
-    };
+    let call =
+        |s: &mut Session, id, name: &str, args: Value| s.call(id, name, args)["result"].clone();
     let found = call(
         &mut s,
         2,
@@ -316,9 +314,7 @@ fn hostile_meta_tool_arguments_get_clear_errors_and_the_server_stays_up() {
     let config = write_config(dir.path(), unstartable(&["everything", "time"]), json!({}));
     let mut s = Session::start(&config, &repo().join("catalogs"));
     s.initialize();
-    let call = |s: &mut Session, id, name: &str, args: Value| -> Value {
-        s.request(id, "tools/call", json!({"name": name, "arguments": args}))
-    };
+    let call = |s: &mut Session, id, name: &str, args: Value| s.call(id, name, args);
     let huge_query = "echo the message please ".repeat(50_000);
     let r = call(&mut s, 2, "search_tools", json!({"query": huge_query}));
     assert_eq!(

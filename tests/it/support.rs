@@ -147,6 +147,15 @@ impl Session {
         serde_json::from_str(&self.request_raw(id, method, params)).unwrap()
     }
 
+    /// `tools/call` of `name`; returns the whole response (result or error).
+    pub fn call(&mut self, id: u64, name: &str, arguments: Value) -> Value {
+        self.request(
+            id,
+            "tools/call",
+            json!({"name": name, "arguments": arguments}),
+        )
+    }
+
     /// initialize + notifications/initialized; returns the initialize result.
     pub fn initialize(&mut self) -> Value {
         let reply = self.request(
