@@ -64,7 +64,12 @@ struct SearchOutput {
 }
 
 /// Runs built-in tool `tool` (arguments already checked against its schema).
-pub(super) fn run(state: &State, tool: &str, arguments: Map<String, Value>) -> Reply {
+pub(super) fn run(
+    state: &State,
+    client_limit: Option<usize>,
+    tool: &str,
+    arguments: Map<String, Value>,
+) -> Reply {
     let args = Value::Object(arguments);
     let route = Route::CallTool {
         server: RESERVED_SERVER.to_owned(),
@@ -77,7 +82,7 @@ pub(super) fn run(state: &State, tool: &str, arguments: Map<String, Value>) -> R
             };
             // Room for the continuation line and the structured copy of the page.
             let budget = state
-                .limits(&route)
+                .limits(&route, client_limit)
                 .soft
                 .saturating_sub(PAGE_RESERVE)
                 .max(1);

@@ -29,12 +29,16 @@ const PROGRESS_BACKLOG: usize = 64;
 /// Where the client wants progress for this call: its peer and its own progress token.
 pub(super) type ProgressTo = Option<(Peer<RoleServer>, ProgressToken)>;
 
-pub(super) async fn run(
-    state: &State,
-    args: Value,
-    cancelled: CancellationToken,
-    progress_to: ProgressTo,
-) -> Reply {
+/// What the session knows about this call.
+pub(super) struct Caller {
+    /// The client's own result limit, if known.
+    pub client_limit: Option<usize>,
+    /// Fires when the client cancels the request.
+    pub cancelled: CancellationToken,
+    pub progress_to: ProgressTo,
+}
+
+pub(super) async fn run(state: &State, caller: &Caller, args: Value) -> Reply {
     let args: Args = match reply::parse_args(CALL_TOOL, args) {
         Ok(args) => args,
         Err(e) => return reply::error(e),
@@ -80,14 +84,14 @@ pub(super) async fn run(
         return super::skill_tool::run(state, skill);
     }
     let result = if entry.server == RESERVED_SERVER {
-        super::builtin::run(state, &entry.def.name, arguments)
+        super::builtin::run(state, caller.client_limit, &entry.def.name, arguments)
     } else {
         let (relay, mut progress) = tokio::sync::mpsc::channel(PROGRESS_BACKLOG);
         let call = state.manager.call_tool(
             &entry.server,
             &entry.def.name,
             Some(arguments),
-            progress_to.is_some().then_some(relay),
+            caller.progress_to.is_some().then_some(relay),
         );
         tokio::pin!(call);
         // Dropping the upstream call on client cancellation forwards notifications/cancelled.
@@ -97,9 +101,9 @@ pub(super) async fn run(
                     Ok(result) => break result,
                     Err(e) => return reply::error(e.to_string()),
                 },
-                () = cancelled.cancelled() => return reply::error("cancelled by the client"),
+                () = caller.cancelled.cancelled() => return reply::error("cancelled by the client"),
                 Some(mut update) = progress.recv() => {
-                    if let Some((peer, token)) = &progress_to {
+                    if let Some((peer, token)) = &caller.progress_to {
                         update.progress_token = token.clone();
                         let _ = peer.notify_progress(update).await;
                     }
@@ -110,5 +114,5 @@ pub(super) async fn run(
     let route = Route::CallTool {
         server: entry.server.clone(),
     };
-    state.shape(&entry.qualified, route, result)
+    state.shape(&entry.qualified, route, caller.client_limit, result)
 }

@@ -155,8 +155,11 @@ impl HttpServer {
         // Each session gets a clone: its own connection state over the one shared `State`.
         let mut sessions = LocalSessionManager::default();
         sessions.session_config.keep_alive = Some(SESSION_IDLE);
-        let service =
-            StreamableHttpService::new(move || Ok(server.clone()), Arc::new(sessions), config);
+        let service = StreamableHttpService::new(
+            move || Ok(server.for_session()),
+            Arc::new(sessions),
+            config,
+        );
         let mut router = axum::Router::new().route_service(PATH, service);
         if let Some(token) = &self.options.token {
             let expected = Arc::new(digest(token.0.as_bytes()));

@@ -56,8 +56,6 @@ pub struct State {
     dirty: Mutex<BTreeSet<String>>,
     /// Upstream events, taken by the freshness watcher.
     events: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<crate::upstream::Event>>>,
-    /// The downstream client's own result limit, learned from `initialize`.
-    client_limit: OnceLock<Option<usize>>,
     /// The embedding model, once loading was tried (`None`: BM25 only).
     embedder: OnceLock<Option<Arc<crate::search::embed::Embedder>>>,
     /// Held while tool vectors are computed, so only one thread does it.
@@ -83,7 +81,6 @@ impl State {
             dirty: Mutex::new(BTreeSet::new()),
             boosted: Mutex::new(BTreeSet::new()),
             events: Mutex::new(Some(receiver)),
-            client_limit: OnceLock::new(),
             embedder: OnceLock::new(),
             embedding: Mutex::new(()),
         })
@@ -166,8 +163,9 @@ impl State {
         }
     }
 
-    /// The soft and hard limits for results on `route`.
-    pub fn limits(&self, route: &Route) -> Limits {
+    /// The soft and hard limits for results on `route`, for a client whose own limit is
+    /// `client` (learned per session from `initialize`).
+    pub fn limits(&self, route: &Route, client: Option<usize>) -> Limits {
         let r = &self.settings.results;
         let budgets = Budgets {
             default_soft: r
@@ -182,7 +180,7 @@ impl State {
             hard: r
                 .hard_result_tokens
                 .map_or(budget::DEFAULT_HARD_TOKENS, |t| t as usize),
-            client: self.client_limit.get().copied().flatten(),
+            client,
         };
         budgets.limits(route)
     }
@@ -192,9 +190,10 @@ impl State {
         &self,
         tool: &str,
         route: Route,
+        client: Option<usize>,
         result: rmcp::model::CallToolResult,
     ) -> rmcp::model::CallToolResult {
-        let limits = self.limits(&route);
+        let limits = self.limits(&route, client);
         self.results.shape(tool, &route, limits, result)
     }
 
@@ -257,6 +256,8 @@ pub struct MetaServer {
     instructions: Arc<str>,
     /// The meta-tools, then the tools of alwaysLoad servers: fixed at start-up.
     tools: Arc<[rmcp::model::Tool]>,
+    /// This session's client's own result limit, learned from its `initialize`.
+    client_limit: Arc<OnceLock<Option<usize>>>,
 }
 
 impl MetaServer {
@@ -270,7 +271,20 @@ impl MetaServer {
             state,
             instructions,
             tools,
+            client_limit: Arc::default(),
         }
+    }
+
+    /// A handler for one more client session: shared state, its own client limit.
+    pub fn for_session(&self) -> Self {
+        Self {
+            client_limit: Arc::default(),
+            ..self.clone()
+        }
+    }
+
+    fn client_limit(&self) -> Option<usize> {
+        self.client_limit.get().copied().flatten()
     }
 }
 
@@ -308,7 +322,7 @@ impl ServerHandler for MetaServer {
                 "results are kept within the client's own limit"
             );
         }
-        let _ = self.state.client_limit.set(limit);
+        let _ = self.client_limit.set(limit);
         cx.peer.set_peer_info(request.clone());
         self.negotiate_initialize(&request)
     }
@@ -415,25 +429,32 @@ impl ServerHandler for MetaServer {
     ) -> Result<CallToolResponse, McpError> {
         let args = Value::Object(request.arguments.unwrap_or_default());
         let state = &self.state;
-        let progress_to = cx
-            .meta
-            .get_progress_token()
-            .map(|token| (cx.peer.clone(), token));
+        let client = self.client_limit();
+        let caller = call_tool::Caller {
+            client_limit: client,
+            cancelled: cx.ct.clone(),
+            progress_to: cx
+                .meta
+                .get_progress_token()
+                .map(|token| (cx.peer.clone(), token)),
+        };
         let result = match request.name.as_ref() {
             definitions::SEARCH_TOOLS => state.shape(
                 definitions::SEARCH_TOOLS,
                 Route::SearchTools,
+                client,
                 search_tool::run(state, args),
             ),
             definitions::GET_TOOL_DETAILS => state.shape(
                 definitions::GET_TOOL_DETAILS,
                 Route::GetToolDetails,
+                client,
                 details_tool::run(state, args),
             ),
-            definitions::CALL_TOOL => call_tool::run(state, args, cx.ct.clone(), progress_to).await,
+            definitions::CALL_TOOL => call_tool::run(state, &caller, args).await,
             listed if always::is_listed(&self.tools, listed) => {
                 let args = serde_json::json!({"name": listed, "arguments": args});
-                call_tool::run(state, args, cx.ct.clone(), progress_to).await
+                call_tool::run(state, &caller, args).await
             }
             other => {
                 return Err(McpError::invalid_params(

@@ -284,3 +284,25 @@ def test_token_file(tmp_path):
     with http_server(cfg, extra_args=("--token-file", str(token_file))) as (proc, url):
         assert post(url, INIT)[0] == 401
         initialize(url, {"Authorization": f"Bearer {TOKEN}"})
+
+
+async def test_each_session_gets_its_own_clients_result_limit(open_server):
+    """Codex keeps about 10 KiB of a tool result, so its session's budget is 2,500 tokens; another
+    client's session on the same server keeps the default 10,000."""
+    from mcp.types import Implementation
+
+    catalogs = [json.loads((ROOT / "catalogs" / f"{s}.json").read_text()) for s in ("filesystem", "memory")]
+    names = [f"{c['server']}__{t['name']}" for c in catalogs for t in c["tools"]][:20]
+
+    async def search_as(name: str):
+        async with httpx2.AsyncClient(timeout=httpx2.Timeout(30.0, read=300.0)) as http_client:
+            transport = streamable_http_client(open_server, http_client=http_client)
+            async with Client(transport, client_info=Implementation(name=name, version="1.0")) as c:
+                r = await c.call_tool("get_tool_details", {"names": names})
+                return [b.text for b in r.content if b.type == "text"]
+
+    codex, other = await asyncio.gather(search_as("codex-mcp-client"), search_as("some-other-client"))
+    assert any(t.startswith("--- TRUNCATION NOTICE ---") for t in codex), "Codex's session is cut to its budget"
+    notice = json.loads(next(t for t in codex if t.startswith("---")).split("\n", 1)[1])
+    assert notice["returnedTokens"] <= 2500 < notice["originalTokens"] <= 10_000
+    assert not any(t.startswith("--- TRUNCATION NOTICE ---") for t in other), "the other session is not"
