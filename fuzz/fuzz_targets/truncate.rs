@@ -23,7 +23,10 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(c.shown, text, "a text that fits is cut");
     }
     if c.is_whole(text) {
-        assert_eq!(c.next_offset, chars, "whole text with next_offset before the end");
+        assert_eq!(
+            c.next_offset, chars,
+            "whole text with next_offset before the end"
+        );
     }
     if c.boundary == Boundary::JsonElement {
         if let Err(e) = serde_json::from_str::<serde_json::Value>(&c.shown) {
@@ -31,15 +34,26 @@ fuzz_target!(|data: &[u8]| {
         }
     } else {
         assert!(text.starts_with(&c.shown), "shown is not a prefix");
-        assert_eq!(c.next_offset, c.shown.chars().count(), "next_offset is not shown's length");
+        assert_eq!(
+            c.next_offset,
+            c.shown.chars().count(),
+            "next_offset is not shown's length"
+        );
     }
 
     let max_chars = budget % 512;
     let (mut rebuilt, mut from) = (String::new(), 0);
     loop {
         let (p, next) = page(text, from, max_chars);
-        assert!(p.chars().count() <= max_chars.max(1), "page longer than max_chars");
-        assert_eq!(next, from + p.chars().count(), "next_offset does not follow the page");
+        assert!(
+            p.chars().count() <= max_chars.max(1),
+            "page longer than max_chars"
+        );
+        assert_eq!(
+            next,
+            from + p.chars().count(),
+            "next_offset does not follow the page"
+        );
         if p.is_empty() {
             break;
         }
