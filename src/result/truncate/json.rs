@@ -4,8 +4,9 @@
 
 use super::{Boundary, Cut, gallop};
 
-/// Deepest nesting accepted, as serde_json's default recursion limit; deeper texts are cut as text.
-const MAX_DEPTH: usize = 128;
+/// Deepest nesting accepted, as serde_json's default recursion limit (it rejects the 128th
+/// level); deeper texts are cut as text, so a json-element cut always parses.
+const MAX_DEPTH: usize = 127;
 
 /// A collection (array or object) and, recursively, its largest child collection.
 #[derive(Debug)]

@@ -127,6 +127,21 @@ fn nesting_deeper_than_serde_allows_is_not_json() {
     assert_eq!(detect(&deep), ContentKind::Text);
 }
 
+/// Found by the `truncate` fuzz target: 128 levels passed the scanner but not serde_json, so
+/// a json-element cut of them did not parse.
+#[test]
+fn scanner_nesting_limit_is_serde_json_s() {
+    for depth in [127, 128] {
+        let text = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        let serde = serde_json::from_str::<Value>(&text).is_ok();
+        assert_eq!(json::scan(&text).is_some(), serde, "depth {depth}");
+        let cut = cut(&text, &max_bytes(usize::MAX));
+        if cut.boundary == Boundary::JsonElement {
+            serde_json::from_str::<Value>(&cut.shown).unwrap();
+        }
+    }
+}
+
 #[test]
 fn json_cut_keeps_elements_of_the_largest_collection() {
     let items: Vec<Value> = (0..50)
