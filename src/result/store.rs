@@ -125,6 +125,21 @@ impl CharIndex {
     }
 }
 
+/// Writes a result into `dir` (owner-only, atomically) and returns its disk slot.
+fn spill(dir: &std::path::Path, id: &str, stored: &Stored) -> std::io::Result<Slot> {
+    let path = dir.join(id);
+    let mut file = tempfile::NamedTempFile::new_in(dir)?;
+    let (Body::Text(data) | Body::Blob(data)) = &stored.body;
+    std::io::Write::write_all(&mut file, data.as_bytes())?;
+    file.persist(&path).map_err(|e| e.error)?;
+    Ok(Slot::Disk {
+        path: Arc::new(path),
+        tool: stored.tool.as_str().into(),
+        mime_type: stored.mime_type.as_str().into(),
+        blob: matches!(stored.body, Body::Blob(_)),
+    })
+}
+
 /// Keeps full results by id.
 pub trait ResultStore: Send + Sync {
     /// Stores a result and returns its new id (`r-` + 8 hex digits).
@@ -208,24 +223,29 @@ impl SpillStore {
 }
 
 impl ResultStore for SpillStore {
+    /// Large results are kept in memory at once and written to disk behind the request, so
+    /// storing never delays the answer; the memory slot is then replaced by the disk one.
     fn put(&self, stored: Stored) -> Result<String, StoreError> {
         let id = self.new_id();
-        let slot = if stored.size() > self.spill_bytes {
-            let path = self.spill_dir()?.join(&id);
-            let mut file = tempfile::NamedTempFile::new_in(self.spill_dir()?)?;
-            let (Body::Text(data) | Body::Blob(data)) = &stored.body;
-            std::io::Write::write_all(&mut file, data.as_bytes())?;
-            file.persist(&path).map_err(|e| e.error)?;
-            Slot::Disk {
-                path: Arc::new(path),
-                tool: stored.tool.as_str().into(),
-                mime_type: stored.mime_type.as_str().into(),
-                blob: matches!(stored.body, Body::Blob(_)),
-            }
-        } else {
-            Slot::Memory(Arc::new(stored))
-        };
-        self.cache.insert(id.clone(), slot);
+        let large = stored.size() > self.spill_bytes;
+        let stored = Arc::new(stored);
+        self.cache.insert(id.clone(), Slot::Memory(stored.clone()));
+        if large {
+            let dir = self.spill_dir()?.to_owned();
+            let cache = self.cache.clone();
+            let id = id.clone();
+            std::thread::spawn(move || match spill(&dir, &id, &stored) {
+                // Unless it was dropped meanwhile (TTL or memory bound).
+                Ok(slot) if cache.contains_key(&id) => cache.insert(id, slot),
+                Ok(Slot::Disk { path, .. }) => {
+                    let _ = std::fs::remove_file(path.as_path());
+                }
+                Ok(Slot::Memory(_)) => {}
+                Err(e) => {
+                    tracing::warn!("result {id} stays in memory: cannot write it to disk: {e}")
+                }
+            });
+        }
         Ok(id)
     }
 
@@ -326,6 +346,28 @@ mod tests {
         let store = SpillStore::new(DEFAULT_TTL, DEFAULT_MEMORY_BYTES, 0);
         behaves(&store);
         let dir = store.dir.get().unwrap().path();
+        // Written behind the request: wait (bounded) for both results to reach the disk.
+        for _ in 0..500 {
+            let on_disk = store
+                .cache
+                .iter()
+                .filter(|(_, slot)| matches!(slot, Slot::Disk { .. }))
+                .count();
+            if on_disk == 2 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(
+            std::fs::read_dir(dir).unwrap().count(),
+            2,
+            "both results spilled"
+        );
+        let id = store.cache.iter().next().unwrap().0;
+        assert!(
+            store.get(&id).is_ok(),
+            "a spilled result reads back from disk"
+        );
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
