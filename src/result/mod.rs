@@ -204,11 +204,7 @@ impl ResultHandler {
         let mime = if cut.boundary == truncate::Boundary::JsonElement {
             "application/json"
         } else {
-            let mut end = text.len().min(RATIO_SAMPLE);
-            while !text.is_char_boundary(end) {
-                end -= 1;
-            }
-            match truncate::detect(&text[..end]) {
+            match truncate::detect(sample(text)) {
                 truncate::ContentKind::Ndjson => "application/x-ndjson",
                 truncate::ContentKind::Markdown => "text/markdown",
                 _ => "text/plain",
@@ -239,13 +235,10 @@ impl ResultHandler {
     /// Tokens of `text` and its tokens-per-byte ratio: exact up to `RATIO_SAMPLE` bytes, above
     /// that extrapolated from a sample of that size (counting 10 MB exactly takes seconds).
     fn measure(&self, text: &str) -> (usize, f64) {
-        let mut end = text.len().min(RATIO_SAMPLE);
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        let sampled = self.counter.count(&text[..end]);
-        let ratio = sampled as f64 / end.max(1) as f64;
-        if end == text.len() {
+        let head = sample(text);
+        let sampled = self.counter.count(head);
+        let ratio = sampled as f64 / head.len().max(1) as f64;
+        if head.len() == text.len() {
             (sampled, ratio)
         } else {
             ((text.len() as f64 * ratio).ceil() as usize, ratio)
@@ -308,6 +301,15 @@ impl ResultHandler {
         ));
         Ok(ContentBlock::resource_link(link))
     }
+}
+
+/// The first `RATIO_SAMPLE` bytes of `text`, ending on a char boundary.
+fn sample(text: &str) -> &str {
+    let mut end = text.len().min(RATIO_SAMPLE);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 fn error(message: String) -> CallToolResult {
