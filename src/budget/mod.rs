@@ -24,10 +24,7 @@ impl TokenCounter for O200k {
             return bpe.encode_ordinary(text).len();
         }
         // Counting tens of MB exactly takes seconds; a 256 KiB prefix gives the ratio.
-        let mut end = EXACT_COUNT_BYTES;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
+        let end = text.floor_char_boundary(EXACT_COUNT_BYTES);
         let prefix = bpe.encode_ordinary(&text[..end]).len();
         (prefix as f64 * text.len() as f64 / end as f64).ceil() as usize
     }

@@ -223,14 +223,8 @@ impl ResultHandler {
 
 /// About `WINDOW` bytes either side of a match, on char boundaries, marked with ellipses.
 fn window(text: &str, start: usize, end: usize) -> String {
-    let mut from = start.saturating_sub(WINDOW);
-    while !text.is_char_boundary(from) {
-        from -= 1;
-    }
-    let mut to = (end + WINDOW).min(text.len());
-    while !text.is_char_boundary(to) {
-        to += 1;
-    }
+    let from = text.floor_char_boundary(start.saturating_sub(WINDOW));
+    let to = text.ceil_char_boundary(end + WINDOW);
     let lead: Cow<str> = if from > 0 { "…".into() } else { "".into() };
     let tail: Cow<str> = if to < text.len() {
         "…".into()

@@ -305,11 +305,7 @@ impl ResultHandler {
 
 /// The first `RATIO_SAMPLE` bytes of `text`, ending on a char boundary.
 fn sample(text: &str) -> &str {
-    let mut end = text.len().min(RATIO_SAMPLE);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    &text[..text.floor_char_boundary(RATIO_SAMPLE)]
 }
 
 fn error(message: String) -> CallToolResult {

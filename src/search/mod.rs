@@ -397,10 +397,7 @@ impl SearchIndex {
     /// more than `max_df` of the tools when some rarer word that a tool has remains.
     fn words(&self, query: &str) -> Vec<String> {
         // A query is a sentence or two; a megabyte of it must not cost a megabyte of work.
-        let mut end = query.len().min(MAX_QUERY_BYTES);
-        while !query.is_char_boundary(end) {
-            end -= 1;
-        }
+        let end = query.floor_char_boundary(MAX_QUERY_BYTES);
         let mut analyzer = analyzer(self.options.stopwords);
         let mut words = Vec::new();
         let mut stream = analyzer.token_stream(&query[..end]);

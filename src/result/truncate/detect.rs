@@ -49,10 +49,7 @@ pub(super) fn detect_non_json(text: &str) -> ContentKind {
 
 /// Non-blank lines (right-trimmed) of the sample; a line cut by the sample's end is dropped.
 fn sample_lines(text: &str) -> Vec<&str> {
-    let mut end = text.len().min(SAMPLE_BYTES);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = text.floor_char_boundary(SAMPLE_BYTES);
     let sample = &text[..end];
     let complete = if end == text.len() {
         sample

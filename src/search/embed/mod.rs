@@ -62,11 +62,7 @@ pub fn tool_text(doc: &ToolDoc) -> String {
     }
     // The model reads 256 word pieces at most; a long description only costs time.
     if text.len() > 2000 {
-        let mut end = 2000;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
+        text.truncate(text.floor_char_boundary(2000));
     }
     text
 }
