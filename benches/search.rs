@@ -113,3 +113,23 @@ fn query_top8(bencher: divan::Bencher, n: usize) {
         index.search(QUERIES[i % QUERIES.len()], 8, None).unwrap()
     });
 }
+
+/// One server's 100 tools re-listed (`tools/list_changed`) in a catalog of `n` tools: only
+/// that server is re-indexed. Each sample starts from a fresh build (not timed).
+#[divan::bench(args = [1_000, 10_000], sample_count = 20)]
+fn replace_server(bencher: divan::Bencher, n: usize) {
+    let docs = synthetic(n);
+    let server: Vec<ToolDoc> = docs
+        .iter()
+        .filter(|d| d.server == "server3")
+        .cloned()
+        .collect();
+    bencher
+        .with_inputs(|| SearchIndex::build(docs.clone()).unwrap())
+        .bench_local_refs(|index| {
+            index
+                .replace_server("server3", server.clone())
+                .unwrap()
+                .expect("incremental")
+        });
+}

@@ -5,11 +5,15 @@ pub mod embed;
 pub mod fusion;
 pub mod metrics;
 mod options;
+mod tables;
 mod tokenizer;
 
-use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::SeqCst;
 
 use tantivy::collector::{Count, TopDocs};
+use tantivy::indexer::NoMergePolicy;
 use tantivy::query::{
     BooleanQuery, BoostQuery, DisjunctionMaxQuery, Occur, PhraseQuery, Query, TermQuery,
 };
@@ -19,7 +23,9 @@ use tantivy::schema::{
 use tantivy::tokenizer::{
     Language, LowerCaser, RemoveLongFilter, Stemmer, StopWordFilter, TextAnalyzer,
 };
-use tantivy::{Index, IndexReader, Term, doc};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, Term, doc};
+
+use tables::Tables;
 
 pub use embed::DocVectors;
 pub use options::{Combine, Fusion, SearchOptions};
@@ -73,10 +79,15 @@ pub fn confident(hits: &[Hit]) -> bool {
         .is_some_and(|h| h.exact || h.coverage >= CONFIDENT_COVERAGE)
 }
 
+#[derive(Clone)]
 struct Fields {
+    ord: Field,
     server: Field,
     name: Field,
+    title: Field,
     description: Field,
+    params: Field,
+    server_text: Field,
     /// (field, boost) pairs searched by every query word.
     text: Vec<(Field, f32)>,
 }
@@ -85,25 +96,24 @@ struct Fields {
 const MAX_QUERY_BYTES: usize = 4096;
 /// Query words that are searched; the rest are ignored.
 const MAX_QUERY_WORDS: usize = 64;
+/// Indexing memory of tantivy's writer (its minimum).
+const WRITER_BYTES: usize = 15_000_000;
 
-/// An in-memory BM25 index over a set of tools.
+/// An in-memory BM25 index over a set of tools. Immutable: [`Self::replace_server`] returns
+/// a new version that shares the tantivy index, while searches on this one go on unchanged.
 pub struct SearchIndex {
+    index: Index,
     reader: IndexReader,
+    /// This version's view of the index.
+    searcher: Searcher,
+    /// The newest version of this index; only that one may be updated.
+    generation: Arc<AtomicU64>,
+    version: u64,
     /// The documents' analyzer, reused for queries.
     analyzer: TextAnalyzer,
     fields: Fields,
     options: SearchOptions,
-    /// Keys and servers in document order; the `ord` fast field points here.
-    keys: Vec<String>,
-    servers: Vec<String>,
-    /// Lower-cased tool name and qualified name -> document ordinals, for exact-name lookups.
-    names: HashMap<String, Vec<u32>>,
-    /// Analyzed term -> term id.
-    vocab: HashMap<String, u32>,
-    /// Per term id: number of tools containing the term in any field.
-    df: Vec<u32>,
-    /// Sorted term ids of each tool, all fields together.
-    doc_terms: Vec<Vec<u32>>,
+    tables: Tables,
 }
 
 impl SearchIndex {
@@ -133,91 +143,117 @@ impl SearchIndex {
         let description = sb.add_text_field("description", text.clone());
         let params = sb.add_text_field("params", text.clone());
         let server_text = sb.add_text_field("server", text);
+        let fields = Fields {
+            ord,
+            server,
+            name,
+            title,
+            description,
+            params,
+            server_text,
+            text: vec![
+                (name, options.name),
+                (title, options.title),
+                (description, options.description),
+                (params, options.params),
+                (server_text, options.server),
+            ],
+        };
         let index = Index::create_in_ram(sb.build());
         let mut analyzer = analyzer(options.stopwords);
         index.tokenizers().register(ANALYZER, analyzer.clone());
-
-        let mut writer = index.writer_with_num_threads(1, 15_000_000)?;
-        let mut names: HashMap<String, Vec<u32>> = HashMap::new();
-        let mut vocab: HashMap<String, u32> = HashMap::new();
-        let mut df: Vec<u32> = Vec::new();
-        let mut doc_terms = Vec::with_capacity(docs.len());
-        for (i, d) in docs.iter().enumerate() {
-            writer.add_document(doc!(
-                ord => i as u64,
-                server => d.server.as_str(),
-                name => format!("{} {}", d.name, name_parts[i]),
-                title => d.title.as_str(),
-                description => d.description.as_str(),
-                params => d.params.as_str(),
-                server_text => d.server_text.as_str(),
-            ))?;
-            names
-                .entry(d.name.to_lowercase())
-                .or_default()
-                .push(i as u32);
-            names
-                .entry(d.key.to_lowercase())
-                .or_default()
-                .push(i as u32);
-            let mut ids = Vec::new();
-            for text in [
-                &d.name,
-                &name_parts[i],
-                &d.title,
-                &d.description,
-                &d.params,
-                &d.server_text,
-            ] {
-                let mut stream = analyzer.token_stream(text);
-                while let Some(token) = stream.next() {
-                    let next = vocab.len() as u32;
-                    ids.push(*vocab.entry(token.text.clone()).or_insert(next));
-                }
-            }
-            ids.sort_unstable();
-            ids.dedup();
-            df.resize(vocab.len(), 0);
-            for &id in &ids {
-                df[id as usize] += 1;
-            }
-            doc_terms.push(ids);
-        }
+        let mut tables = Tables::default();
+        let mut writer = writer(&index)?;
+        add_docs(
+            &writer,
+            &fields,
+            &mut analyzer,
+            &mut tables,
+            &docs,
+            &name_parts,
+        )?;
         writer.commit()?;
-        let reader = index.reader()?;
-        reader.reload()?;
+        writer.wait_merging_threads()?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()?;
+        let searcher = reader.searcher();
         Ok(Self {
+            index,
             reader,
+            searcher,
+            generation: Arc::new(AtomicU64::new(0)),
+            version: 0,
             analyzer,
-            fields: Fields {
-                server,
-                name,
-                description,
-                text: vec![
-                    (name, options.name),
-                    (title, options.title),
-                    (description, options.description),
-                    (params, options.params),
-                    (server_text, options.server),
-                ],
-            },
+            fields,
             options,
-            servers: docs.iter().map(|d| d.server.clone()).collect(),
-            keys: docs.into_iter().map(|d| d.key).collect(),
-            names,
-            vocab,
-            df,
-            doc_terms,
+            tables,
         })
+    }
+
+    /// A new version in which `docs` replace the documents of `server`, updating that
+    /// server's postings only. `None` when a full [`Self::build_with`] is due instead: removed
+    /// documents would exceed a quarter of the ordinals (they still count in tantivy's BM25
+    /// statistics until a rebuild drops them), names are decompounded over the whole catalog,
+    /// or this is not the newest version.
+    pub fn replace_server(
+        &self,
+        server: &str,
+        mut docs: Vec<ToolDoc>,
+    ) -> Result<Option<Self>, SearchError> {
+        let replaced = (0..self.tables.keys.len() as u32)
+            .filter(|&i| self.tables.is_live(i) && self.tables.servers[i as usize] == server)
+            .count();
+        let removed = self.tables.removed() + replaced;
+        let ordinals = self.tables.keys.len() + docs.len();
+        if self.options.decompound
+            || removed * 4 > ordinals
+            || self
+                .generation
+                .compare_exchange(self.version, self.version + 1, SeqCst, SeqCst)
+                .is_err()
+        {
+            return Ok(None);
+        }
+        docs.sort_by(|a, b| a.key.cmp(&b.key));
+        let mut tables = self.tables.clone();
+        tables.remove_server(server);
+        let mut analyzer = self.analyzer.clone();
+        let mut writer = writer(&self.index)?;
+        writer.delete_term(Term::from_field_text(self.fields.server, server));
+        let name_parts = vec![String::new(); docs.len()];
+        add_docs(
+            &writer,
+            &self.fields,
+            &mut analyzer,
+            &mut tables,
+            &docs,
+            &name_parts,
+        )?;
+        writer.commit()?;
+        writer.wait_merging_threads()?;
+        self.reader.reload()?;
+        Ok(Some(Self {
+            index: self.index.clone(),
+            reader: self.reader.clone(),
+            searcher: self.reader.searcher(),
+            generation: self.generation.clone(),
+            version: self.version + 1,
+            analyzer,
+            fields: self.fields.clone(),
+            options: self.options.clone(),
+            tables,
+        }))
     }
 
     /// Number of indexed tools.
     pub fn len(&self) -> usize {
-        self.keys.len()
+        self.tables.live
     }
 
     pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
+        self.tables.live == 0
     }
 
     /// Top `limit` tools for `query`, optionally only from `server`. Ties are broken by key.
@@ -246,9 +282,9 @@ impl SearchIndex {
         self.rank(query, limit, server, Some((query_vector, vectors)))
     }
 
-    /// Tool keys in document order.
+    /// Tool keys by document ordinal; removed tools are empty strings.
     pub fn keys(&self) -> &[String] {
-        &self.keys
+        &self.tables.keys
     }
 
     pub fn options(&self) -> &SearchOptions {
@@ -264,12 +300,13 @@ impl SearchIndex {
     ) -> Result<Vec<Hit>, SearchError> {
         let words = self.words(query);
         let exact: Vec<u32> = self
+            .tables
             .names
             .get(query.trim().to_lowercase().as_str())
             .into_iter()
             .flatten()
             .copied()
-            .filter(|&i| server.is_none_or(|s| self.servers[i as usize] == s))
+            .filter(|&i| server.is_none_or(|s| self.tables.servers[i as usize] == s))
             .collect();
         // Fetch more than asked: coverage and fusion may reorder, and ties at the cut are
         // resolved by key. The pool does not depend on `limit` (up to 50), so a longer list
@@ -278,7 +315,7 @@ impl SearchIndex {
         let weights = self.weights(&words);
         let total: f32 = weights.iter().map(|(_, w)| w).sum();
         let coverage = |i: u32| {
-            let terms = &self.doc_terms[i as usize];
+            let terms = &self.tables.doc_terms[i as usize];
             let matched: f32 = weights
                 .iter()
                 .filter(|(id, _)| id.is_some_and(|id| terms.binary_search(&id).is_ok()))
@@ -288,7 +325,7 @@ impl SearchIndex {
         };
         let mut bm25: Vec<(u32, f32)> = Vec::new();
         if let Some(q) = self.query(&words, server) {
-            let searcher = self.reader.searcher();
+            let searcher = &self.searcher;
             // Paired with `Count`, TopDocs scores every match instead of pruning with
             // block-WAND: a question's many words over five fields give dozens of posting
             // lists, where pruning spends more keeping them ordered than it skips (p99 at 10k
@@ -330,7 +367,7 @@ impl SearchIndex {
             b_exact
                 .cmp(&a_exact)
                 .then(b_score.total_cmp(&a_score))
-                .then_with(|| self.keys[a as usize].cmp(&self.keys[b as usize]))
+                .then_with(|| self.tables.keys[a as usize].cmp(&self.tables.keys[b as usize]))
         });
         scored.truncate(limit);
         Ok(scored
@@ -338,7 +375,7 @@ impl SearchIndex {
             .map(|(i, score)| {
                 let exact = exact.contains(&i);
                 Hit {
-                    key: self.keys[i as usize].clone(),
+                    key: self.tables.keys[i as usize].clone(),
                     score,
                     coverage: if exact { 1.0 } else { coverage(i) },
                     exact,
@@ -361,7 +398,9 @@ impl SearchIndex {
         let mut nearest: Vec<(u32, f32)> = cosine
             .iter()
             .enumerate()
-            .filter(|&(i, _)| server.is_none_or(|s| self.servers[i] == s))
+            .filter(|&(i, _)| {
+                self.tables.is_live(i as u32) && server.is_none_or(|s| self.tables.servers[i] == s)
+            })
             .map(|(i, &c)| (i as u32, c))
             .collect();
         let best_first = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
@@ -411,11 +450,11 @@ impl SearchIndex {
         let n = self.len();
         if self.options.max_df < 1.0 && n >= 20 {
             let common = |w: &String| {
-                self.vocab
-                    .get(w)
-                    .is_some_and(|&id| self.df[id as usize] as f32 > self.options.max_df * n as f32)
+                self.tables.vocab.get(w).is_some_and(|&id| {
+                    self.tables.df[id as usize] as f32 > self.options.max_df * n as f32
+                })
             };
-            let rare = |w: &String| self.vocab.contains_key(w) && !common(w);
+            let rare = |w: &String| self.tables.vocab.contains_key(w) && !common(w);
             if words.iter().any(rare) {
                 words.retain(|w| !common(w));
             }
@@ -433,8 +472,8 @@ impl SearchIndex {
                 continue;
             }
             seen.push(w);
-            let id = self.vocab.get(w).copied();
-            let df = id.map_or(0.0, |id| self.df[id as usize] as f32);
+            let id = self.tables.vocab.get(w).copied();
+            let df = id.map_or(0.0, |id| self.tables.df[id as usize] as f32);
             out.push((id, idf(n, df)));
         }
         out
@@ -450,7 +489,7 @@ impl SearchIndex {
                 continue;
             }
             seen.push(word);
-            if !self.vocab.contains_key(word) {
+            if !self.tables.vocab.contains_key(word) {
                 continue; // no tool has it: nothing to look up
             }
             let per_field: Vec<Box<dyn Query>> = self
@@ -513,6 +552,53 @@ impl SearchIndex {
             ])),
         })
     }
+}
+
+/// A single-threaded writer that never merges: every commit adds one segment, and a segment
+/// whose documents are all deleted is dropped at the next commit.
+fn writer(index: &Index) -> Result<IndexWriter, SearchError> {
+    let writer = index.writer_with_num_threads(1, WRITER_BYTES)?;
+    writer.set_merge_policy(Box::new(NoMergePolicy));
+    Ok(writer)
+}
+
+/// Adds `docs` to the writer and the side tables, each with the next ordinal.
+fn add_docs(
+    writer: &IndexWriter,
+    fields: &Fields,
+    analyzer: &mut TextAnalyzer,
+    tables: &mut Tables,
+    docs: &[ToolDoc],
+    name_parts: &[String],
+) -> Result<(), SearchError> {
+    for (d, parts) in docs.iter().zip(name_parts) {
+        let texts = [
+            &d.name,
+            parts,
+            &d.title,
+            &d.description,
+            &d.params,
+            &d.server_text,
+        ];
+        let mut terms = Vec::new();
+        for text in texts {
+            let mut stream = analyzer.token_stream(text);
+            while let Some(token) = stream.next() {
+                terms.push(token.text.clone());
+            }
+        }
+        let ord = tables.add(&d.key, &d.server, [d.name.as_str(), d.key.as_str()], terms);
+        writer.add_document(doc!(
+            fields.ord => u64::from(ord),
+            fields.server => d.server.as_str(),
+            fields.name => format!("{} {parts}", d.name),
+            fields.title => d.title.as_str(),
+            fields.description => d.description.as_str(),
+            fields.params => d.params.as_str(),
+            fields.server_text => d.server_text.as_str(),
+        ))?;
+    }
+    Ok(())
 }
 
 /// Per tool, its run-together name words split into words of at least 3 letters that the
@@ -664,6 +750,74 @@ mod tests {
 
     fn keys(hits: &[Hit]) -> Vec<&str> {
         hits.iter().map(|h| h.key.as_str()).collect()
+    }
+
+    #[test]
+    fn replacing_a_server_reindexes_it_alone_and_leaves_the_old_version_intact() {
+        let before = index();
+        let everything = vec![
+            doc("everything", "echo", "Echoes back the input", "message"),
+            doc("everything", "add", "Adds two numbers together", "a b"),
+        ];
+        let after = before
+            .replace_server("everything", everything.clone())
+            .unwrap()
+            .expect("a small change is incremental");
+        assert_eq!(after.len(), 8);
+        assert_eq!(after.keys().iter().filter(|k| k.is_empty()).count(), 2);
+
+        // The new tool is found, the removed one is not, even by its exact name.
+        let top = |idx: &SearchIndex, q: &str| idx.search(q, 1, None).unwrap();
+        assert_eq!(top(&after, "add numbers")[0].key, "everything__add");
+        assert!(
+            top(&after, "get-sum")
+                .iter()
+                .all(|h| h.key != "everything__get-sum")
+        );
+        assert!(!top(&after, "get-sum").first().is_some_and(|h| h.exact));
+        // Hybrid search never returns the removed documents' (zero) vector rows.
+        let n = after.keys().len();
+        let map = after
+            .keys()
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| !k.is_empty())
+            .map(|(i, k)| {
+                let mut v = vec![0.0; n];
+                v[i] = 1.0;
+                (k.clone(), v)
+            })
+            .collect();
+        let vectors = DocVectors::new(n, after.keys(), &map);
+        let hits = after
+            .search_hybrid("zzz", &vec![0.0; n], &vectors, 20, None)
+            .unwrap();
+        assert_eq!(hits.len(), 8);
+        assert!(hits.iter().all(|h| !h.key.is_empty()));
+        // Searches on the old version still see the old tools.
+        assert_eq!(top(&before, "get-sum")[0].key, "everything__get-sum");
+        assert_eq!(top(&before, "add numbers")[0].key, "everything__get-sum");
+
+        // Every tool ranks as it does in a fresh build of the same documents.
+        let mut docs = index_docs();
+        docs.retain(|d| d.server != "everything");
+        docs.extend(everything);
+        let fresh = SearchIndex::build(docs.clone()).unwrap();
+        for d in &docs {
+            let q = format!("{} {}", d.description, d.params);
+            assert_eq!(
+                keys(&after.search(&q, 3, None).unwrap()),
+                keys(&fresh.search(&q, 3, None).unwrap()),
+                "{q}"
+            );
+        }
+
+        // Only the newest version can be updated; churn past a quarter means a rebuild.
+        assert!(before.replace_server("time", vec![]).unwrap().is_none());
+        assert!(after.replace_server("fs", vec![]).unwrap().is_none());
+        let cleared = index().replace_server("gh", vec![]).unwrap().unwrap();
+        assert!(cleared.search("issue", 3, None).unwrap().is_empty());
+        assert_eq!(cleared.len(), 7);
     }
 
     #[test]

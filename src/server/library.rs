@@ -1,5 +1,6 @@
 //! The searchable set of upstream tools: catalogs of the configured servers, keyed by qualified
-//! name, with the search index over them. Immutable; rebuilt and swapped when catalogs change.
+//! name, with the search index over them. Immutable: a changed catalog gives a new library
+//! ([`Library::with_catalog`]) that the server swaps in.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -153,16 +154,7 @@ impl Library {
         let mut docs = Vec::new();
         for server in servers {
             if let Some(catalog) = catalogs.get(&server.name) {
-                let about = format!(
-                    "{} {}",
-                    server.key,
-                    server.description.as_deref().unwrap_or_default()
-                );
-                let tools = catalog
-                    .tool_defs()
-                    .into_iter()
-                    .filter(|def| allowed(server, &def.name));
-                add(&mut entries, &mut docs, &server.name, &about, tools);
+                add_catalog(&mut entries, &mut docs, server, catalog);
             }
         }
         if builtins {
@@ -194,10 +186,7 @@ impl Library {
                 }
             }
         }
-        let texts = docs
-            .iter()
-            .map(|d| (d.key.clone(), d.server.clone(), embed::tool_text(d)))
-            .collect();
+        let texts = docs.iter().map(embed_text).collect();
         Ok(Self {
             entries,
             catalogs,
@@ -206,6 +195,59 @@ impl Library {
             texts,
             semantic: OnceLock::new(),
         })
+    }
+
+    /// A new library in which `catalog` replaces its server's previous one. Only that server's
+    /// search documents are re-indexed, unless the index says a full rebuild is due. Tool
+    /// vectors are not carried over: run [`Self::embed`] on the result (unchanged tools come
+    /// from the vector files).
+    pub fn with_catalog(
+        &self,
+        servers: &[ServerConfig],
+        catalog: Catalog,
+    ) -> Result<Self, SearchError> {
+        let name = catalog.server.clone();
+        let mut catalogs = self.catalogs.clone();
+        catalogs.insert(name.clone(), catalog);
+        let Some(config) = servers.iter().find(|s| s.name == name) else {
+            return self.rebuilt(servers, catalogs);
+        };
+        let mut added = BTreeMap::new();
+        let mut docs = Vec::new();
+        add_catalog(&mut added, &mut docs, config, &catalogs[&name]);
+        let new_texts: Vec<_> = docs.iter().map(embed_text).collect();
+        let Some(index) = self.index.replace_server(&name, docs)? else {
+            tracing::debug!(server = %name, "search index rebuilt");
+            return self.rebuilt(servers, catalogs);
+        };
+        tracing::debug!(server = %name, "search index updated for this server only");
+        let mut entries = self.entries.clone();
+        entries.retain(|_, e| e.server != name);
+        entries.extend(added);
+        let mut texts = self.texts.clone();
+        texts.retain(|(_, server, _)| *server != name);
+        texts.extend(new_texts);
+        Ok(Self {
+            entries,
+            catalogs,
+            skills: self.skills.clone(),
+            index,
+            texts,
+            semantic: OnceLock::new(),
+        })
+    }
+
+    fn rebuilt(
+        &self,
+        servers: &[ServerConfig],
+        catalogs: BTreeMap<String, Catalog>,
+    ) -> Result<Self, SearchError> {
+        Self::build_with(
+            servers,
+            catalogs,
+            self.skills.clone(),
+            self.index.options().clone(),
+        )
     }
 
     /// Ranked tools for `query`: hybrid (BM25 fused with vectors) once [`Self::embed`] has
@@ -324,6 +366,30 @@ impl Library {
     }
 }
 
+/// Adds the tools of `server`'s catalog that its allow and deny lists let through.
+fn add_catalog(
+    entries: &mut BTreeMap<String, Arc<Entry>>,
+    docs: &mut Vec<ToolDoc>,
+    server: &ServerConfig,
+    catalog: &Catalog,
+) {
+    let about = format!(
+        "{} {}",
+        server.key,
+        server.description.as_deref().unwrap_or_default()
+    );
+    let tools = catalog
+        .tool_defs()
+        .into_iter()
+        .filter(|def| allowed(server, &def.name));
+    add(entries, docs, &server.name, &about, tools);
+}
+
+/// (key, server, embedded text) of a search document.
+fn embed_text(doc: &ToolDoc) -> (String, String, String) {
+    (doc.key.clone(), doc.server.clone(), embed::tool_text(doc))
+}
+
 /// Adds one server's tools as entries and search documents; returns the names added.
 fn add(
     entries: &mut BTreeMap<String, Arc<Entry>>,
@@ -414,6 +480,67 @@ mod tests {
             "everything__get-sum"
         );
         assert_eq!(qualified_name("x", "weird name/op:1"), "x__weird-name-op-1");
+    }
+
+    fn catalog(server: &str, tools: &[&str]) -> Catalog {
+        let tools = tools
+            .iter()
+            .map(|t| Arc::new(serde_json::json!({"name": t, "description": format!("does {t}"), "inputSchema": {"type": "object"}})))
+            .collect();
+        Catalog {
+            format: crate::catalog::FORMAT,
+            server: server.to_owned(),
+            fetched_at: None,
+            config_fingerprint: None,
+            protocol_version: None,
+            server_info: None,
+            instructions: None,
+            tools_hash: None,
+            tools,
+        }
+    }
+
+    #[test]
+    fn a_new_catalog_gives_the_library_a_full_build_would() {
+        let mut servers: Vec<ServerConfig> = ["a", "b", "c"]
+            .into_iter()
+            .map(ServerConfig::catalog_only)
+            .collect();
+        servers[0].deny_tools = vec!["secret*".into()];
+        let mut catalogs = BTreeMap::new();
+        catalogs.insert("a".into(), catalog("a", &["alpha", "beta"]));
+        catalogs.insert(
+            "b".into(),
+            catalog("b", &["bravo", "charlie", "delta", "echo"]),
+        );
+        catalogs.insert(
+            "c".into(),
+            catalog("c", &["x1", "x2", "x3", "x4", "x5", "x6"]),
+        );
+        let library = Library::build(&servers, catalogs.clone()).unwrap();
+
+        let changed = catalog("a", &["alpha", "gamma", "secret_key"]);
+        let updated = library.with_catalog(&servers, changed.clone()).unwrap();
+        let removed = updated.index.keys().iter().filter(|k| k.is_empty()).count();
+        assert_eq!(removed, 2, "only server a was re-indexed");
+        catalogs.insert("a".into(), changed);
+        let full = Library::build(&servers, catalogs).unwrap();
+
+        let names = |l: &Library| l.entries.keys().cloned().collect::<Vec<_>>();
+        assert_eq!(names(&updated), names(&full));
+        assert!(updated.get("a__gamma").is_some() && updated.get("a__beta").is_none());
+        assert!(updated.get("a__secret_key").is_none(), "deny list applies");
+        assert_eq!(updated.catalogs, full.catalogs);
+        let texts = |l: &Library| {
+            let mut t = l.texts.clone();
+            t.sort();
+            t
+        };
+        assert_eq!(texts(&updated), texts(&full));
+        let top = |l: &Library, q: &str| l.search(q, 1, None).unwrap()[0].key.clone();
+        assert_eq!(top(&updated, "does gamma"), "a__gamma");
+        assert_eq!(top(&updated, "does bravo"), "b__bravo");
+        assert_eq!(updated.index.len(), full.index.len());
     }
 
     #[test]

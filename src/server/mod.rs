@@ -210,15 +210,9 @@ impl State {
         // One rebuild at a time, so concurrent refreshes never drop each other's catalogs;
         // searches keep reading the old library until the swap.
         let _writer = self.rebuilding.lock().expect("rebuild lock");
-        let current = self.library();
-        let mut catalogs = current.catalogs.clone();
-        catalogs.insert(catalog.server.clone(), catalog);
-        let library = Library::build_with(
-            &self.settings.servers,
-            catalogs,
-            current.skills.clone(),
-            crate::search::SearchOptions::default(),
-        )?;
+        let library = self
+            .library()
+            .with_catalog(&self.settings.servers, catalog)?;
         *self.library.write().expect("library lock") = Arc::new(library);
         Ok(())
     }

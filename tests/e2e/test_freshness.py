@@ -41,9 +41,17 @@ async def eventually(check, what: str, limit: float = 30.0):
 
 async def test_list_changed_updates_search_and_catalog_but_not_the_meta_surface(tmp_path):
     python = str(PEERS / "py" / "bin" / "python")
-    cfg = write_config(tmp_path, {"dynamic": {"command": python, "args": [str(FIXTURE)]}})
+    time_server = server_entries(tmp_path)["time"]
+    cfg = write_config(tmp_path, {"dynamic": {"command": python, "args": [str(FIXTURE)]}, "time": time_server})
     run_cli(cfg, "index")
     assert [t["name"] for t in catalog(tmp_path, "dynamic")["tools"]] == ["add_tool", "remove_tool"]
+
+    async def others_kept(c):
+        # Only the changed server is re-indexed (adding updates the index in place, removing
+        # here rebuilds it): the other server's tools stay found either way.
+        hits = (await c.call_tool("search_tools", {"query": "current time in a timezone"})).structured_content["hits"]
+        assert hits[0]["name"] == "time__get_current_time", hits
+
     async with meta_client(cfg) as c:
         before = (await c.list_tools()).model_dump_json()
         r = await c.call_tool("call_tool", {"name": "dynamic__add_tool", "arguments": {"name": "zebra_feeder"}})
@@ -54,6 +62,7 @@ async def test_list_changed_updates_search_and_catalog_but_not_the_meta_surface(
             return hits and hits[0]["name"] == "dynamic__zebra_feeder"
         await eventually(found, "the new tool to become searchable")
         assert "zebra_feeder" in [t["name"] for t in catalog(tmp_path, "dynamic")["tools"]]
+        await others_kept(c)
         r = await c.call_tool("call_tool", {"name": "dynamic__zebra_feeder", "arguments": {"x": 3}})
         assert text_of(r) == "zebra_feeder(3)"
 
@@ -63,6 +72,7 @@ async def test_list_changed_updates_search_and_catalog_but_not_the_meta_surface(
             hits = (await c.call_tool("search_tools", {"query": "zebra feeder"})).structured_content["hits"]
             return all(h["name"] != "dynamic__zebra_feeder" for h in hits)
         await eventually(gone, "the removed tool to leave search")
+        await others_kept(c)
         assert (await c.list_tools()).model_dump_json() == before, "tools/list is byte-stable"
 
 
