@@ -4,6 +4,7 @@
 //! - `--slow-init SECS`: wait SECS seconds before answering `initialize`.
 //! - `--garbage-on-start`: write non-JSON lines to stdout before reading anything.
 //! - `--tag TEXT`: ignored; lets a test find its own processes by command line.
+//! - `--ttl-ms MS`: `tools/list` says its result stays fresh for MS milliseconds (`ttlMs`).
 //!
 //! Environment:
 //! - `FAULT_EVENTS=<file>`: append one line per observed event (`cancelled <tool>`,
@@ -47,6 +48,7 @@ use tokio::sync::oneshot;
 #[derive(Clone, Default)]
 struct FaultServer {
     slow_init: Option<Duration>,
+    ttl_ms: Option<u64>,
     /// Pending `out_of_order` calls, in arrival order.
     waiting: Arc<Mutex<Vec<oneshot::Sender<()>>>>,
 }
@@ -202,7 +204,9 @@ impl ServerHandler for FaultServer {
         _request: Option<PaginatedRequestParams>,
         _cx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(tools()))
+        let mut result = ListToolsResult::with_all_items(tools());
+        result.ttl_ms = self.ttl_ms;
+        Ok(result)
     }
 
     async fn call_tool(
@@ -310,6 +314,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--slow-init" => {
                 let secs: u64 = args.next().ok_or("--slow-init needs seconds")?.parse()?;
                 server.slow_init = Some(Duration::from_secs(secs));
+            }
+            "--ttl-ms" => {
+                server.ttl_ms = Some(args.next().ok_or("--ttl-ms needs milliseconds")?.parse()?);
             }
             "--garbage-on-start" => garbage_on_start = true,
             "--tag" => {

@@ -8,9 +8,12 @@ mod tool;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::config::ServerConfig;
 
 pub use fingerprint::{config_fingerprint, tools_hash};
 pub use refresh::fetch;
@@ -60,11 +63,41 @@ pub struct Catalog {
     pub instructions: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools_hash: Option<String>,
+    /// How long the server said its tool list stays fresh (`ttlMs` of `tools/list`, SEP-2549),
+    /// counted from `fetchedAt`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
     /// MCP Tool objects as the server sent them (shared, never copied).
     pub tools: Vec<Arc<Value>>,
 }
 
 impl Catalog {
+    /// A catalog of `tools` that says nothing about where or when they were listed.
+    pub fn new(server: impl Into<String>, tools: Vec<Arc<Value>>) -> Self {
+        Self {
+            format: FORMAT,
+            server: server.into(),
+            fetched_at: None,
+            config_fingerprint: None,
+            protocol_version: None,
+            server_info: None,
+            instructions: None,
+            tools_hash: None,
+            ttl_ms: None,
+            tools,
+        }
+    }
+
+    /// Whether the catalog should be listed again: it was made from another launch config
+    /// than `server`'s, or the freshness its server gave it (`ttlMs`) has run out by `now`.
+    pub fn is_stale(&self, server: &ServerConfig, now: SystemTime) -> bool {
+        self.config_fingerprint.as_deref() != Some(config_fingerprint(server).as_str())
+            || self.ttl_ms.is_some_and(|ttl| {
+                let fetched = self.fetched_at.as_deref().map(humantime::parse_rfc3339);
+                !matches!(fetched, Some(Ok(at)) if at + Duration::from_millis(ttl) > now)
+            })
+    }
+
     /// The file that holds `server`'s catalog in `dir`.
     pub fn path(dir: &Path, server: &str) -> PathBuf {
         dir.join(format!("{server}.json"))
@@ -170,8 +203,38 @@ mod tests {
             server_info: Some(json!({"name": "everything", "version": "2.0.0"})),
             instructions: None,
             tools_hash: Some(tools_hash(&tools)),
+            ttl_ms: None,
             tools,
         }
+    }
+
+    #[test]
+    fn stale_means_another_launch_config_or_past_the_servers_ttl() {
+        let server = ServerConfig::catalog_only("everything");
+        let mut catalog = sample();
+        let at = humantime::parse_rfc3339("2026-11-29T12:00:00Z").unwrap();
+        let later = |secs| at + Duration::from_secs(secs);
+        assert!(
+            catalog.is_stale(&server, at),
+            "fingerprint abc is not this config's"
+        );
+        catalog.config_fingerprint = Some(config_fingerprint(&server));
+        assert!(
+            !catalog.is_stale(&server, later(1_000_000)),
+            "no ttlMs: fresh for ever"
+        );
+
+        catalog.ttl_ms = Some(60_000);
+        assert!(!catalog.is_stale(&server, later(59)));
+        assert!(catalog.is_stale(&server, later(60)));
+        catalog.ttl_ms = Some(0);
+        assert!(catalog.is_stale(&server, at));
+        catalog.ttl_ms = Some(60_000);
+        catalog.fetched_at = Some("yesterday".into());
+        assert!(
+            catalog.is_stale(&server, at),
+            "an unreadable fetchedAt cannot be fresh"
+        );
     }
 
     #[test]

@@ -9,9 +9,10 @@ use super::{Catalog, FORMAT, config_fingerprint, tools_hash};
 
 /// Connects `server` (if needed), pages through its whole `tools/list` and returns its catalog.
 pub async fn fetch(manager: &Manager, server: &ServerConfig) -> Result<Catalog, UpstreamError> {
-    let (tools, conn) = manager.list_tools(&server.name).await?;
+    let (list, conn) = manager.list_tools(&server.name).await?;
     let info = conn.server_info();
-    let tools: Vec<std::sync::Arc<serde_json::Value>> = tools
+    let tools: Vec<std::sync::Arc<serde_json::Value>> = list
+        .items
         .iter()
         .map(|t| std::sync::Arc::new(serde_json::to_value(t).expect("tool serializes")))
         .collect();
@@ -26,6 +27,7 @@ pub async fn fetch(manager: &Manager, server: &ServerConfig) -> Result<Catalog, 
             .and_then(|i| serde_json::to_value(&i.server_info).ok()),
         instructions: info.and_then(|i| i.instructions.clone()),
         tools_hash: Some(tools_hash(&tools)),
+        ttl_ms: list.ttl_ms,
         tools,
     })
 }

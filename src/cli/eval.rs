@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::catalog::{Catalog, FORMAT};
+use crate::catalog::Catalog;
 use crate::config::{ServerConfig, default_catalog_dir, server_identifier};
 use crate::search::embed::{EmbedError, Embedder};
 use crate::search::metrics::{self, Mean, Scores};
@@ -340,17 +340,7 @@ fn catalogs_from_jsonl(path: &Path) -> anyhow::Result<BTreeMap<String, Catalog>>
         let server = server_id(&server).with_context(at)?;
         catalogs
             .entry(server.clone())
-            .or_insert_with(|| Catalog {
-                format: FORMAT,
-                server,
-                fetched_at: None,
-                config_fingerprint: None,
-                protocol_version: None,
-                server_info: None,
-                instructions: None,
-                tools_hash: None,
-                tools: Vec::new(),
-            })
+            .or_insert_with(|| Catalog::new(server, Vec::new()))
             .tools
             .push(std::sync::Arc::new(Value::Object(tool)));
     }

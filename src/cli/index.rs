@@ -2,14 +2,14 @@
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::bail;
 use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
-use crate::catalog::{self, Catalog, config_fingerprint};
+use crate::catalog::{self, Catalog};
 use crate::config::{ServerConfig, Settings};
 use crate::upstream::Manager;
 
@@ -25,8 +25,9 @@ pub struct Args {
     #[arg(long = "server", value_name = "NAME")]
     servers: Vec<String>,
 
-    /// Only servers whose catalog is missing, unreadable, or made from a different launch
-    /// config (its configFingerprint no longer matches).
+    /// Only servers whose catalog is missing, unreadable, made from a different launch
+    /// config (its configFingerprint no longer matches), or older than the ttlMs its server
+    /// gave the tool list.
     #[arg(long)]
     stale: bool,
 
@@ -142,12 +143,10 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Missing, unreadable, or listed under another launch config.
+/// Missing, unreadable, listed under another launch config, or past its `ttlMs`.
 fn is_stale(settings: &Settings, server: &ServerConfig) -> bool {
     match Catalog::load(&Catalog::path(&settings.catalog_dir, &server.name)) {
-        Ok(Some(catalog)) => {
-            catalog.config_fingerprint.as_deref() != Some(config_fingerprint(server).as_str())
-        }
+        Ok(Some(catalog)) => catalog.is_stale(server, SystemTime::now()),
         Ok(None) | Err(_) => true,
     }
 }

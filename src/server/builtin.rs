@@ -9,19 +9,12 @@ use serde_json::{Map, Value};
 use super::State;
 use super::reply::{self, Reply};
 use crate::budget::Route;
-use crate::catalog::{Catalog, FORMAT};
+use crate::catalog::Catalog;
 use crate::config::RESERVED_SERVER;
 
-static CATALOG: LazyLock<Catalog> = LazyLock::new(|| Catalog {
-    format: FORMAT,
-    server: RESERVED_SERVER.to_owned(),
-    fetched_at: None,
-    config_fingerprint: None,
-    protocol_version: None,
-    server_info: None,
-    instructions: None,
-    tools_hash: None,
-    tools: serde_json::from_str(include_str!("builtin.json")).expect("built-in tools parse"),
+static CATALOG: LazyLock<Catalog> = LazyLock::new(|| {
+    let tools = serde_json::from_str(include_str!("builtin.json")).expect("built-in tools parse");
+    Catalog::new(RESERVED_SERVER, tools)
 });
 
 /// The built-in tools as a catalog of the `meta` server.

@@ -487,17 +487,7 @@ mod tests {
             .iter()
             .map(|t| Arc::new(serde_json::json!({"name": t, "description": format!("does {t}"), "inputSchema": {"type": "object"}})))
             .collect();
-        Catalog {
-            format: crate::catalog::FORMAT,
-            server: server.to_owned(),
-            fetched_at: None,
-            config_fingerprint: None,
-            protocol_version: None,
-            server_info: None,
-            instructions: None,
-            tools_hash: None,
-            tools,
-        }
+        Catalog::new(server, tools)
     }
 
     #[test]

@@ -223,12 +223,11 @@ impl State {
         let Some(config) = self.settings.server(server) else {
             return false;
         };
-        let fingerprint = crate::catalog::config_fingerprint(config);
         let library = self.library();
         let fresh = library
             .catalogs
             .get(server)
-            .is_some_and(|c| c.config_fingerprint.as_deref() == Some(fingerprint.as_str()));
+            .is_some_and(|c| !c.is_stale(config, std::time::SystemTime::now()));
         !fresh || self.dirty.lock().expect("dirty lock").contains(server)
     }
 

@@ -14,7 +14,9 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
     ClientRequest, JsonObject, RequestId, ServerResult, Tool,
 };
-use rmcp::service::{Peer, PeerRequestOptions, RoleClient, RunningService, ServiceError};
+use rmcp::service::{
+    MergedList, Peer, PeerRequestOptions, RoleClient, RunningService, ServiceError,
+};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
@@ -221,12 +223,17 @@ impl Manager {
     pub async fn list_tools(
         &self,
         server: &str,
-    ) -> Result<(Vec<Tool>, Arc<Connection>), UpstreamError> {
+    ) -> Result<(MergedList<Tool>, Arc<Connection>), UpstreamError> {
         let slot = self.slot(server)?;
         let conn = self.connect(server).await?;
         let _busy = InFlight::new(&conn);
         let tools = self
-            .bounded(slot, &conn, "tools/list", conn.peer.list_all_tools())
+            .bounded(
+                slot,
+                &conn,
+                "tools/list",
+                conn.peer.list_all_tools_with_cache_hint(),
+            )
             .await?;
         Ok((tools, conn.clone()))
     }

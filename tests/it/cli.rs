@@ -2,7 +2,11 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{everything_entry, meta_server, repo, time_entry, unstartable, write_config};
+use std::path::Path;
+
+use crate::support::{
+    Session, everything_entry, meta_server, repo, time_entry, unstartable, wait_until, write_config,
+};
 
 #[test]
 fn index_writes_catalogs_and_reports_failures_without_stopping() {
@@ -236,4 +240,75 @@ fn measure_counts_definition_tokens_from_catalogs() {
     );
     let saving = report["savingPercent"].as_f64().unwrap();
     assert!((saving - (100.0 * (1.0 - meta as f64 / total as f64))).abs() < 0.1);
+}
+
+#[test]
+fn index_stale_relists_catalogs_past_the_ttl_their_server_gave() {
+    let dir = tempfile::tempdir().unwrap();
+    let fault = crate::support::fault_server();
+    let entry = |ttl: &str| json!({"command": fault, "args": ["--ttl-ms", ttl]});
+    let servers = json!({"lapsed": entry("0"), "fresh": entry("3600000")});
+    let config = write_config(dir.path(), servers, json!({"catalogDir": "cat"}));
+    let config = config.to_str().unwrap();
+    let indexed = |args: &[&str]| -> Vec<String> {
+        let out = meta_server(&[&["--config", config, "index", "--json"], args].concat())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let summary: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+        summary
+            .iter()
+            .map(|o| o["server"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(indexed(&[]), ["fresh", "lapsed"]);
+    let ttl = |server: &str| {
+        let path = dir.path().join(format!("cat/{server}.json"));
+        let catalog: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        catalog["ttlMs"].clone()
+    };
+    assert_eq!(ttl("lapsed"), 0);
+    // What is left of the hour once every page is in (rmcp counts from the first page).
+    let fresh = ttl("fresh").as_u64().unwrap();
+    assert!((3_590_000..=3_600_000).contains(&fresh), "{fresh}");
+    // ttlMs 0 is stale at once; an hour is not over yet.
+    assert_eq!(indexed(&["--stale"]), ["lapsed"]);
+
+    // While serving, connecting a server whose catalog has expired re-lists it.
+    let mark = |server: &str| {
+        let path = dir.path().join(format!("cat/{server}.json"));
+        let mut catalog: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        catalog["instructions"] = json!("marked by the test");
+        std::fs::write(&path, catalog.to_string()).unwrap();
+    };
+    let marked = |server: &str| {
+        let path = dir.path().join(format!("cat/{server}.json"));
+        std::fs::read_to_string(path)
+            .unwrap()
+            .contains("marked by the test")
+    };
+    mark("lapsed");
+    mark("fresh");
+    let mut session = Session::start(Path::new(config), &dir.path().join("cat"));
+    session.initialize();
+    // "fresh" connects first and sorts first: were it re-listed, that would be done before
+    // "lapsed" is.
+    for (id, server) in [(2, "fresh"), (3, "lapsed")] {
+        let name = format!("{server}__echo");
+        let reply = session.call(
+            id,
+            "call_tool",
+            json!({"name": name, "arguments": {"text": "hi"}}),
+        );
+        assert_eq!(reply["result"]["isError"], false, "{reply}");
+    }
+    wait_until("the expired catalog to be re-listed", || {
+        (!marked("lapsed")).then_some(())
+    });
+    assert!(marked("fresh"), "a fresh catalog is not re-listed");
 }
