@@ -38,7 +38,7 @@ pub struct Args {
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=50))]
     limit: u16,
 
-    /// Change a ranking option to measure its effect, e.g. stopwords=false, combine=sum,
+    /// Change a ranking option to measure its effect, e.g. stopwords=lucene, combine=sum,
     /// coverage=0 (repeatable). Default: exactly what search_tools uses.
     #[arg(long = "option", value_name = "KEY=VALUE")]
     options: Vec<String>,

@@ -28,7 +28,7 @@ use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, Term, doc
 use tables::Tables;
 
 pub use embed::DocVectors;
-pub use options::{Combine, Fusion, SearchOptions};
+pub use options::{Combine, Fusion, SearchOptions, StopWords};
 pub use tokenizer::{split_words, words_of};
 
 const ANALYZER: &str = "ident";
@@ -666,18 +666,24 @@ fn idf(n: f32, df: f32) -> f32 {
     (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
 }
 
-fn analyzer(stopwords: bool) -> TextAnalyzer {
+fn analyzer(stopwords: StopWords) -> TextAnalyzer {
     let base = TextAnalyzer::builder(tokenizer::IdentTokenizer)
         .filter(RemoveLongFilter::limit(40))
         .filter(LowerCaser);
-    if stopwords {
-        let stop = StopWordFilter::new(Language::English).expect("tantivy has English stop words");
-        base.filter(stop)
-            .filter(Stemmer::new(Language::English))
-            .build()
-    } else {
-        base.filter(Stemmer::new(Language::English)).build()
-    }
+    let stop = match stopwords {
+        StopWords::None => return base.filter(Stemmer::new(Language::English)).build(),
+        StopWords::Lucene => {
+            StopWordFilter::new(Language::English).expect("tantivy has English stop words")
+        }
+        StopWords::Snowball => StopWordFilter::remove(
+            tokenizer::SNOWBALL_ENGLISH
+                .split_whitespace()
+                .map(str::to_owned),
+        ),
+    };
+    base.filter(stop)
+        .filter(Stemmer::new(Language::English))
+        .build()
 }
 
 #[cfg(test)]
@@ -877,12 +883,12 @@ mod tests {
         let b = index().search("file", 10, None).unwrap();
         assert_eq!(a, b);
         let tied = SearchIndex::build(vec![
-            doc("b", "x", "same words", ""),
-            doc("a", "x", "same words", ""),
+            doc("b", "x", "identical words", ""),
+            doc("a", "x", "identical words", ""),
         ])
         .unwrap();
         assert_eq!(
-            keys(&tied.search("same", 2, None).unwrap()),
+            keys(&tied.search("identical", 2, None).unwrap()),
             ["a__x", "b__x"]
         );
     }
@@ -907,7 +913,7 @@ mod tests {
     #[test]
     fn exact_names_made_of_stop_words_are_still_found() {
         let options = SearchOptions {
-            stopwords: true,
+            stopwords: StopWords::Lucene,
             ..SearchOptions::default()
         };
         let idx = SearchIndex::build_with(

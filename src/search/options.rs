@@ -12,11 +12,22 @@ pub enum Combine {
 
 pub use super::fusion::Fusion;
 
+/// Which English stop words are dropped from documents and queries.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StopWords {
+    None,
+    /// Lucene's list of 33 (articles, prepositions, forms of "be").
+    Lucene,
+    /// The Snowball project's English list, which also has pronouns, auxiliaries and question
+    /// words ("what", "how", "could"): the words a question to a tool search is made of.
+    Snowball,
+}
+
 /// Ranking options of a [`super::SearchIndex`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchOptions {
-    /// Drop English stop words (Lucene's list of 33) from documents and queries.
-    pub stopwords: bool,
+    /// English stop words dropped from documents and queries.
+    pub stopwords: StopWords,
     /// Split run-together lower-case names (`keywordexplorer`) into words the catalog uses
     /// elsewhere (`keyword explorer`), indexed next to the name.
     pub decompound: bool,
@@ -44,7 +55,7 @@ pub struct SearchOptions {
 impl Default for SearchOptions {
     fn default() -> Self {
         Self {
-            stopwords: true,
+            stopwords: StopWords::Snowball,
             decompound: false,
             name: 1.0,
             title: 1.0,
@@ -80,9 +91,16 @@ impl SearchOptions {
         };
         match key {
             "stopwords" => {
-                self.stopwords = value
-                    .parse()
-                    .map_err(|_| format!("stopwords is true or false, got \"{value}\""))?;
+                self.stopwords = match value {
+                    "snowball" | "true" => StopWords::Snowball,
+                    "lucene" => StopWords::Lucene,
+                    "none" | "false" => StopWords::None,
+                    _ => {
+                        return Err(format!(
+                            "stopwords is snowball, lucene or none, got \"{value}\""
+                        ));
+                    }
+                };
             }
             "decompound" => {
                 self.decompound = value
@@ -171,10 +189,11 @@ mod tests {
     #[test]
     fn options_parse_from_key_value_text() {
         let mut o = SearchOptions::default();
-        o.set("stopwords=true").unwrap();
+        o.set("stopwords=lucene").unwrap();
         o.set("combine=dismax:0.2").unwrap();
         o.set("name=4").unwrap();
-        assert!(o.stopwords);
+        assert_eq!(o.stopwords, StopWords::Lucene);
+        assert!(o.set("stopwords=maybe").is_err());
         assert_eq!(o.combine, Combine::DisMax { tie: 0.2 });
         assert_eq!(o.name, 4.0);
         assert!(o.set("name=-1").is_err());

@@ -3,6 +3,19 @@
 
 use tantivy::tokenizer::{Token, TokenStream, Tokenizer};
 
+/// The Snowball project's English stop word list (snowballstem.org, BSD licence), with its
+/// contractions given as the pieces this tokenizer splits them into (`don't`: `don`, `t`), and
+/// `can`, whose negations are on the list.
+pub const SNOWBALL_ENGLISH: &str = "i me my myself we our ours ourselves you your yours yourself
+    yourselves he him his himself she her hers herself it its itself they them their theirs
+    themselves what which who whom this that these those am is are was were be been being have
+    has had having do does did doing would should could ought a an the and but if or because as
+    until while of at by for with about against between into through during before after above
+    below to from up down in out on off over under again further then once here there when where
+    why how all any both each few more most other some such no nor not only own same so than too
+    very can cannot s t d ll m re ve don isn aren wasn weren hasn haven hadn doesn didn won wouldn
+    shan shouldn couldn mustn let";
+
 /// Byte ranges of the words in `text`.
 ///
 /// `getWeatherForecast`, `get_weather_forecast` and `get-weather.forecast` all give
