@@ -198,13 +198,13 @@ mod tests {
     #[test]
     fn normalized_fusion_lets_either_list_win_on_its_spread() {
         // Cosines are close together (0.50-0.56); BM25 separates 0 clearly. After
-        // normalisation both lists count on the same scale, so 0 wins at alpha 0.5 although
-        // its raw cosine is the lowest.
-        let bm25 = [(0, 12.0), (1, 2.0)];
+        // normalisation both lists count on the same scale, so 0 wins at alpha 0.6 although
+        // its raw cosine is the lowest; cosine alone picks 1.
+        let bm25 = [(0, 12.0), (1, 1.0), (2, 1.0)];
         let cosine = [0.50, 0.56, 0.55];
         let all = [0, 1, 2];
         for norm in [Norm::MinMax, Norm::ZScore] {
-            assert_eq!(order(normalized(&bm25, &cosine, &all, 0.5, norm))[0], 0);
+            assert_eq!(order(normalized(&bm25, &cosine, &all, 0.6, norm))[0], 0);
             assert_eq!(order(normalized(&bm25, &cosine, &all, 0.0, norm))[0], 1);
         }
     }
