@@ -11,6 +11,77 @@ pub enum Fusion {
     Rrf { k: f32, vector: f32, coverage: bool },
     /// `alpha` × BM25 score / best BM25 score + (1 − `alpha`) × cosine.
     Weighted { alpha: f32 },
+    /// `alpha` × normalised BM25 + (1 − `alpha`) × normalised cosine, both normalised over the
+    /// candidates (BM25 hits and nearest tools) by `norm`.
+    Normalized { alpha: f32, norm: Norm },
+    /// Cosine + `beta` × coverage (the share of the query's IDF weight a tool matches, 0..=1):
+    /// both are bounded, so no per-query normalisation is needed.
+    Coverage { beta: f32 },
+}
+
+/// Per-query normalisation of one score list for [`Fusion::Normalized`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Norm {
+    /// (s − min) / (max − min).
+    MinMax,
+    /// (s − mean) / standard deviation.
+    ZScore,
+}
+
+impl Norm {
+    /// Normalises `scores` in place; a constant list becomes all zeros.
+    pub fn apply(self, scores: &mut [f32]) {
+        if scores.is_empty() {
+            return;
+        }
+        let (shift, scale) = match self {
+            Norm::MinMax => {
+                let min = scores.iter().copied().fold(f32::INFINITY, f32::min);
+                let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                (min, max - min)
+            }
+            Norm::ZScore => {
+                let n = scores.len() as f32;
+                let mean = scores.iter().sum::<f32>() / n;
+                let var = scores.iter().map(|s| (s - mean) * (s - mean)).sum::<f32>() / n;
+                (mean, var.sqrt())
+            }
+        };
+        for s in scores.iter_mut() {
+            *s = if scale > 0.0 {
+                (*s - shift) / scale
+            } else {
+                0.0
+            };
+        }
+    }
+}
+
+/// [`Fusion::Normalized`] over `candidates`: BM25 scores (`bm25`, any order; absent means 0)
+/// and `cosine[ord]`, each normalised by `norm` over the candidates. Unordered.
+pub fn normalized(
+    bm25: &[(u32, f32)],
+    cosine: &[f32],
+    candidates: &[u32],
+    alpha: f32,
+    norm: Norm,
+) -> Vec<(u32, f32)> {
+    let lexical: std::collections::HashMap<u32, f32> = bm25.iter().copied().collect();
+    let mut l: Vec<f32> = candidates
+        .iter()
+        .map(|o| lexical.get(o).copied().unwrap_or(0.0))
+        .collect();
+    let mut c: Vec<f32> = candidates
+        .iter()
+        .map(|&o| cosine.get(o as usize).copied().unwrap_or(0.0))
+        .collect();
+    norm.apply(&mut l);
+    norm.apply(&mut c);
+    candidates
+        .iter()
+        .zip(l.iter().zip(&c))
+        .map(|(&o, (l, c))| (o, alpha * l + (1.0 - alpha) * c))
+        .collect()
 }
 
 /// Reciprocal rank fusion of `rankings` (ordinals best first, each with its weight): one
@@ -108,6 +179,34 @@ mod tests {
         assert_eq!(order(rrf_each(&[&lexical, &vector], 5.0))[0], 2);
         let full = [(1, 1.0), (3, 1.0)];
         assert_eq!(order(rrf_each(&[&full, &vector], 5.0))[0], 1);
+    }
+
+    #[test]
+    fn norms_map_scores_to_a_common_scale() {
+        let mut m = [2.0, 4.0, 6.0];
+        Norm::MinMax.apply(&mut m);
+        assert_eq!(m, [0.0, 0.5, 1.0]);
+        let mut z = [2.0, 4.0, 6.0];
+        Norm::ZScore.apply(&mut z);
+        assert!((z[0] + z[2]).abs() < 1e-6 && z[1].abs() < 1e-6 && z[2] > 1.0);
+        // No spread, no signal: zeros rather than a division by zero.
+        let mut flat = [3.0, 3.0];
+        Norm::ZScore.apply(&mut flat);
+        assert_eq!(flat, [0.0, 0.0]);
+    }
+
+    #[test]
+    fn normalized_fusion_lets_either_list_win_on_its_spread() {
+        // Cosines are close together (0.50-0.56); BM25 separates 0 clearly. After
+        // normalisation both lists count on the same scale, so 0 wins at alpha 0.6 although
+        // its raw cosine is the lowest; cosine alone picks 1.
+        let bm25 = [(0, 12.0), (1, 1.0), (2, 1.0)];
+        let cosine = [0.50, 0.56, 0.55];
+        let all = [0, 1, 2];
+        for norm in [Norm::MinMax, Norm::ZScore] {
+            assert_eq!(order(normalized(&bm25, &cosine, &all, 0.6, norm))[0], 0);
+            assert_eq!(order(normalized(&bm25, &cosine, &all, 0.0, norm))[0], 1);
+        }
     }
 
     #[test]

@@ -409,6 +409,12 @@ impl SearchIndex {
             nearest.truncate(pool);
         }
         nearest.sort_by(best_first);
+        let candidates = |bm25: &[(u32, f32)], nearest: &[(u32, f32)]| {
+            let mut all: Vec<u32> = bm25.iter().chain(nearest).map(|&(i, _)| i).collect();
+            all.sort_unstable();
+            all.dedup();
+            all
+        };
         match self.options.fusion {
             Fusion::Rrf {
                 k,
@@ -424,12 +430,15 @@ impl SearchIndex {
                 fusion::rrf_each(&[&lexical, &semantic], k)
             }
             Fusion::Weighted { alpha } => {
-                let mut candidates: Vec<u32> =
-                    bm25.iter().chain(&nearest).map(|&(i, _)| i).collect();
-                candidates.sort_unstable();
-                candidates.dedup();
-                fusion::weighted(&bm25, &cosine, &candidates, alpha)
+                fusion::weighted(&bm25, &cosine, &candidates(&bm25, &nearest), alpha)
             }
+            Fusion::Normalized { alpha, norm } => {
+                fusion::normalized(&bm25, &cosine, &candidates(&bm25, &nearest), alpha, norm)
+            }
+            Fusion::Coverage { beta } => candidates(&bm25, &nearest)
+                .into_iter()
+                .map(|i| (i, cosine[i as usize] + beta * coverage(i)))
+                .collect(),
         }
     }
 

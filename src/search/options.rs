@@ -10,7 +10,7 @@ pub enum Combine {
     DisMax { tie: f32 },
 }
 
-pub use super::fusion::Fusion;
+pub use super::fusion::{Fusion, Norm};
 
 /// Which English stop words are dropped from documents and queries.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -67,10 +67,9 @@ impl Default for SearchOptions {
             phrase: 0.0,
             max_df: 0.1,
             embeddings: true,
-            fusion: Fusion::Rrf {
-                k: 5.0,
-                vector: 1.0,
-                coverage: true,
+            fusion: Fusion::Normalized {
+                alpha: 0.3,
+                norm: Norm::ZScore,
             },
         }
     }
@@ -148,11 +147,11 @@ impl SearchOptions {
 }
 
 /// `rrf`, `rrf:K`, `rrf:K:VECTOR_WEIGHT` (each also as `rrfcov`: BM25 ranks weighted by
-/// coverage), `weighted` or `weighted:ALPHA`.
+/// coverage), `weighted[:ALPHA]`, `minmax[:ALPHA]`, `zscore[:ALPHA]` or `coverage[:BETA]`.
 fn parse_fusion(value: &str) -> Result<Fusion, String> {
     let usage = || {
         format!(
-            "fusion is rrf, rrf:K, rrf:K:VECTOR_WEIGHT (or rrfcov...), weighted or weighted:ALPHA (0..=1), got \"{value}\""
+            "fusion is rrf, rrf:K, rrf:K:VECTOR_WEIGHT (or rrfcov...), weighted[:ALPHA], minmax[:ALPHA], zscore[:ALPHA] (ALPHA 0..=1) or coverage[:BETA], got \"{value}\""
         )
     };
     let num = |s: &str| {
@@ -167,6 +166,20 @@ fn parse_fusion(value: &str) -> Result<Fusion, String> {
             k: parts.next().map_or(Ok(60.0), num)?,
             vector: parts.next().map_or(Ok(1.0), num)?,
             coverage: kind == "rrfcov",
+        },
+        Some(kind @ ("minmax" | "zscore")) => Fusion::Normalized {
+            alpha: parts
+                .next()
+                .map_or(Ok(0.5), num)
+                .and_then(|a| if a <= 1.0 { Ok(a) } else { Err(usage()) })?,
+            norm: if kind == "minmax" {
+                Norm::MinMax
+            } else {
+                Norm::ZScore
+            },
+        },
+        Some("coverage") => Fusion::Coverage {
+            beta: parts.next().map_or(Ok(0.5), num)?,
         },
         Some("weighted") => Fusion::Weighted {
             alpha: parts
@@ -215,6 +228,16 @@ mod tests {
         o.set("fusion=weighted:0.3").unwrap();
         assert_eq!(o.fusion, Fusion::Weighted { alpha: 0.3 });
         assert!(o.set("fusion=weighted:2").is_err());
+        o.set("fusion=zscore:0.3").unwrap();
+        assert_eq!(
+            o.fusion,
+            Fusion::Normalized {
+                alpha: 0.3,
+                norm: Norm::ZScore
+            }
+        );
+        o.set("fusion=coverage:0.4").unwrap();
+        assert_eq!(o.fusion, Fusion::Coverage { beta: 0.4 });
         assert!(o.set("fusion=rrf:1:2:3").is_err());
         assert!(o.set("fusion=max").is_err());
     }

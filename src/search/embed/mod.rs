@@ -73,6 +73,34 @@ pub fn model_dir(dir: &Path) -> PathBuf {
 }
 
 /// Cosine of two L2-normalised vectors.
+///
+/// Sixteen independent partial sums let the compiler use SIMD lanes: a sequential float sum
+/// cannot be reordered, and scoring 10,000 tools with it took ~2 ms per query.
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
+    const LANES: usize = 16;
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let (a_chunks, a_tail) = a.as_chunks::<LANES>();
+    let (b_chunks, b_tail) = b.as_chunks::<LANES>();
+    let mut sums = [0.0_f32; LANES];
+    for (x, y) in a_chunks.iter().zip(b_chunks) {
+        for ((s, x), y) in sums.iter_mut().zip(x).zip(y) {
+            *s += x * y;
+        }
+    }
+    let tail: f32 = a_tail.iter().zip(b_tail).map(|(x, y)| x * y).sum();
+    sums.iter().sum::<f32>() + tail
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn dot_matches_the_plain_sum_for_any_length() {
+        for n in [0, 1, 15, 16, 17, 384, 390] {
+            let a: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
+            let b: Vec<f32> = (0..n).map(|i| (i as f32 * 0.11).cos()).collect();
+            let plain: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+            assert!((super::dot(&a, &b) - plain).abs() < 1e-4, "n = {n}");
+        }
+    }
 }
