@@ -10,6 +10,12 @@ use fastembed::{
 
 use super::{EmbedError, MODEL_ID, RUNTIME_FILE, SLICE, model_dir};
 
+/// The model's ONNX file: what tool vectors are computed with.
+const MODEL_FILE: &str = "model.onnx";
+/// The same model with integer matrix products (`scripts/fetch-embed-assets` derives it),
+/// twice as fast for queries; used when present.
+const QUERY_FILE: &str = "model-query.onnx";
+
 /// Queries whose vectors are kept.
 const QUERY_CACHE: u64 = 1024;
 
@@ -34,7 +40,7 @@ impl Embedder {
     pub fn load(dir: &Path) -> Result<Self, EmbedError> {
         init_runtime(&runtime_path(dir))?;
         Ok(Self {
-            query_model: Mutex::new(session(dir, Some(1))?),
+            query_model: Mutex::new(session(dir, QUERY_FILE, Some(1))?),
             document_model: Mutex::new(None),
             dir: dir.to_owned(),
             queries: moka::sync::Cache::new(QUERY_CACHE),
@@ -51,7 +57,7 @@ impl Embedder {
         let mut out = Vec::with_capacity(texts.len());
         let mut model = self.document_model.lock().expect("embedder lock");
         if model.is_none() {
-            *model = Some(session(&self.dir, None)?);
+            *model = Some(session(&self.dir, MODEL_FILE, None)?);
         }
         let model = model.as_mut().expect("document session");
         for slice in texts.chunks(SLICE) {
@@ -83,9 +89,15 @@ impl Embedder {
     }
 }
 
-/// A session of the model in `dir` with `threads` intra-op threads (`None`: every core).
-fn session(dir: &Path, threads: Option<usize>) -> Result<TextEmbedding, EmbedError> {
+/// A session of `file` (falling back to [`MODEL_FILE`]) of the model in `dir`, with
+/// `threads` intra-op threads (`None`: every core).
+fn session(dir: &Path, file: &str, threads: Option<usize>) -> Result<TextEmbedding, EmbedError> {
     let model = model_dir(dir);
+    let file = if model.join(file).exists() {
+        file
+    } else {
+        MODEL_FILE
+    };
     let read = |file: &str| {
         let path = model.join(file);
         std::fs::read(&path).map_err(|_| EmbedError::MissingModel(path))
@@ -96,8 +108,7 @@ fn session(dir: &Path, threads: Option<usize>) -> Result<TextEmbedding, EmbedErr
         special_tokens_map_file: read("special_tokens_map.json")?,
         tokenizer_config_file: read("tokenizer_config.json")?,
     };
-    let user =
-        UserDefinedEmbeddingModel::new(read("model.onnx")?, tokenizer).with_pooling(Pooling::Mean);
+    let user = UserDefinedEmbeddingModel::new(read(file)?, tokenizer).with_pooling(Pooling::Mean);
     // Spinning threads only burn CPU that other work on the machine could use.
     let mut options = InitOptionsUserDefined::new()
         .with_max_length(256)
