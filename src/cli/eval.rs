@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::catalog::Catalog;
 use crate::config::{ServerConfig, default_catalog_dir, server_identifier};
-use crate::search::embed::{EmbedError, Embedder};
+use crate::search::embed::EmbedError;
 use crate::search::metrics::{self, Mean, Scores};
 use crate::search::{self, SearchOptions};
 use crate::server::{Library, qualified_name};
@@ -259,21 +259,14 @@ fn print(r: &Report, json: bool) -> anyhow::Result<()> {
 #[allow(clippy::print_stderr)]
 fn embed_tools(library: &Library, dir: &Path, store: Option<&Path>) {
     let started = Instant::now();
-    let embedder = match Embedder::load(dir) {
-        Ok(e) => std::sync::Arc::new(e),
-        Err(EmbedError::NotBuilt) => return,
-        Err(e) => {
-            eprintln!("note: {e}; measuring BM25 only");
-            return;
-        }
-    };
-    match library.embed(embedder, store) {
+    match library.embed_with_model_in(dir, store) {
         Ok(stats) => eprintln!(
             "tool vectors: {} tools, {} embedded now, {:.1} s (model load included)",
             stats.tools,
             stats.embedded,
             started.elapsed().as_secs_f64()
         ),
+        Err(EmbedError::NotBuilt) => {}
         Err(e) => eprintln!("note: {e}; measuring BM25 only"),
     }
 }

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use crate::catalog::{self, Catalog};
 use crate::config::{ServerConfig, Settings};
+use crate::server::Library;
 use crate::upstream::Manager;
 
 /// Build catalogs: connect each configured server, page through tools/list, write
@@ -135,12 +136,46 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
     manager.shutdown().await;
     outcomes.sort_by(|a, b| a.server.cmp(&b.server));
     report(&outcomes, &settings, args.json)?;
+    if outcomes.iter().any(|o| o.ok) {
+        embed_catalogs(&settings);
+    }
     let failed = outcomes.iter().filter(|o| !o.ok).count();
     Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(2)
     })
+}
+
+/// In a build with embeddings and assets configured, computes the tool vectors of the catalogs
+/// now on disk into `<catalog-dir>/<server>.vectors` (unchanged tools are kept), so `serve`
+/// is hybrid from its first search. Problems are reported, never fatal: search falls back to
+/// BM25.
+fn embed_catalogs(settings: &Settings) {
+    let Some(dir) = settings
+        .embed_dir
+        .as_deref()
+        .filter(|_| cfg!(feature = "embeddings"))
+    else {
+        return;
+    };
+    let started = Instant::now();
+    let embedded = Library::load(settings)
+        .map_err(|e| e.to_string())
+        .and_then(|(library, _)| {
+            library
+                .embed_with_model_in(dir, Some(&settings.catalog_dir))
+                .map_err(|e| e.to_string())
+        });
+    match embedded {
+        Ok(stats) => eprintln!(
+            "tool vectors: {} tools, {} embedded now ({:.1}s)",
+            stats.tools,
+            stats.embedded,
+            started.elapsed().as_secs_f64()
+        ),
+        Err(e) => eprintln!("tool vectors not computed, search stays BM25 until they are: {e}"),
+    }
 }
 
 /// Missing, unreadable, listed under another launch config, or past its `ttlMs`.

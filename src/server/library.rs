@@ -328,6 +328,15 @@ impl Library {
         Ok(stats)
     }
 
+    /// [`Self::embed`] with the model loaded from the embedding directory `dir`.
+    pub fn embed_with_model_in(
+        &self,
+        dir: &Path,
+        store: Option<&Path>,
+    ) -> Result<EmbedStats, EmbedError> {
+        self.embed(Arc::new(Embedder::load(dir)?), store)
+    }
+
     /// The tool with this qualified name.
     pub fn get(&self, qualified: &str) -> Option<&Arc<Entry>> {
         self.entries.get(qualified)

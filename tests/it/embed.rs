@@ -69,3 +69,35 @@ fn missing_assets_are_an_error_not_a_panic() {
     let e = Embedder::load(dir.path()).err().expect("nothing to load");
     assert!(e.to_string().contains("fetch-embed-assets"), "{e}");
 }
+
+#[test]
+fn index_computes_tool_vectors_once_so_serve_starts_hybrid() {
+    let dir = tempfile::tempdir().unwrap();
+    let fault = crate::support::fault_server();
+    let config = crate::support::write_config(
+        dir.path(),
+        serde_json::json!({"faulty": {"command": fault}}),
+        serde_json::json!({"catalogDir": "cat", "embeddings": {"dir": embed_dir()}}),
+    );
+    let index = || {
+        let out = crate::support::meta_server(&["--config", config.to_str().unwrap(), "index"])
+            .env_remove(embed::ENV_DIR)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let first = index();
+    assert!(
+        first.contains("tool vectors: 12 tools, 12 embedded now"),
+        "{first}"
+    );
+    let file = dir.path().join("cat/faulty.vectors");
+    assert!(file.exists());
+    // A second run finds every vector in the file (the built-in tools are embedded anew).
+    let second = index();
+    assert!(
+        second.contains("tool vectors: 12 tools, 2 embedded now"),
+        "{second}"
+    );
+}
