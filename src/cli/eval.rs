@@ -90,6 +90,9 @@ struct Report {
     confidence: Confidence,
     /// R@1 by the best hit's coverage (see `search::Hit::coverage`).
     by_coverage: Vec<Bucket>,
+    /// R@1 by the best hit's cosine with the query (hybrid search only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    by_similarity: Vec<Bucket>,
     /// In-process time per query (the search alone, query embedding included), this build.
     latency_ms: Latency,
 }
@@ -105,7 +108,7 @@ struct Confidence {
 
 #[derive(Serialize)]
 struct Bucket {
-    coverage: String,
+    range: String,
     share: f64,
     #[serde(rename = "recall@1")]
     recall_1: f64,
@@ -148,7 +151,8 @@ pub fn run(args: Args, catalog_dir: Option<PathBuf>) -> anyhow::Result<ExitCode>
     let limit = usize::from(args.limit);
     let (mut all, mut sure, mut unsure) = (Mean::default(), Mean::default(), Mean::default());
     let mut times = Vec::with_capacity(queries.len());
-    let mut buckets = [Mean::default(); COVERAGES.len()];
+    let mut by_coverage = Buckets::new(&COVERAGES);
+    let mut by_similarity = Buckets::new(&SIMILARITIES);
     let mut unknown_gold = 0;
     for (text, gold) in &queries {
         unknown_gold += gold
@@ -162,10 +166,10 @@ pub fn run(args: Args, catalog_dir: Option<PathBuf>) -> anyhow::Result<ExitCode>
         let scores = metrics::score(&ranked, gold);
         all.add(scores);
         if let Some(best) = hits.first() {
-            let i = COVERAGES
-                .iter()
-                .rposition(|&(from, _)| best.coverage >= from);
-            buckets[i.unwrap_or(0)].add(scores);
+            by_coverage.add(best.coverage, scores);
+            if let Some(similarity) = best.similarity {
+                by_similarity.add(similarity, scores);
+            }
         }
         if search::confident(&hits) {
             sure.add(scores);
@@ -190,15 +194,8 @@ pub fn run(args: Args, catalog_dir: Option<PathBuf>) -> anyhow::Result<ExitCode>
             recall_1_confident: sure.get().recall_1,
             recall_1_not_confident: unsure.get().recall_1,
         },
-        by_coverage: buckets
-            .iter()
-            .enumerate()
-            .map(|(i, b)| Bucket {
-                coverage: COVERAGES[i].1.to_owned(),
-                share: b.count as f64 / all.count.max(1) as f64,
-                recall_1: b.get().recall_1,
-            })
-            .collect(),
+        by_coverage: by_coverage.report(all.count),
+        by_similarity: by_similarity.report(all.count),
         latency_ms: Latency {
             p50: millis(percentile(&times, 0.50)),
             p99: millis(percentile(&times, 0.99)),
@@ -238,13 +235,18 @@ fn print(r: &Report, json: bool) -> anyhow::Result<()> {
         c.recall_1_confident,
         c.recall_1_not_confident
     );
-    for b in &r.by_coverage {
-        println!(
-            "  best-hit coverage {:8}: {:5.1}% of queries, R@1 {:.3}",
-            b.coverage,
-            b.share * 100.0,
-            b.recall_1
-        );
+    for (what, buckets) in [
+        ("coverage", &r.by_coverage),
+        ("similarity", &r.by_similarity),
+    ] {
+        for b in buckets {
+            println!(
+                "  best-hit {what} {:8}: {:5.1}% of queries, R@1 {:.3}",
+                b.range,
+                b.share * 100.0,
+                b.recall_1
+            );
+        }
     }
     let l = &r.latency_ms;
     println!(
@@ -369,6 +371,52 @@ const COVERAGES: [(f32, &str); 6] = [
     (0.4, "0.4-0.5"),
     (0.5, "0.5-1"),
 ];
+
+/// Best-hit cosines (lower bound, label) for `eval`'s similarity buckets.
+const SIMILARITIES: [(f32, &str); 6] = [
+    (f32::NEG_INFINITY, "<0.3"),
+    (0.3, "0.3-0.4"),
+    (0.4, "0.4-0.5"),
+    (0.5, "0.5-0.6"),
+    (0.6, "0.6-0.7"),
+    (0.7, "0.7-1"),
+];
+
+/// Mean scores of queries grouped by a value of their best hit.
+struct Buckets {
+    bounds: &'static [(f32, &'static str)],
+    means: Vec<Mean>,
+}
+
+impl Buckets {
+    fn new(bounds: &'static [(f32, &'static str)]) -> Self {
+        Self {
+            bounds,
+            means: vec![Mean::default(); bounds.len()],
+        }
+    }
+
+    fn add(&mut self, value: f32, scores: Scores) {
+        let i = self.bounds.iter().rposition(|&(from, _)| value >= from);
+        self.means[i.unwrap_or(0)].add(scores);
+    }
+
+    /// One bucket per range, as shares of `total` queries; none if nothing was added.
+    fn report(&self, total: usize) -> Vec<Bucket> {
+        if self.means.iter().all(|m| m.count == 0) {
+            return Vec::new();
+        }
+        self.bounds
+            .iter()
+            .zip(&self.means)
+            .map(|(&(_, range), m)| Bucket {
+                range: range.to_owned(),
+                share: m.count as f64 / total.max(1) as f64,
+                recall_1: m.get().recall_1,
+            })
+            .collect()
+    }
+}
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {

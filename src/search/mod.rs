@@ -35,6 +35,9 @@ const ANALYZER: &str = "ident";
 
 /// Below this [`Hit::coverage`] the best hit is weak; see [`confident`].
 pub const CONFIDENT_COVERAGE: f32 = 0.2;
+/// From this cosine with the query (all-MiniLM-L6-v2) the best hit is strong whatever its
+/// words; see [`confident`].
+pub const CONFIDENT_SIMILARITY: f32 = 0.4;
 
 /// Errors from the search engine (index build or query execution).
 #[derive(Debug, thiserror::Error)]
@@ -65,18 +68,26 @@ pub struct Hit {
     pub coverage: f32,
     /// The query is this tool's name or qualified name.
     pub exact: bool,
+    /// Cosine of the query's vector with this tool's, in hybrid search.
+    pub similarity: Option<f32>,
 }
 
 /// Whether `hits` (best first) answer the query well: the best hit is an exact name, or its
 /// [`Hit::coverage`] is at least [`CONFIDENT_COVERAGE`], i.e. it shares at least a fifth of the
-/// query's IDF weight. Words no tool has count with the highest IDF, so a query whose
-/// distinctive words match nothing is weak however high the raw BM25 score of its common words.
+/// query's IDF weight, or (hybrid search) its [`Hit::similarity`] is at least
+/// [`CONFIDENT_SIMILARITY`]. Words no tool has count with the highest IDF, so a query whose
+/// distinctive words match nothing is weak however high the raw BM25 score of its common
+/// words, unless the model says it means what the tool does.
 ///
 /// A share of the query's own weight means the same in any catalog, whatever its size or
-/// score scale. On the MetaTool data, R@1 rises steadily with the best hit's coverage (EVAL.md).
+/// score scale; a cosine means the same for one model. On the MetaTool data, R@1 rises steadily
+/// with both (EVAL.md).
 pub fn confident(hits: &[Hit]) -> bool {
-    hits.first()
-        .is_some_and(|h| h.exact || h.coverage >= CONFIDENT_COVERAGE)
+    hits.first().is_some_and(|h| {
+        h.exact
+            || h.coverage >= CONFIDENT_COVERAGE
+            || h.similarity.is_some_and(|s| s >= CONFIDENT_SIMILARITY)
+    })
 }
 
 #[derive(Clone)]
@@ -348,11 +359,10 @@ impl SearchIndex {
                 }
             }
         }
-        let mut scored = match dense {
+        let cosine = dense.map(|(query_vector, vectors)| vectors.scores(query_vector));
+        let mut scored = match &cosine {
             None => bm25,
-            Some((query_vector, vectors)) => {
-                self.fuse(bm25, query_vector, vectors, pool, server, &coverage)
-            }
+            Some(cosine) => self.fuse(bm25, cosine, pool, server, &coverage),
         };
         // An exact name outside the pool (its words are common) still comes first.
         for &i in &exact {
@@ -379,22 +389,22 @@ impl SearchIndex {
                     score,
                     coverage: if exact { 1.0 } else { coverage(i) },
                     exact,
+                    similarity: cosine.as_ref().map(|c| c[i as usize]),
                 }
             })
             .collect())
     }
 
-    /// Fuses BM25 (ordinal, score) with the `pool` tools nearest to `query_vector`.
+    /// Fuses BM25 (ordinal, score) with the `pool` tools nearest by `cosine` (the query's cosine
+    /// with every document, by ordinal).
     fn fuse(
         &self,
         mut bm25: Vec<(u32, f32)>,
-        query_vector: &[f32],
-        vectors: &DocVectors,
+        cosine: &[f32],
         pool: usize,
         server: Option<&str>,
         coverage: &dyn Fn(u32) -> f32,
     ) -> Vec<(u32, f32)> {
-        let cosine = vectors.scores(query_vector);
         let mut nearest: Vec<(u32, f32)> = cosine
             .iter()
             .enumerate()
@@ -430,10 +440,10 @@ impl SearchIndex {
                 fusion::rrf_each(&[&lexical, &semantic], k)
             }
             Fusion::Weighted { alpha } => {
-                fusion::weighted(&bm25, &cosine, &candidates(&bm25, &nearest), alpha)
+                fusion::weighted(&bm25, cosine, &candidates(&bm25, &nearest), alpha)
             }
             Fusion::Normalized { alpha, norm } => {
-                fusion::normalized(&bm25, &cosine, &candidates(&bm25, &nearest), alpha, norm)
+                fusion::normalized(&bm25, cosine, &candidates(&bm25, &nearest), alpha, norm)
             }
             Fusion::Coverage { beta } => candidates(&bm25, &nearest)
                 .into_iter()
@@ -917,6 +927,17 @@ mod tests {
         // An exact name is confident whatever its words.
         let hits = idx.search("Echo", 3, None).unwrap();
         assert!(hits[0].exact && confident(&hits));
+        // In hybrid search, meaning counts too: a close vector is confident without the words.
+        let weak = |similarity| Hit {
+            key: "s__t".into(),
+            score: 1.0,
+            coverage: 0.05,
+            exact: false,
+            similarity,
+        };
+        assert!(confident(&[weak(Some(0.45))]));
+        assert!(!confident(&[weak(Some(0.25))]));
+        assert!(!confident(&[weak(None)]));
     }
 
     #[test]
