@@ -174,17 +174,15 @@ impl SearchIndex {
         let mut analyzer = analyzer(options.stopwords);
         index.tokenizers().register(ANALYZER, analyzer.clone());
         let mut tables = Tables::default();
-        let mut writer = writer(&index)?;
-        add_docs(
-            &writer,
+        commit_docs(
+            &index,
+            None,
             &fields,
             &mut analyzer,
             &mut tables,
             &docs,
             &name_parts,
         )?;
-        writer.commit()?;
-        writer.wait_merging_threads()?;
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -213,10 +211,7 @@ impl SearchIndex {
         server: &str,
         mut docs: Vec<ToolDoc>,
     ) -> Result<Option<Self>, SearchError> {
-        let replaced = (0..self.tables.keys.len() as u32)
-            .filter(|&i| self.tables.is_live(i) && self.tables.servers[i as usize] == server)
-            .count();
-        let removed = self.tables.removed() + replaced;
+        let removed = self.tables.removed() + self.tables.ords_of(server).len();
         let ordinals = self.tables.keys.len() + docs.len();
         if self.options.decompound
             || removed * 4 > ordinals
@@ -231,19 +226,15 @@ impl SearchIndex {
         let mut tables = self.tables.clone();
         tables.remove_server(server);
         let mut analyzer = self.analyzer.clone();
-        let mut writer = writer(&self.index)?;
-        writer.delete_term(Term::from_field_text(self.fields.server, server));
-        let name_parts = vec![String::new(); docs.len()];
-        add_docs(
-            &writer,
+        commit_docs(
+            &self.index,
+            Some(Term::from_field_text(self.fields.server, server)),
             &self.fields,
             &mut analyzer,
             &mut tables,
             &docs,
-            &name_parts,
+            &vec![String::new(); docs.len()],
         )?;
-        writer.commit()?;
-        writer.wait_merging_threads()?;
         self.reader.reload()?;
         Ok(Some(Self {
             index: self.index.clone(),
@@ -573,23 +564,24 @@ impl SearchIndex {
     }
 }
 
-/// A single-threaded writer that never merges: every commit adds one segment, and a segment
-/// whose documents are all deleted is dropped at the next commit.
-fn writer(index: &Index) -> Result<IndexWriter, SearchError> {
-    let writer = index.writer_with_num_threads(1, WRITER_BYTES)?;
-    writer.set_merge_policy(Box::new(NoMergePolicy));
-    Ok(writer)
-}
-
-/// Adds `docs` to the writer and the side tables, each with the next ordinal.
-fn add_docs(
-    writer: &IndexWriter,
+/// Deletes the documents matching `delete`, adds `docs` (each with the next ordinal of
+/// `tables`, which records them too) and commits. The writer is single-threaded and never
+/// merges: every commit adds one segment, and a segment whose documents are all deleted is
+/// dropped at the next commit.
+fn commit_docs(
+    index: &Index,
+    delete: Option<Term>,
     fields: &Fields,
     analyzer: &mut TextAnalyzer,
     tables: &mut Tables,
     docs: &[ToolDoc],
     name_parts: &[String],
 ) -> Result<(), SearchError> {
+    let mut writer: IndexWriter = index.writer_with_num_threads(1, WRITER_BYTES)?;
+    writer.set_merge_policy(Box::new(NoMergePolicy));
+    if let Some(term) = delete {
+        writer.delete_term(term);
+    }
     for (d, parts) in docs.iter().zip(name_parts) {
         let texts = [
             &d.name,
@@ -617,6 +609,8 @@ fn add_docs(
             fields.server_text => d.server_text.as_str(),
         ))?;
     }
+    writer.commit()?;
+    writer.wait_merging_threads()?;
     Ok(())
 }
 

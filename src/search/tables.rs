@@ -59,11 +59,16 @@ impl Tables {
         ord
     }
 
+    /// Ordinals of the live documents of `server`, ascending.
+    pub fn ords_of(&self, server: &str) -> Vec<u32> {
+        (0..self.keys.len() as u32)
+            .filter(|&i| self.is_live(i) && self.servers[i as usize] == server)
+            .collect()
+    }
+
     /// Forgets every document of `server`; returns how many there were.
     pub fn remove_server(&mut self, server: &str) -> usize {
-        let ords: Vec<u32> = (0..self.keys.len() as u32)
-            .filter(|&i| self.is_live(i) && self.servers[i as usize] == server)
-            .collect();
+        let ords = self.ords_of(server);
         for &ord in &ords {
             let i = ord as usize;
             for &id in &self.doc_terms[i] {
