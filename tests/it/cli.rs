@@ -5,7 +5,8 @@ use serde_json::{Value, json};
 use std::path::Path;
 
 use crate::support::{
-    Session, everything_entry, meta_server, repo, time_entry, unstartable, wait_until, write_config,
+    Session, everything_entry, meta_server, repo, succeeds, time_entry, unstartable, wait_until,
+    write_config,
 };
 
 #[test]
@@ -47,16 +48,13 @@ fn index_writes_catalogs_and_reports_failures_without_stopping() {
     assert!(!dir.path().join("cat/broken.json").exists());
 
     // Only the chosen server, and an unknown name is a clear error.
-    let out = meta_server(&[
+    let out = succeeds(&mut meta_server(&[
         "--config",
         config.to_str().unwrap(),
         "index",
         "--server",
         "time",
-    ])
-    .output()
-    .unwrap();
-    assert!(out.status.success());
+    ]));
     assert!(String::from_utf8_lossy(&out.stdout).contains("1/1 servers indexed"));
     let out = meta_server(&[
         "--config",
@@ -87,7 +85,7 @@ fn search_answers_from_catalogs_with_nothing_started() {
         catalogs.to_str().unwrap(),
         "search",
     ];
-    let out = meta_server(
+    let out = succeeds(&mut meta_server(
         &[
             &args[..],
             &[
@@ -98,14 +96,7 @@ fn search_answers_from_catalogs_with_nothing_started() {
             ],
         ]
         .concat(),
-    )
-    .output()
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ));
     let result: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(result["hits"][0]["name"], "memory__create_entities");
     assert_eq!(result["hits"].as_array().unwrap().len(), 2);
@@ -200,21 +191,14 @@ fn measure_counts_definition_tokens_from_catalogs() {
         json!({}),
     );
     let catalogs = repo().join("catalogs");
-    let out = meta_server(&[
+    let out = succeeds(&mut meta_server(&[
         "--config",
         config.to_str().unwrap(),
         "--catalog-dir",
         catalogs.to_str().unwrap(),
         "measure",
         "--json",
-    ])
-    .output()
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ]));
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["tokenizer"], "o200k_base");
     let tools: Vec<u64> = report["servers"]
@@ -251,14 +235,9 @@ fn index_stale_relists_catalogs_past_the_ttl_their_server_gave() {
     let config = write_config(dir.path(), servers, json!({"catalogDir": "cat"}));
     let config = config.to_str().unwrap();
     let indexed = |args: &[&str]| -> Vec<String> {
-        let out = meta_server(&[&["--config", config, "index", "--json"], args].concat())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = succeeds(&mut meta_server(
+            &[&["--config", config, "index", "--json"], args].concat(),
+        ));
         let summary: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
         summary
             .iter()

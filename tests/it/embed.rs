@@ -80,11 +80,10 @@ fn index_computes_tool_vectors_once_so_serve_starts_hybrid() {
         serde_json::json!({"catalogDir": "cat", "embeddings": {"dir": embed_dir()}}),
     );
     let index = || {
-        let out = crate::support::meta_server(&["--config", config.to_str().unwrap(), "index"])
-            .env_remove(embed::ENV_DIR)
-            .output()
-            .unwrap();
-        assert!(out.status.success());
+        let out = crate::support::succeeds(
+            crate::support::meta_server(&["--config", config.to_str().unwrap(), "index"])
+                .env_remove(embed::ENV_DIR),
+        );
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
     let first = index();

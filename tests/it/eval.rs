@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::support::{meta_server, repo};
+use crate::support::{meta_server, repo, succeeds};
 
 fn fixture(name: &str) -> String {
     repo()
@@ -20,15 +20,10 @@ fn eval_scores_a_tools_file_without_any_config() {
     let tools = fixture("tools.jsonl");
     let args = ["eval", "--queries", &queries, "--tools", &tools];
     // HOME without a config: eval must not look for one.
-    let out = meta_server(&[&args[..], &["--json"]].concat())
-        .env("HOME", home.path())
-        .env("XDG_CONFIG_HOME", home.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeeds(
+        meta_server(&[&args[..], &["--json"]].concat())
+            .env("HOME", home.path())
+            .env("XDG_CONFIG_HOME", home.path()),
     );
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["queries"], 5);
@@ -107,21 +102,14 @@ fn eval_reads_a_catalog_dir_and_reports_bad_lines() {
     )
     .unwrap();
     let catalogs = repo().join("catalogs");
-    let out = meta_server(&[
+    let out = succeeds(&mut meta_server(&[
         "--catalog-dir",
         catalogs.to_str().unwrap(),
         "eval",
         "--queries",
         queries.to_str().unwrap(),
         "--json",
-    ])
-    .output()
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ]));
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["queries"], 2);
     assert_eq!(report["unknownGold"], 0);

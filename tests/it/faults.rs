@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use crate::support::{
-    Session, children_of, fault_entry, meta_server, processes_with, wait_until, write_config,
+    Session, children_of, fault_entry, meta_server, processes_with, succeeds, wait_until,
+    write_config,
 };
 
 /// The faulty server's `timeoutSecs`.
@@ -47,20 +48,13 @@ impl Rig {
         let index_dir = dir.path().join("index");
         std::fs::create_dir(&index_dir).unwrap();
         let index_config = write_config(&index_dir, entries(true), json!({}));
-        let out = meta_server(&[
+        succeeds(&mut meta_server(&[
             "--config",
             index_config.to_str().unwrap(),
             "--catalog-dir",
             catalogs.to_str().unwrap(),
             "index",
-        ])
-        .output()
-        .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        ]));
         let config = write_config(dir.path(), entries(false), json!({}));
         let mut session = Session::start(&config, &catalogs);
         session.initialize();

@@ -7,7 +7,7 @@ use std::process::Output;
 use meta_server::clients::{Client, ClientFile, ENTRY_NAME};
 use serde_json::{Value, json};
 
-use crate::support::{BIN, meta_server, repo};
+use crate::support::{BIN, meta_server, repo, succeeds};
 
 struct Case {
     client: &'static str,
@@ -98,13 +98,7 @@ fn cases() -> Vec<Case> {
 }
 
 fn run(args: &[&str]) -> Output {
-    let out = meta_server(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "meta-server {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    succeeds(&mut meta_server(args))
 }
 
 fn fail(args: &[&str]) -> String {

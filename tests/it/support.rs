@@ -2,7 +2,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::Duration;
 
@@ -64,6 +64,17 @@ pub fn meta_server(args: &[&str]) -> Command {
         .env_remove("META_SERVER_CONFIG")
         .env_remove("META_SERVER_CATALOG_DIR");
     cmd
+}
+
+/// Runs `cmd` to the end; fails the test, showing its stderr, unless it succeeded.
+pub fn succeeds(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 /// A `meta-server serve` process spoken to in raw JSON-RPC lines.
