@@ -64,6 +64,37 @@ fn a_paraphrase_finds_the_tool_that_bm25_misses() {
 }
 
 #[test]
+fn both_model_files_embed_alike_under_ids_of_their_own() {
+    let full = embed_dir();
+    let integer = Embedder::load(&full).expect("the fetched model loads");
+    // The same assets without the derived integer file: the published model.onnx is used.
+    let plain = tempfile::tempdir().unwrap();
+    let model = plain.path().join(embed::MODEL_DIR);
+    std::fs::create_dir(&model).unwrap();
+    std::os::unix::fs::symlink(
+        full.join(embed::RUNTIME_FILE),
+        plain.path().join(embed::RUNTIME_FILE),
+    )
+    .unwrap();
+    for entry in std::fs::read_dir(full.join(embed::MODEL_DIR)).unwrap() {
+        let path = entry.unwrap().path();
+        if path.file_name().unwrap() != "model-integer.onnx" {
+            std::os::unix::fs::symlink(&path, model.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let fp32 = Embedder::load(plain.path()).expect("model.onnx alone loads");
+    assert_eq!(fp32.model_id(), "all-minilm-l6-v2-int8");
+    assert_eq!(integer.model_id(), "all-minilm-l6-v2-int8-matmulinteger");
+
+    let text = ["Get the weather forecast for a city".to_owned()];
+    let a = &integer.embed_documents(&text).unwrap()[0];
+    let b = &fp32.embed_documents(&text).unwrap()[0];
+    let cosine: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    assert!(a != b, "the integer file computes its own vectors");
+    assert!(cosine > 0.98, "but close ones: cosine {cosine}");
+}
+
+#[test]
 fn missing_assets_are_an_error_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
     let e = Embedder::load(dir.path()).err().expect("nothing to load");

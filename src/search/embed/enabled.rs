@@ -8,13 +8,17 @@ use fastembed::{
     InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel,
 };
 
-use super::{EmbedError, MODEL_ID, RUNTIME_FILE, SLICE, model_dir};
+use super::{EmbedError, RUNTIME_FILE, SLICE, model_dir};
 
-/// The model's ONNX file: what tool vectors are computed with.
+/// The model's ONNX file as published: int8 weights that ONNX Runtime widens to fp32 at load.
 const MODEL_FILE: &str = "model.onnx";
-/// The same model with integer matrix products (`scripts/fetch-embed-assets` derives it),
-/// twice as fast for queries; used when present.
-const QUERY_FILE: &str = "model-query.onnx";
+/// The same model with integer matrix products (`scripts/fetch-embed-assets` derives it), twice
+/// as fast; used for queries and tools alike when present.
+const INTEGER_FILE: &str = "model-integer.onnx";
+/// Identify the model file in vector files: vectors of another file are recomputed, so queries
+/// are always compared with tool vectors of the file that embedded them.
+const MODEL_ID: &str = "all-minilm-l6-v2-int8";
+const INTEGER_MODEL_ID: &str = "all-minilm-l6-v2-int8-matmulinteger";
 
 /// Queries whose vectors are kept.
 const QUERY_CACHE: u64 = 1024;
@@ -31,6 +35,8 @@ pub struct Embedder {
     /// vectors most processes never need it.
     document_model: Mutex<Option<TextEmbedding>>,
     dir: PathBuf,
+    /// [`INTEGER_FILE`] when it exists, else [`MODEL_FILE`]; both sessions load it.
+    file: &'static str,
     queries: moka::sync::Cache<String, Arc<[f32]>>,
 }
 
@@ -39,17 +45,27 @@ impl Embedder {
     /// `dir/all-minilm-l6-v2-int8/`. Missing files are errors, never panics.
     pub fn load(dir: &Path) -> Result<Self, EmbedError> {
         init_runtime(&runtime_path(dir))?;
+        let file = if model_dir(dir).join(INTEGER_FILE).exists() {
+            INTEGER_FILE
+        } else {
+            MODEL_FILE
+        };
         Ok(Self {
-            query_model: Mutex::new(session(dir, QUERY_FILE, Some(1))?),
+            query_model: Mutex::new(session(dir, file, Some(1))?),
             document_model: Mutex::new(None),
             dir: dir.to_owned(),
+            file,
             queries: moka::sync::Cache::new(QUERY_CACHE),
         })
     }
 
-    /// Identifies the model in persisted vector files.
+    /// Identifies the model file in persisted vector files.
     pub fn model_id(&self) -> &'static str {
-        MODEL_ID
+        if self.file == INTEGER_FILE {
+            INTEGER_MODEL_ID
+        } else {
+            MODEL_ID
+        }
     }
 
     /// One vector per text, computed in slices of [`SLICE`] texts to bound memory.
@@ -57,7 +73,7 @@ impl Embedder {
         let mut out = Vec::with_capacity(texts.len());
         let mut model = self.document_model.lock().expect("embedder lock");
         if model.is_none() {
-            *model = Some(session(&self.dir, MODEL_FILE, None)?);
+            *model = Some(session(&self.dir, self.file, None)?);
         }
         let model = model.as_mut().expect("document session");
         for slice in texts.chunks(SLICE) {
@@ -89,15 +105,10 @@ impl Embedder {
     }
 }
 
-/// A session of `file` (falling back to [`MODEL_FILE`]) of the model in `dir`, with
-/// `threads` intra-op threads (`None`: every core).
+/// A session of `file` of the model in `dir`, with `threads` intra-op threads (`None`: every
+/// core).
 fn session(dir: &Path, file: &str, threads: Option<usize>) -> Result<TextEmbedding, EmbedError> {
     let model = model_dir(dir);
-    let file = if model.join(file).exists() {
-        file
-    } else {
-        MODEL_FILE
-    };
     let read = |file: &str| {
         let path = model.join(file);
         std::fs::read(&path).map_err(|_| EmbedError::MissingModel(path))

@@ -16,8 +16,6 @@ use super::ToolDoc;
 
 /// Environment variable naming the directory of the runtime and model (wins over the config).
 pub const ENV_DIR: &str = "META_SERVER_EMBED_DIR";
-/// Identifies the model in vector files: vectors of another model are recomputed.
-pub const MODEL_ID: &str = "all-minilm-l6-v2-int8";
 /// Sub-directory of the embedding directory holding the model files.
 pub const MODEL_DIR: &str = "all-minilm-l6-v2-int8";
 /// ONNX Runtime library file in the embedding directory.
