@@ -5,8 +5,8 @@ use serde_json::{Value, json};
 use std::path::Path;
 
 use crate::support::{
-    Session, everything_entry, meta_server, repo, succeeds, time_entry, unstartable, wait_until,
-    write_config,
+    SHIPPED, Session, everything_entry, meta_server, repo, succeeds, time_entry, unstartable,
+    wait_until, write_config,
 };
 
 #[test]
@@ -72,11 +72,7 @@ fn index_writes_catalogs_and_reports_failures_without_stopping() {
 #[test]
 fn search_answers_from_catalogs_with_nothing_started() {
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(
-        dir.path(),
-        unstartable(&["everything", "filesystem", "memory", "time"]),
-        json!({}),
-    );
+    let config = write_config(dir.path(), unstartable(&SHIPPED), json!({}));
     let catalogs = repo().join("catalogs");
     let args = [
         "--config",

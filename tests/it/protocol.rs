@@ -3,14 +3,13 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{Session, repo, unstartable, write_config};
+use crate::support::{SHIPPED, Session, repo, unstartable, write_config};
 
 const GOLDEN: &str = "tests/golden/tools_list.json";
 
 fn tools_list_bytes(servers: Value) -> String {
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), servers, json!({}));
-    let mut session = Session::start(&config, &repo().join("catalogs"));
+    let mut session = Session::on_shipped_catalogs(dir.path(), servers);
     session.initialize();
     let line = session.request_raw(2, "tools/list", json!({}));
     assert!(session.finish().success());
@@ -19,7 +18,7 @@ fn tools_list_bytes(servers: Value) -> String {
 
 #[test]
 fn tools_list_is_byte_identical_across_configs_and_matches_golden() {
-    let four = tools_list_bytes(unstartable(&["everything", "filesystem", "memory", "time"]));
+    let four = tools_list_bytes(unstartable(&SHIPPED));
     let one = tools_list_bytes(unstartable(&["time"]));
     let none = tools_list_bytes(json!({}));
     assert_eq!(four, one);
@@ -74,12 +73,7 @@ fn unknown_methods_get_method_not_found_before_and_after_initialize() {
 fn meta_tools_answer_from_shipped_catalogs_without_starting_servers() {
     let dir = tempfile::tempdir().unwrap();
     // Commands that cannot start: any attempt would turn into an error result.
-    let config = write_config(
-        dir.path(),
-        unstartable(&["everything", "filesystem", "memory", "time"]),
-        json!({}),
-    );
-    let mut s = Session::start(&config, &repo().join("catalogs"));
+    let mut s = Session::on_shipped_catalogs(dir.path(), unstartable(&SHIPPED));
     let init = s.initialize();
     let overview = init["instructions"].as_str().unwrap();
     assert!(
@@ -181,8 +175,7 @@ fn allow_and_deny_globs_hold_in_search_details_and_calls() {
     let mut servers = unstartable(&["filesystem", "time"]);
     servers["filesystem"]["denyTools"] = json!(["write_*", "edit_*", "move_*", "create_*"]);
     servers["time"]["allowTools"] = json!(["get_*"]);
-    let config = write_config(dir.path(), servers, json!({}));
-    let mut s = Session::start(&config, &repo().join("catalogs"));
+    let mut s = Session::on_shipped_catalogs(dir.path(), servers);
     s.initialize();
     let call =
         |s: &mut Session, id, name: &str, args: Value| s.call(id, name, args)["result"].clone();
@@ -263,12 +256,7 @@ fn allow_and_deny_globs_hold_in_search_details_and_calls() {
 #[test]
 fn search_hits_can_be_grouped_by_server() {
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(
-        dir.path(),
-        unstartable(&["everything", "filesystem", "memory", "time"]),
-        json!({}),
-    );
-    let mut s = Session::start(&config, &repo().join("catalogs"));
+    let mut s = Session::on_shipped_catalogs(dir.path(), unstartable(&SHIPPED));
     s.initialize();
     let args = json!({"query": "read files and entities", "limit": 10, "group_by_server": true});
     let result = s.request(
@@ -311,8 +299,7 @@ fn search_hits_can_be_grouped_by_server() {
 #[test]
 fn hostile_meta_tool_arguments_get_clear_errors_and_the_server_stays_up() {
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), unstartable(&["everything", "time"]), json!({}));
-    let mut s = Session::start(&config, &repo().join("catalogs"));
+    let mut s = Session::on_shipped_catalogs(dir.path(), unstartable(&["everything", "time"]));
     s.initialize();
     let call = |s: &mut Session, id, name: &str, args: Value| s.call(id, name, args);
     let huge_query = "echo the message please ".repeat(50_000);

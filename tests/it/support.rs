@@ -44,6 +44,9 @@ pub fn write_config(dir: &Path, servers: Value, meta: Value) -> PathBuf {
     path
 }
 
+/// The servers whose catalogs are shipped in `catalogs/`.
+pub const SHIPPED: [&str; 4] = ["everything", "filesystem", "memory", "time"];
+
 /// Servers whose commands cannot start: proves a code path starts nothing.
 pub fn unstartable(names: &[&str]) -> Value {
     names
@@ -88,6 +91,12 @@ pub struct Session {
 const REPLY_LIMIT: Duration = Duration::from_secs(30);
 
 impl Session {
+    /// A session over the catalogs shipped in `catalogs/`, configured with `servers` only.
+    pub fn on_shipped_catalogs(dir: &Path, servers: Value) -> Self {
+        let config = write_config(dir, servers, json!({}));
+        Self::start(&config, &repo().join("catalogs"))
+    }
+
     pub fn start(config: &Path, catalog_dir: &Path) -> Self {
         let mut child = meta_server(&[
             "--config",
