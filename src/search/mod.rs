@@ -1066,4 +1066,17 @@ mod tests {
         .unwrap();
         assert_eq!(idx.search("文件", 1, None).unwrap()[0].key, "zh__read");
     }
+
+    #[test]
+    fn a_cjk_word_ranks_the_tool_that_has_it_above_one_with_its_characters_apart() {
+        // Both descriptions have 文 and 件 once and are equally long; only the first has 文件.
+        let idx = SearchIndex::build(vec![
+            doc("zh", "count", "文本件数统计分析", ""),
+            doc("zh", "upload", "上传文件到服务器", ""),
+        ])
+        .unwrap();
+        let hits = idx.search("文件", 2, None).unwrap();
+        assert_eq!(hits[0].key, "zh__upload", "{hits:?}");
+        assert!(hits[0].score > hits[1].score, "{hits:?}");
+    }
 }

@@ -1,5 +1,6 @@
 //! The identifier-aware tokenizer: splits snake_case, camelCase, kebab-case, dotted names and
-//! letter/digit boundaries into words; CJK characters become one token each.
+//! letter/digit boundaries into words; CJK characters become one token each, and each two
+//! adjacent ones a token more.
 
 use tantivy::tokenizer::{Token, TokenStream, Tokenizer};
 
@@ -72,6 +73,12 @@ fn is_cjk(c: char) -> bool {
         | 0x20000..=0x2FFFF) // CJK extensions B and later
 }
 
+/// Whether `word` is one CJK character (how [`split_words`] gives them).
+fn is_cjk_char(word: &str) -> bool {
+    let mut chars = word.chars();
+    chars.next().is_some_and(is_cjk) && chars.next().is_none()
+}
+
 /// Splits the query the way documents are split, so `getIssue` matches `get_issue`.
 pub fn words_of(text: &str) -> String {
     split_words(text)
@@ -93,18 +100,29 @@ pub struct IdentTokenStream {
 impl Tokenizer for IdentTokenizer {
     type TokenStream<'a> = IdentTokenStream;
 
+    /// The words of [`split_words`]; after each CJK character directly followed by another,
+    /// also the pair (at the first one's position), so a two-character word matches as a word
+    /// and not only as two characters found anywhere (Lucene's CJK bigrams, unigrams kept).
     fn token_stream<'a>(&'a mut self, text: &'a str) -> IdentTokenStream {
-        let tokens = split_words(text)
-            .into_iter()
-            .enumerate()
-            .map(|(position, (from, to))| Token {
+        let words = split_words(text);
+        let mut tokens = Vec::with_capacity(words.len());
+        for (position, &(from, to)) in words.iter().enumerate() {
+            let token = |to: usize| Token {
                 offset_from: from,
                 offset_to: to,
                 position,
                 text: text[from..to].to_owned(),
                 position_length: 1,
-            })
-            .collect();
+            };
+            tokens.push(token(to));
+            if let Some(&(next_from, next_to)) = words.get(position + 1)
+                && next_from == to
+                && is_cjk_char(&text[from..to])
+                && is_cjk_char(&text[next_from..next_to])
+            {
+                tokens.push(token(next_to));
+            }
+        }
         IdentTokenStream { tokens, next: 0 }
     }
 }
@@ -169,5 +187,30 @@ mod tests {
             seen.push(stream.token().text.clone());
         }
         assert_eq!(seen, ["read", "Text", "File"]);
+    }
+
+    #[test]
+    fn adjacent_cjk_characters_also_give_their_pair() {
+        let mut tok = IdentTokenizer;
+        let mut stream = tok.token_stream("读取文件 to 件");
+        let mut seen = Vec::new();
+        while stream.advance() {
+            let t = stream.token();
+            seen.push((t.text.clone(), t.position));
+        }
+        let expected = [
+            ("读", 0),
+            ("读取", 0),
+            ("取", 1),
+            ("取文", 1),
+            ("文", 2),
+            ("文件", 2),
+            ("件", 3),
+            ("to", 4),
+            ("件", 5),
+        ];
+        let expected: Vec<(String, usize)> =
+            expected.iter().map(|&(t, p)| (t.to_owned(), p)).collect();
+        assert_eq!(seen, expected);
     }
 }
