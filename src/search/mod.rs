@@ -68,6 +68,9 @@ pub struct Hit {
     pub coverage: f32,
     /// The query is this tool's name or qualified name.
     pub exact: bool,
+    /// The query is shaped like a name but no tool's: this tool's name is one typo away, or
+    /// its qualified name names another server (did-you-mean). Such hits come first.
+    pub close: bool,
     /// Cosine of the query's vector with this tool's, in hybrid search.
     pub similarity: Option<f32>,
 }
@@ -310,6 +313,11 @@ impl SearchIndex {
             .copied()
             .filter(|&i| server.is_none_or(|s| self.tables.servers[i as usize] == s))
             .collect();
+        let close = if exact.is_empty() {
+            self.close_names(query, server)
+        } else {
+            Vec::new()
+        };
         // Fetch more than asked: coverage and fusion may reorder, and ties at the cut are
         // resolved by key. The pool does not depend on `limit` (up to 50), so a longer list
         // extends a shorter one.
@@ -355,13 +363,14 @@ impl SearchIndex {
             None => bm25,
             Some(cosine) => self.fuse(bm25, cosine, pool, server, &coverage),
         };
-        // An exact name outside the pool (its words are common) still comes first.
-        for &i in &exact {
+        // An exact or close name outside the pool (its words are common) still comes first.
+        for &i in exact.iter().chain(&close) {
             if !scored.iter().any(|&(j, _)| j == i) {
                 scored.push((i, 0.0));
             }
         }
-        let ranked = |&(i, score): &(u32, f32)| (exact.contains(&i), score, i);
+        let first = |i: u32| exact.contains(&i) || close.contains(&i);
+        let ranked = |&(i, score): &(u32, f32)| (first(i), score, i);
         scored.sort_by(|a, b| {
             let (a_exact, a_score, a) = ranked(a);
             let (b_exact, b_score, b) = ranked(b);
@@ -380,6 +389,7 @@ impl SearchIndex {
                     score,
                     coverage: if exact { 1.0 } else { coverage(i) },
                     exact,
+                    close: close.contains(&i),
                     similarity: cosine.as_ref().map(|c| c[i as usize]),
                 }
             })
@@ -441,6 +451,46 @@ impl SearchIndex {
                 .map(|i| (i, cosine[i as usize] + beta * coverage(i)))
                 .collect(),
         }
+    }
+
+    /// For a one-word query that is no tool's name: the tools whose name or qualified name is
+    /// within a typo of it, compared [`tables::squash`]ed (1 edit from 4 letters, 2 from 9),
+    /// or whose name is the tool part of a qualified query on another server.
+    fn close_names(&self, query: &str, server: Option<&str>) -> Vec<u32> {
+        let query = query.trim();
+        if query.is_empty() || query.contains(char::is_whitespace) || query.len() > 200 {
+            return Vec::new();
+        }
+        let wanted = tables::squash(query);
+        let typos = match wanted.chars().count() {
+            0..4 => 0,
+            4..=8 => 1,
+            _ => 2,
+        };
+        let mut close: Vec<u32> = Vec::new();
+        // Qualified names are `<server>__<tool>`.
+        if let Some((_, tool)) = query.rsplit_once("__")
+            && let Some(ords) = self.tables.names.get(tool.to_lowercase().as_str())
+        {
+            close.extend(ords);
+        }
+        if typos > 0 {
+            let letters = tables::letters(&wanted);
+            let differ = |a: u64, b: u64| (a & !b).count_ones() as usize;
+            for (name, (name_letters, ords)) in &self.tables.squashed {
+                if name.len().abs_diff(wanted.len()) <= typos
+                    && differ(letters, *name_letters) <= typos
+                    && differ(*name_letters, letters) <= typos
+                    && strsim::osa_distance(name, &wanted) <= typos
+                {
+                    close.extend(ords);
+                }
+            }
+        }
+        close.retain(|&i| server.is_none_or(|s| self.tables.servers[i as usize] == s));
+        close.sort_unstable();
+        close.dedup();
+        close
     }
 
     /// The query's analyzed words in order (duplicates kept for phrases), minus words found in
@@ -862,6 +912,76 @@ mod tests {
     }
 
     #[test]
+    fn a_misspelt_or_misqualified_name_puts_the_close_tool_first() {
+        let idx = SearchIndex::build(vec![
+            doc(
+                "time",
+                "convert_time",
+                "Convert a time between time zones",
+                "",
+            ),
+            doc(
+                "time",
+                "get_current_time",
+                "Get the current time in a time zone",
+                "",
+            ),
+            doc(
+                "fs",
+                "read_multiple_files",
+                "Read several files at once",
+                "",
+            ),
+            doc("fs", "read_file", "Read a file", ""),
+            doc("fs", "list_directory", "List a directory", ""),
+        ])
+        .unwrap();
+        let first = |q: &str| {
+            let hits = idx.search(q, 3, None).unwrap();
+            (
+                hits[0].key.clone(),
+                hits[0].close,
+                hits.iter().filter(|h| h.close).count(),
+            )
+        };
+        // One letter missing, two letters swapped, no separators, another server.
+        assert_eq!(
+            first("get_curent_time"),
+            ("time__get_current_time".into(), true, 1)
+        );
+        assert_eq!(
+            first("getCurrnetTime"),
+            ("time__get_current_time".into(), true, 1)
+        );
+        assert_eq!(
+            first("listdirectory"),
+            ("fs__list_directory".into(), true, 1)
+        );
+        assert_eq!(
+            first("memory__read_file"),
+            ("fs__read_file".into(), true, 1)
+        );
+        // Exact names are not "close"; sentences and short words are not name-shaped.
+        assert_eq!(first("read_file"), ("fs__read_file".into(), false, 0));
+        assert_eq!(
+            idx.search("get the curent time", 3, None)
+                .unwrap()
+                .iter()
+                .filter(|h| h.close)
+                .count(),
+            0
+        );
+        assert_eq!(
+            idx.search("read_fil", 3, Some("time"))
+                .unwrap()
+                .iter()
+                .filter(|h| h.close)
+                .count(),
+            0
+        );
+    }
+
+    #[test]
     fn exact_names_come_first() {
         let idx = index();
         assert_eq!(
@@ -927,6 +1047,7 @@ mod tests {
             score: 1.0,
             coverage: 0.05,
             exact: false,
+            close: false,
             similarity,
         };
         assert!(confident(&[weak(Some(0.45))]));

@@ -12,6 +12,9 @@ pub(super) struct Tables {
     pub servers: Vec<String>,
     /// Lower-cased tool name and qualified name -> document ordinals, for exact-name lookups.
     pub names: HashMap<String, Vec<u32>>,
+    /// The same names squashed (see [`squash`]) -> their [`letters`] and document ordinals,
+    /// for did-you-mean.
+    pub squashed: HashMap<String, (u64, Vec<u32>)>,
     /// Analyzed term -> term id. Ids are never reused.
     pub vocab: HashMap<String, u32>,
     /// Per term id: number of live tools containing the term in any field.
@@ -37,6 +40,15 @@ impl Tables {
         self.servers.push(server.to_owned());
         for name in names {
             let ords = self.names.entry(name.to_lowercase()).or_default();
+            if !ords.contains(&ord) {
+                ords.push(ord);
+            }
+            let squashed = squash(name);
+            let letters = letters(&squashed);
+            let (_, ords) = self
+                .squashed
+                .entry(squashed)
+                .or_insert((letters, Vec::new()));
             if !ords.contains(&ord) {
                 ords.push(ord);
             }
@@ -78,10 +90,12 @@ impl Tables {
             self.keys[i] = String::new();
             self.servers[i] = String::new();
         }
-        self.names.retain(|_, list| {
+        let kept = |list: &mut Vec<u32>| {
             list.retain(|o| ords.binary_search(o).is_err());
             !list.is_empty()
-        });
+        };
+        self.names.retain(|_, list| kept(list));
+        self.squashed.retain(|_, (_, list)| kept(list));
         self.live -= ords.len();
         ords.len()
     }
@@ -94,6 +108,28 @@ impl Tables {
     pub fn removed(&self) -> usize {
         self.keys.len() - self.live
     }
+}
+
+/// A name lower-cased without `_`, `-` and `.`: `getCurrentTime`, `get_current_time` and
+/// `get-current.time` are all `getcurrenttime`.
+pub(super) fn squash(name: &str) -> String {
+    name.chars()
+        .filter(|c| !matches!(c, '_' | '-' | '.'))
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// Which characters `word` has, as bits (letters and digits each their own, the rest shared):
+/// a word within k edits of another lacks at most k of its bits and has at most k others.
+pub(super) fn letters(word: &str) -> u64 {
+    word.chars().fold(0, |bits, c| {
+        let bit = match c {
+            'a'..='z' => c as u32 - 'a' as u32,
+            '0'..='9' => 26 + c as u32 - '0' as u32,
+            _ => 36 + c as u32 % 28,
+        };
+        bits | 1 << bit
+    })
 }
 
 #[cfg(test)]
@@ -118,6 +154,7 @@ mod tests {
         assert_eq!(t.df[t.vocab["read"] as usize], 1);
         assert_eq!(t.df[t.vocab["file"] as usize], 0);
         assert!(!t.names.contains_key("x") && !t.names.contains_key("a__x"));
+        assert!(!t.squashed.contains_key("ax") && t.squashed["by"].1 == [1]);
 
         let ord = t.add("a__z", "a", ["z"], words("file"));
         assert_eq!(ord, 2, "a new document gets a new ordinal");

@@ -77,7 +77,7 @@ struct Hit {
 /// Score factor for tools of servers that a skill read in this session needs.
 const SKILL_BOOST: f32 = 1.5;
 
-/// Length of the one-line description in a hit.
+/// Length of the one-line description in a hit (`detail: "full"` gives all of it).
 const SUMMARY_CHARS: usize = 160;
 
 pub(super) fn run(state: &State, args: Value) -> Reply {
@@ -140,7 +140,11 @@ pub(super) fn run(state: &State, args: Value) -> Reply {
             name: e.qualified.clone(),
             server: e.server.clone(),
             tool: e.def.name.clone(),
-            description: (args.detail != Detail::Name).then(|| e.def.summary(SUMMARY_CHARS)),
+            description: match args.detail {
+                Detail::Name => None,
+                Detail::Summary => Some(e.def.summary(SUMMARY_CHARS)),
+                Detail::Full => Some(e.def.description.trim().to_owned()),
+            },
             signature: (args.detail != Detail::Name).then(|| e.def.signature()),
             score: (f64::from(h.score) * 1000.0).round() / 1000.0,
             kind: e.skill.as_ref().map(|_| "skill"),
@@ -152,7 +156,20 @@ pub(super) fn run(state: &State, args: Value) -> Reply {
         })
         .collect();
     let confident = crate::search::confident(&found);
-    let hint = (!confident).then(|| weak_hint(&library, &args.query, &hits, &servers));
+    let close: Vec<&str> = found
+        .iter()
+        .filter(|h| h.close)
+        .filter_map(|h| library.get(&h.key).map(|e| e.qualified.as_str()))
+        .collect();
+    let hint = if !close.is_empty() {
+        Some(format!(
+            "No tool is named \"{}\". Did you mean {}? Listed first.",
+            args.query.trim(),
+            close.join(" or ")
+        ))
+    } else {
+        (!confident).then(|| weak_hint(&library, &args.query, &hits, &servers))
+    };
     let (hits, groups) = if args.group_by_server {
         group(hits)
     } else {

@@ -115,6 +115,37 @@ fn meta_tools_answer_from_shipped_catalogs_without_starting_servers() {
         full["structuredContent"]["hits"][0]["inputSchema"]["required"],
         json!(["timezone"])
     );
+    // A summary is one line of at most 160 characters; full gives the whole description.
+    let description = |s: &mut Session, id, detail: &str| {
+        let args =
+            json!({"query": "filesystem__read_multiple_files", "detail": detail, "limit": 1});
+        let r = call(s, id, "search_tools", args);
+        r["structuredContent"]["hits"][0]["description"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    // A misspelt or misqualified name: the tool meant comes first, with a did-you-mean.
+    for (id, query, meant) in [
+        (42, "get_curent_time", "time__get_current_time"),
+        (43, "memory__read_file", "filesystem__read_file"),
+    ] {
+        let r = call(&mut s, id, "search_tools", json!({"query": query}));
+        let out = &r["structuredContent"];
+        assert_eq!(out["hits"][0]["name"], meant, "{out}");
+        let hint = out["hint"].as_str().unwrap();
+        assert!(hint.contains(&format!("Did you mean {meant}")), "{hint}");
+    }
+    let summary = description(&mut s, 40, "summary");
+    let whole = description(&mut s, 41, "full");
+    assert!(
+        summary.ends_with('…') && summary.chars().count() == 160,
+        "{summary}"
+    );
+    assert!(
+        whole.len() > 300 && whole.starts_with(summary.trim_end_matches('…')),
+        "{whole}"
+    );
     let scoped = call(
         &mut s,
         5,
