@@ -132,3 +132,31 @@ fn eval_reads_a_catalog_dir_and_reports_bad_lines() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Short requests like the ones a model sends to search_tools, over the shipped catalogs:
+/// those the four servers answer are mostly confident; those they cannot answer ("write a
+/// tweet" shares only "write" with `write_file`) never are.
+#[test]
+fn short_requests_are_confident_only_when_a_shipped_tool_answers_them() {
+    let catalogs = repo().join("catalogs");
+    let share = |file: &str| {
+        let queries = fixture(file);
+        let out = succeeds(&mut meta_server(&[
+            "eval",
+            "--queries",
+            &queries,
+            "--catalog-dir",
+            catalogs.to_str().unwrap(),
+            "--option",
+            "embeddings=false",
+            "--json",
+        ]));
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(report["queries"], 20);
+        report["confidence"]["share"].as_f64().unwrap()
+    };
+    let answerable = share("shipped-answerable.jsonl");
+    assert!(answerable >= 0.85, "confident on {answerable}");
+    let unanswerable = share("shipped-unanswerable.jsonl");
+    assert_eq!(unanswerable, 0.0);
+}
