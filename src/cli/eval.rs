@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::catalog::Catalog;
-use crate::config::{ServerConfig, default_catalog_dir, server_identifier};
+use crate::config::{ServerConfig, Settings, default_catalog_dir, server_identifier};
 use crate::search::embed::EmbedError;
 use crate::search::metrics::{self, Mean, Scores};
 use crate::search::{self, SearchOptions};
@@ -34,8 +34,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE.jsonl")]
     tools: Option<PathBuf>,
 
-    /// Results retrieved per query.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=50))]
+    /// Results retrieved per query (10-50: the metrics go down to rank 10).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(10..=50))]
     limit: u16,
 
     /// Change a ranking option to measure its effect, e.g. stopwords=lucene, combine=sum,
@@ -126,12 +126,20 @@ struct Latency {
     max: f64,
 }
 
-pub fn run(args: Args, catalog_dir: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+/// `config` is only read, if it exists, for its catalog directory when `--catalog-dir` is not
+/// given and tools do not come from `--tools`.
+pub fn run(args: Args, config: &Path, catalog_dir: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     let mut options = SearchOptions::default();
     for setting in &args.options {
         options.set(setting).map_err(anyhow::Error::msg)?;
     }
-    let catalog_dir = catalog_dir.unwrap_or_else(default_catalog_dir);
+    let catalog_dir = match catalog_dir {
+        Some(dir) => dir,
+        None if args.tools.is_none() && config.exists() => {
+            Settings::load(config, None)?.catalog_dir
+        }
+        None => default_catalog_dir(),
+    };
     let catalogs = match &args.tools {
         Some(path) => catalogs_from_jsonl(path)?,
         None => catalogs_from_dir(&catalog_dir)?,
@@ -151,6 +159,9 @@ pub fn run(args: Args, catalog_dir: Option<PathBuf>) -> anyhow::Result<ExitCode>
         let store = args.tools.is_none().then_some(catalog_dir.as_path());
         embed_tools(&library, &args.embed_dir, store);
     }
+    if !library.is_hybrid() && args.options.iter().any(|o| o.starts_with("fusion=")) {
+        eprintln!("note: this search is BM25 only, so the fusion option changes nothing");
+    }
     let queries = read_queries(&args.queries)?;
 
     let limit = usize::from(args.limit);
@@ -158,13 +169,14 @@ pub fn run(args: Args, catalog_dir: Option<PathBuf>) -> anyhow::Result<ExitCode>
     let mut times = Vec::with_capacity(queries.len());
     let mut by_coverage = Buckets::new(&COVERAGES);
     let mut by_similarity = Buckets::new(&SIMILARITIES);
-    let mut unknown_gold = 0;
+    let mut unknown_gold = Vec::new();
     let mut held_out_confident = 0;
-    for (text, gold) in &queries {
-        unknown_gold += gold
-            .iter()
-            .filter(|keys| !library.entries.contains_key(&keys[0]))
-            .count();
+    for Query { line, text, gold } in &queries {
+        for keys in gold {
+            if !keys.iter().any(|k| library.entries.contains_key(k)) {
+                unknown_gold.push(format!("{}:{line}: {}", args.queries.display(), keys[0]));
+            }
+        }
         let started = Instant::now();
         let hits = library.search(text, limit, None)?;
         times.push(started.elapsed());
@@ -192,6 +204,16 @@ pub fn run(args: Args, catalog_dir: Option<PathBuf>) -> anyhow::Result<ExitCode>
             held_out_confident += 1;
         }
     }
+    let gold_items: usize = queries.iter().map(|q| q.gold.len()).sum();
+    if unknown_gold.len() == gold_items {
+        bail!(
+            "none of the gold tools is in the catalog ({} tools), so nothing can be scored; check \
+             the server and tool names of the queries, e.g. {}",
+            library.entries.len(),
+            unknown_gold[0]
+        );
+    }
+    report_unknown(&unknown_gold);
     times.sort();
     let report = Report {
         queries: queries.len(),
@@ -202,7 +224,7 @@ pub fn run(args: Args, catalog_dir: Option<PathBuf>) -> anyhow::Result<ExitCode>
         } else {
             "bm25".into()
         },
-        unknown_gold,
+        unknown_gold: unknown_gold.len(),
         metrics: all.get(),
         confidence: Confidence {
             share: sure.count as f64 / all.count.max(1) as f64,
@@ -233,12 +255,6 @@ fn print(r: &Report, json: bool) -> anyhow::Result<()> {
         "{} queries, {} tools, {} results per query, ranking: {}",
         r.queries, r.tools, r.limit, r.ranking
     );
-    if r.unknown_gold > 0 {
-        println!(
-            "warning: {} gold items name tools not in the catalog",
-            r.unknown_gold
-        );
-    }
     println!("R@1      {:.3}", m.recall_1);
     println!("R@5      {:.3}", m.recall_5);
     println!("R@10     {:.3}", m.recall_10);
@@ -276,6 +292,26 @@ fn print(r: &Report, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Warns on stderr about gold items (`file:line: qualified name`) not in the catalog: they
+/// count as misses.
+#[allow(clippy::print_stderr)]
+fn report_unknown(unknown: &[String]) {
+    const SHOWN: usize = 5;
+    if unknown.is_empty() {
+        return;
+    }
+    eprintln!(
+        "warning: {} gold items name tools not in the catalog and count as misses:",
+        unknown.len()
+    );
+    for item in unknown.iter().take(SHOWN) {
+        eprintln!("  {item}");
+    }
+    if unknown.len() > SHOWN {
+        eprintln!("  ... and {} more", unknown.len() - SHOWN);
+    }
+}
+
 /// Loads the model from `dir` and computes the tool vectors; on any failure says why on stderr
 /// and leaves the library BM25 only.
 #[allow(clippy::print_stderr)]
@@ -293,8 +329,16 @@ fn embed_tools(library: &Library, dir: &Path, store: Option<&Path>) {
     }
 }
 
-/// Reads the query file: (query text, gold items as lists of acceptable qualified names).
-fn read_queries(path: &Path) -> anyhow::Result<Vec<(String, Vec<Vec<String>>)>> {
+/// One line of the query file.
+struct Query {
+    line: usize,
+    text: String,
+    /// Gold items, each as its acceptable qualified names (the tool, then its alts).
+    gold: Vec<Vec<String>>,
+}
+
+/// Reads the query file.
+fn read_queries(path: &Path) -> anyhow::Result<Vec<Query>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read queries {}", path.display()))?;
     let mut out = Vec::new();
@@ -320,7 +364,11 @@ fn read_queries(path: &Path) -> anyhow::Result<Vec<(String, Vec<Vec<String>>)>> 
                 q.id
             );
         }
-        out.push((q.query, gold));
+        out.push(Query {
+            line: i + 1,
+            text: q.query,
+            gold,
+        });
     }
     if out.is_empty() {
         bail!("{} holds no queries", path.display());

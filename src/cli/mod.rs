@@ -82,8 +82,8 @@ pub fn init_logging(cli: &Cli) {
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let config = cli.config.clone().unwrap_or_else(default_config_path);
     match cli.command {
-        // Its tools come from a file or a catalog dir: no config needed.
-        Command::Eval(args) => return eval::run(args, cli.catalog_dir),
+        // Its tools come from a file or a catalog dir: no config needed (only its catalogDir).
+        Command::Eval(args) => return eval::run(args, &config, cli.catalog_dir),
         // Client setup edits files only, and must work before meta-server's config exists.
         Command::Import(args) => return import::run(&config, args),
         Command::Install(args) => return install::run(&config, args),

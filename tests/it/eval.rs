@@ -50,9 +50,11 @@ fn eval_scores_a_tools_file_without_any_config() {
         text.contains("R@1      0.700") && text.contains("R@10     0.900"),
         "{text}"
     );
+    let warning = String::from_utf8(out.stderr).unwrap();
     assert!(
-        text.contains("1 gold items name tools not in the catalog"),
-        "{text}"
+        warning.contains("1 gold items name tools not in the catalog")
+            && warning.contains("queries.jsonl:4: nowhere__missing"),
+        "{warning}"
     );
 
     // A ranking option that removes all text fields finds nothing but exact names.
@@ -114,6 +116,49 @@ fn eval_reads_a_catalog_dir_and_reports_bad_lines() {
     assert_eq!(report["queries"], 2);
     assert_eq!(report["unknownGold"], 0);
     assert_eq!(report["metrics"]["recall@1"], 1.0, "{report}");
+
+    // Without --catalog-dir, the config's catalogDir is where the catalogs are.
+    let config = crate::support::write_config(
+        dir.path(),
+        serde_json::json!({}),
+        serde_json::json!({"catalogDir": catalogs}),
+    );
+    let args = [
+        "--config",
+        config.to_str().unwrap(),
+        "eval",
+        "--queries",
+        queries.to_str().unwrap(),
+        "--json",
+    ];
+    let out = succeeds(&mut meta_server(&args));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["metrics"]["recall@1"], 1.0, "{report}");
+
+    // Metrics go down to rank 10: fewer results would make R@10 a lie.
+    let out = meta_server(&[&args[..], &["--limit", "5"]].concat())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("10..=50"),
+        "{out:?}"
+    );
+
+    // Gold tools that are all missing (a misspelt server) score nothing: an error, not zeros.
+    std::fs::write(
+        &queries,
+        r#"{"id": 1, "query": "current time", "gold": [{"server": "tme", "name": "get_current_time"}]}"#,
+    )
+    .unwrap();
+    let out = meta_server(&args).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("none of the gold tools is in the catalog")
+            && stderr.contains("q.jsonl:1: tme__get_current_time"),
+        "{stderr}"
+    );
 
     std::fs::write(&queries, "{\"query\": \"x\"}\n").unwrap();
     let out = meta_server(&[
