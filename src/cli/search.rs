@@ -21,6 +21,15 @@ pub struct Args {
     #[arg(long)]
     server: Option<String>,
 
+    /// How much of each hit to show: name, summary (description and signature) or full (the
+    /// whole description and the input schema).
+    #[arg(long, value_parser = ["name", "summary", "full"], default_value = "summary")]
+    detail: String,
+
+    /// Order hits server by server (servers by their best hit).
+    #[arg(long)]
+    group_by_server: bool,
+
     /// Print the structured result as JSON.
     #[arg(long)]
     json: bool,
@@ -40,7 +49,12 @@ pub fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
     }
     let state = State::new(settings, library);
     state.embed_library();
-    let mut request = json!({"query": args.query, "limit": args.limit});
+    let mut request = json!({
+        "query": args.query,
+        "limit": args.limit,
+        "detail": args.detail,
+        "group_by_server": args.group_by_server,
+    });
     if let Some(server) = args.server {
         request["server"] = server.into();
     }

@@ -337,6 +337,15 @@ impl Library {
         self.embed(Arc::new(Embedder::load(dir)?), store)
     }
 
+    /// Whether any entry belongs to `server`.
+    pub fn has_server(&self, server: &str) -> bool {
+        let prefix = format!("{server}{SEPARATOR}");
+        self.entries
+            .range(prefix.clone()..)
+            .next()
+            .is_some_and(|(key, _)| key.starts_with(&prefix))
+    }
+
     /// The tool with this qualified name.
     pub fn get(&self, qualified: &str) -> Option<&Arc<Entry>> {
         self.entries.get(qualified)

@@ -3,6 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::config::{RESERVED_SERVER, SKILL_SERVER};
+
 use super::reply::{self, Reply};
 use super::{Library, State};
 
@@ -91,12 +93,19 @@ pub(super) fn run(state: &State, args: Value) -> Reply {
             args.limit
         ));
     }
-    let servers: Vec<&str> = state
+    let library = state.library();
+    // Configured servers (with or without a catalog yet), then built-in ones (`meta`, skills).
+    let mut servers: Vec<&str> = state
         .settings
         .servers
         .iter()
         .map(|s| s.name.as_str())
         .collect();
+    for builtin in [RESERVED_SERVER, SKILL_SERVER] {
+        if library.has_server(builtin) {
+            servers.push(builtin);
+        }
+    }
     if let Some(server) = &args.server
         && !servers.contains(&server.as_str())
     {
@@ -105,7 +114,6 @@ pub(super) fn run(state: &State, args: Value) -> Reply {
             servers.join(", ")
         ));
     }
-    let library = state.library();
     let boosted = state.boosted.lock().expect("boosted lock").clone();
     // With boosted servers, look further down the ranking so their tools can move up.
     let wanted = if boosted.is_empty() {

@@ -125,6 +125,24 @@ fn search_answers_from_catalogs_with_nothing_started() {
         "{text}"
     );
 
+    // Detail and grouping, as search_tools has them.
+    let out = succeeds(&mut meta_server(
+        &[
+            &args[..],
+            &[
+                "read files and entities",
+                "--detail",
+                "name",
+                "--group-by-server",
+                "--json",
+            ],
+        ]
+        .concat(),
+    ));
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(result["hits"][0].get("description").is_none(), "{result}");
+    assert!(result["groups"].as_array().unwrap().len() >= 2, "{result}");
+
     let out = meta_server(&[&args[..], &["x", "--server", "nope"]].concat())
         .output()
         .unwrap();

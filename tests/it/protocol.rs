@@ -157,6 +157,18 @@ fn meta_tools_answer_from_shipped_catalogs_without_starting_servers() {
         !hits.is_empty() && hits.iter().all(|h| h["server"] == "memory"),
         "{scoped}"
     );
+    // The built-in tools' server is a server like any other.
+    let builtin = call(
+        &mut s,
+        44,
+        "search_tools",
+        json!({"query": "full content", "server": "meta"}),
+    );
+    let hits = builtin["structuredContent"]["hits"].as_array().unwrap();
+    assert!(
+        !hits.is_empty() && hits.iter().all(|h| h["server"] == "meta"),
+        "{builtin}"
+    );
     let details = call(
         &mut s,
         6,
