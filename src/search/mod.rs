@@ -182,7 +182,7 @@ impl SearchIndex {
             ],
         };
         let index = Index::create_in_ram(sb.build());
-        let mut analyzer = analyzer(options.stopwords);
+        let mut analyzer = analyzer(&options);
         index.tokenizers().register(ANALYZER, analyzer.clone());
         let mut tables = Tables::default();
         commit_docs(
@@ -740,24 +740,33 @@ fn idf(n: f32, df: f32) -> f32 {
     (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
 }
 
-fn analyzer(stopwords: StopWords) -> TextAnalyzer {
-    let base = TextAnalyzer::builder(tokenizer::IdentTokenizer)
-        .filter(RemoveLongFilter::limit(40))
-        .filter(LowerCaser);
-    let stop = match stopwords {
-        StopWords::None => return base.filter(Stemmer::new(Language::English)).build(),
-        StopWords::Lucene => {
-            StopWordFilter::new(Language::English).expect("tantivy has English stop words")
-        }
-        StopWords::Snowball => StopWordFilter::remove(
-            tokenizer::SNOWBALL_ENGLISH
-                .split_whitespace()
-                .map(str::to_owned),
-        ),
+fn analyzer(options: &SearchOptions) -> TextAnalyzer {
+    let tokenizer = tokenizer::IdentTokenizer {
+        split_case: options.split_case,
     };
-    base.filter(stop)
-        .filter(Stemmer::new(Language::English))
-        .build()
+    let mut builder = TextAnalyzer::builder(tokenizer)
+        .filter(RemoveLongFilter::limit(40))
+        .filter(LowerCaser)
+        .dynamic();
+    match options.stopwords {
+        StopWords::None => {}
+        StopWords::Lucene => {
+            builder = builder.filter_dynamic(
+                StopWordFilter::new(Language::English).expect("tantivy has English stop words"),
+            );
+        }
+        StopWords::Snowball => {
+            builder = builder.filter_dynamic(StopWordFilter::remove(
+                tokenizer::SNOWBALL_ENGLISH
+                    .split_whitespace()
+                    .map(str::to_owned),
+            ));
+        }
+    }
+    if options.stem {
+        builder = builder.filter_dynamic(Stemmer::new(Language::English));
+    }
+    builder.build()
 }
 
 #[cfg(test)]

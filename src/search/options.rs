@@ -28,6 +28,11 @@ pub enum StopWords {
 pub struct SearchOptions {
     /// English stop words dropped from documents and queries.
     pub stopwords: StopWords,
+    /// Reduce words to their English stem (`searching`, `searches`: `search`).
+    pub stem: bool,
+    /// Split words at case changes and letter/digit boundaries (`getWeather2`: `get weather 2`),
+    /// not only at other characters (`get_weather`).
+    pub split_case: bool,
     /// Split run-together lower-case names (`keywordexplorer`) into words the catalog uses
     /// elsewhere (`keyword explorer`), indexed next to the name.
     pub decompound: bool,
@@ -56,6 +61,8 @@ impl Default for SearchOptions {
     fn default() -> Self {
         Self {
             stopwords: StopWords::Snowball,
+            stem: true,
+            split_case: true,
             decompound: false,
             name: 1.0,
             title: 1.0,
@@ -101,6 +108,16 @@ impl SearchOptions {
                     }
                 };
             }
+            "stem" => {
+                self.stem = value
+                    .parse()
+                    .map_err(|_| format!("stem is true or false, got \"{value}\""))?;
+            }
+            "split_case" => {
+                self.split_case = value
+                    .parse()
+                    .map_err(|_| format!("split_case is true or false, got \"{value}\""))?;
+            }
             "decompound" => {
                 self.decompound = value
                     .parse()
@@ -138,7 +155,7 @@ impl SearchOptions {
             }
             _ => {
                 return Err(format!(
-                    "unknown option \"{key}\"; options: stopwords, decompound, name, title, description, params, server, combine, coverage, phrase, max_df, embeddings, fusion"
+                    "unknown option \"{key}\"; options: stopwords, stem, split_case, decompound, name, title, description, params, server, combine, coverage, phrase, max_df, embeddings, fusion"
                 ));
             }
         }

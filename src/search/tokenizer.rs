@@ -73,6 +73,24 @@ fn is_cjk(c: char) -> bool {
         | 0x20000..=0x2FFFF) // CJK extensions B and later
 }
 
+/// Joins words that touch (`get`, `Weather` of `getWeather`), except CJK characters.
+fn join_touching(text: &str, words: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
+    let mut out: Vec<(usize, usize)> = Vec::with_capacity(words.len());
+    for (from, to) in words {
+        match out.last_mut() {
+            Some(last)
+                if last.1 == from
+                    && !is_cjk_char(&text[last.0..last.1])
+                    && !is_cjk_char(&text[from..to]) =>
+            {
+                last.1 = to;
+            }
+            _ => out.push((from, to)),
+        }
+    }
+    out
+}
+
 /// Whether `word` is one CJK character (how [`split_words`] gives them).
 fn is_cjk_char(word: &str) -> bool {
     let mut chars = word.chars();
@@ -89,8 +107,13 @@ pub fn words_of(text: &str) -> String {
 }
 
 /// tantivy adapter over [`split_words`].
-#[derive(Clone, Default)]
-pub struct IdentTokenizer;
+#[derive(Clone)]
+pub struct IdentTokenizer {
+    /// `false`: words split only at characters that are not letters or digits (`getWeather`
+    /// stays one word), to measure what splitting at case changes is worth.
+    pub split_case: bool,
+}
+
 
 pub struct IdentTokenStream {
     tokens: Vec<Token>,
@@ -104,7 +127,10 @@ impl Tokenizer for IdentTokenizer {
     /// also the pair (at the first one's position), so a two-character word matches as a word
     /// and not only as two characters found anywhere (Lucene's CJK bigrams, unigrams kept).
     fn token_stream<'a>(&'a mut self, text: &'a str) -> IdentTokenStream {
-        let words = split_words(text);
+        let mut words = split_words(text);
+        if !self.split_case {
+            words = join_touching(text, words);
+        }
         let mut tokens = Vec::with_capacity(words.len());
         for (position, &(from, to)) in words.iter().enumerate() {
             let token = |to: usize| Token {
@@ -180,7 +206,7 @@ mod tests {
 
     #[test]
     fn token_stream_yields_every_word() {
-        let mut tok = IdentTokenizer;
+        let mut tok = IdentTokenizer { split_case: true };
         let mut stream = tok.token_stream("readTextFile");
         let mut seen = Vec::new();
         while stream.advance() {
@@ -190,8 +216,19 @@ mod tests {
     }
 
     #[test]
+    fn without_case_splitting_only_other_characters_split() {
+        let mut tok = IdentTokenizer { split_case: false };
+        let mut stream = tok.token_stream("getWeather2 get_weather 读取");
+        let mut seen = Vec::new();
+        while stream.advance() {
+            seen.push(stream.token().text.clone());
+        }
+        assert_eq!(seen, ["getWeather2", "get", "weather", "读", "读取", "取"]);
+    }
+
+    #[test]
     fn adjacent_cjk_characters_also_give_their_pair() {
-        let mut tok = IdentTokenizer;
+        let mut tok = IdentTokenizer { split_case: true };
         let mut stream = tok.token_stream("读取文件 to 件");
         let mut seen = Vec::new();
         while stream.advance() {
