@@ -151,7 +151,13 @@ pub fn run(args: Args, config: &Path, catalog_dir: Option<PathBuf>) -> anyhow::R
     let embed = options.embeddings;
     let library = Library::catalogs_only(&servers, catalogs, options)?;
     if library.entries.is_empty() {
-        bail!("no tools to search");
+        match &args.tools {
+            Some(path) => bail!("no tools to search in {}", path.display()),
+            None => bail!(
+                "no catalogs with tools in {}; run `meta-server index` first, or pass --tools FILE.jsonl",
+                catalog_dir.display()
+            ),
+        }
     }
     if embed {
         // Vectors persist next to catalogs read from a directory; JSON-lines tools are

@@ -205,3 +205,28 @@ fn short_requests_are_confident_only_when_a_shipped_tool_answers_them() {
     let unanswerable = share("shipped-unanswerable.jsonl");
     assert_eq!(unanswerable, 0.0);
 }
+
+/// The BM25 row of EVAL.md and the README, reproduced from the MetaTool data kept in the repo:
+/// a ranking change that moves them must update the documents too.
+#[test]
+fn metatool_numbers_in_the_documents_reproduce() {
+    let data = repo().join("evaldata");
+    let out = succeeds(&mut meta_server(&[
+        "eval",
+        "--queries",
+        data.join("metatool.queries.jsonl").to_str().unwrap(),
+        "--tools",
+        data.join("metatool.catalog.jsonl").to_str().unwrap(),
+        "--option",
+        "embeddings=false",
+        "--json",
+    ]));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["queries"], 20_544);
+    let m = &report["metrics"];
+    let got: Vec<String> = ["recall@1", "recall@5", "recall@10", "mrr", "ndcg@10"]
+        .iter()
+        .map(|k| format!("{:.3}", m[k].as_f64().unwrap()))
+        .collect();
+    assert_eq!(got, ["0.440", "0.639", "0.698", "0.525", "0.567"], "{report}");
+}
