@@ -114,7 +114,6 @@ pub struct IdentTokenizer {
     pub split_case: bool,
 }
 
-
 pub struct IdentTokenStream {
     tokens: Vec<Token>,
     next: usize,

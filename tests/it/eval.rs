@@ -228,5 +228,9 @@ fn metatool_numbers_in_the_documents_reproduce() {
         .iter()
         .map(|k| format!("{:.3}", m[k].as_f64().unwrap()))
         .collect();
-    assert_eq!(got, ["0.440", "0.639", "0.698", "0.525", "0.567"], "{report}");
+    assert_eq!(
+        got,
+        ["0.440", "0.639", "0.698", "0.525", "0.567"],
+        "{report}"
+    );
 }
