@@ -242,7 +242,7 @@ fn weak_hint(library: &Library, query: &str, hits: &[Hit], servers: &[&str]) -> 
         )
     };
     hint.push_str(&format!(
-        " Rephrase with what the tool does (e.g. \"read file\", \"create issue\"), or search one server with `server` (servers: {}).",
+        " Rephrase with what the tool does (e.g. \"read file\", \"create issue\"), or search one server only (servers: {}).",
         servers.join(", ")
     ));
     let near: Vec<String> = library
