@@ -73,8 +73,9 @@ pub struct Hit {
     pub words: usize,
     /// The query is this tool's name or qualified name.
     pub exact: bool,
-    /// The query is shaped like a name but no tool's: this tool's name is one typo away, or
-    /// its qualified name names another server (did-you-mean). Such hits come first.
+    /// The query is one word and no tool's name (written like an identifier, or matching no
+    /// tool's words well), but this tool's name is a typo away or the query names it on
+    /// another server (did-you-mean). Such hits come first.
     pub close: bool,
     /// Cosine of the query's vector with this tool's, in hybrid search.
     pub similarity: Option<f32>,
@@ -95,10 +96,26 @@ pub struct Hit {
 pub fn confident(hits: &[Hit]) -> bool {
     hits.first().is_some_and(|h| {
         h.exact
-            || h.coverage >= CONFIDENT_COVERAGE
-            || (h.coverage >= CONFIDENT_SHARED_COVERAGE && h.words >= 2)
+            || strong_words(h.coverage, h.words)
             || h.similarity.is_some_and(|s| s >= CONFIDENT_SIMILARITY)
     })
+}
+
+/// Whether `query` is written like an identifier: one word with `_`, `-`, `.` or a lower-case
+/// letter followed by a capital (`get_time`, `getTime`).
+fn identifier_like(query: &str) -> bool {
+    let query = query.trim();
+    !query.contains(char::is_whitespace)
+        && (query.contains(['_', '-', '.'])
+            || query
+                .chars()
+                .zip(query.chars().skip(1))
+                .any(|(a, b)| a.is_lowercase() && b.is_uppercase()))
+}
+
+/// The word part of [`confident`]: half the query's weight, or a fifth with two words.
+fn strong_words(coverage: f32, words: usize) -> bool {
+    coverage >= CONFIDENT_COVERAGE || (coverage >= CONFIDENT_SHARED_COVERAGE && words >= 2)
 }
 
 #[derive(Clone)]
@@ -321,23 +338,20 @@ impl SearchIndex {
             .copied()
             .filter(|&i| server.is_none_or(|s| self.tables.servers[i as usize] == s))
             .collect();
-        let close = if exact.is_empty() {
-            self.close_names(query, server)
-        } else {
-            Vec::new()
-        };
         // Fetch more than asked: coverage and fusion may reorder, and ties at the cut are
         // resolved by key. The pool does not depend on `limit` (up to 50), so a longer list
         // extends a shorter one.
         let pool = limit.max(50) * 2 + 32;
         let weights = self.weights(&words);
-        let total: f32 = weights.iter().map(|(_, w)| w).sum();
+        let total: f32 = weights.iter().map(|(_, w, _)| w).sum();
         let shared = |i: u32| {
             let terms = &self.tables.doc_terms[i as usize];
             weights
                 .iter()
-                .filter(|(id, _)| id.is_some_and(|id| terms.binary_search(&id).is_ok()))
-                .fold((0.0, 0), |(weight, words), (_, w)| (weight + w, words + 1))
+                .filter(|(id, _, _)| id.is_some_and(|id| terms.binary_search(&id).is_ok()))
+                .fold((0.0, 0), |(weight, words), (_, w, counts)| {
+                    (weight + w, words + usize::from(*counts))
+                })
         };
         let coverage = |i: u32| {
             let (matched, _) = shared(i);
@@ -368,6 +382,22 @@ impl SearchIndex {
                 }
             }
         }
+        // Did-you-mean for what looks like an identifier, and for a plain word only when no
+        // tool matches the query's words well: "email" is one letter from a tool called
+        // `mail`, and must not push `send_email` down.
+        let close = if exact.is_empty()
+            && (identifier_like(query)
+                || bm25
+                    .iter()
+                    .max_by(|a, b| a.1.total_cmp(&b.1))
+                    .is_none_or(|&(i, _)| {
+                        let (_, words) = shared(i);
+                        !strong_words(coverage(i), words)
+                    })) {
+            self.close_names(query, server)
+        } else {
+            Vec::new()
+        };
         let cosine = dense.map(|(query_vector, vectors)| vectors.scores(query_vector));
         let mut scored = match &cosine {
             None => bm25,
@@ -473,14 +503,18 @@ impl SearchIndex {
             return Vec::new();
         }
         let wanted = tables::squash(query);
-        let typos = match wanted.chars().count() {
+        let length = wanted.chars().count();
+        let typos = match length {
             0..4 => 0,
             4..=8 => 1,
             _ => 2,
         };
         let mut close: Vec<u32> = Vec::new();
-        // Qualified names are `<server>__<tool>`.
-        if let Some((_, tool)) = query.rsplit_once("__")
+        // Qualified names are `<server>__<tool>`; server names have no `__` of their own.
+        if let Some((prefix, tool)) = query.split_once("__")
+            && prefix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
             && let Some(ords) = self.tables.names.get(tool.to_lowercase().as_str())
         {
             close.extend(ords);
@@ -489,9 +523,9 @@ impl SearchIndex {
             let letters = tables::letters(&wanted);
             let differ = |a: u64, b: u64| (a & !b).count_ones() as usize;
             for (name, (name_letters, ords)) in &self.tables.squashed {
-                if name.len().abs_diff(wanted.len()) <= typos
-                    && differ(letters, *name_letters) <= typos
+                if differ(letters, *name_letters) <= typos
                     && differ(*name_letters, letters) <= typos
+                    && name.chars().count().abs_diff(length) <= typos
                     && strsim::osa_distance(name, &wanted) <= typos
                 {
                     close.extend(ords);
@@ -533,8 +567,10 @@ impl SearchIndex {
         words
     }
 
-    /// Distinct query words with their term id (if any tool has the word) and IDF weight.
-    fn weights(&self, words: &[String]) -> Vec<(Option<u32>, f32)> {
+    /// Distinct query words with their term id (if any tool has the word), IDF weight, and
+    /// whether it counts as a word of its own in [`Hit::words`] (a lone CJK character of a
+    /// longer CJK word does not: `文件` gives `文`, `文件`, `件`, one word).
+    fn weights(&self, words: &[String]) -> Vec<(Option<u32>, f32, bool)> {
         let n = self.len() as f32;
         let mut seen: Vec<&String> = Vec::new();
         let mut out = Vec::new();
@@ -545,7 +581,7 @@ impl SearchIndex {
             seen.push(w);
             let id = self.tables.vocab.get(w).copied();
             let df = id.map_or(0.0, |id| self.tables.df[id as usize] as f32);
-            out.push((id, idf(n, df)));
+            out.push((id, idf(n, df), !tokenizer::is_cjk_char(w)));
         }
         out
     }
@@ -1002,6 +1038,26 @@ mod tests {
     }
 
     #[test]
+    fn a_word_that_tools_have_is_not_taken_for_a_misspelt_name() {
+        let idx = SearchIndex::build(vec![
+            doc("s", "send_email", "Send an email message", ""),
+            doc("s", "mail", "Check the mailbox", ""),
+            doc("s", "café_menu", "Dishes of the day", ""),
+        ])
+        .unwrap();
+        // "email" is one letter from `mail`, but send_email has the word: no did-you-mean.
+        let hits = idx.search("email", 3, None).unwrap();
+        assert_eq!(hits[0].key, "s__send_email", "{hits:?}");
+        assert!(
+            hits.iter().all(|h| !h.close) && confident(&hits),
+            "{hits:?}"
+        );
+        // Typos are counted in characters, not bytes: ü is two bytes.
+        let hits = idx.search("cafémenüü", 3, None).unwrap();
+        assert!(hits[0].close && hits[0].key == "s__café_menu", "{hits:?}");
+    }
+
+    #[test]
     fn exact_names_come_first() {
         let idx = index();
         assert_eq!(
@@ -1230,5 +1286,15 @@ mod tests {
         let hits = idx.search("文件", 2, None).unwrap();
         assert_eq!(hits[0].key, "zh__upload", "{hits:?}");
         assert!(hits[0].score > hits[1].score, "{hits:?}");
+        assert!(confident(&hits) && hits[0].words == 1, "{hits:?}");
+        // "Write a tweet" shares two lone characters with "write a file": one word, weak.
+        let idx = SearchIndex::build(vec![
+            doc("zh", "write", "写入文件", ""),
+            doc("zh", "read", "读取目录", ""),
+        ])
+        .unwrap();
+        let hits = idx.search("写推文", 2, None).unwrap();
+        assert_eq!(hits[0].key, "zh__write");
+        assert!(!confident(&hits), "{hits:?}");
     }
 }

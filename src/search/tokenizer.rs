@@ -92,7 +92,7 @@ fn join_touching(text: &str, words: Vec<(usize, usize)>) -> Vec<(usize, usize)> 
 }
 
 /// Whether `word` is one CJK character (how [`split_words`] gives them).
-fn is_cjk_char(word: &str) -> bool {
+pub(super) fn is_cjk_char(word: &str) -> bool {
     let mut chars = word.chars();
     chars.next().is_some_and(is_cjk) && chars.next().is_none()
 }

@@ -137,8 +137,9 @@ pub(super) fn run(state: &State, args: Value) -> Reply {
                 hit.score *= SKILL_BOOST;
             }
         }
-        // Exact names stay first; stable, so equal scores keep the index's order (by key).
-        found.sort_by(|a, b| b.exact.cmp(&a.exact).then(b.score.total_cmp(&a.score)));
+        // Exact and close names stay first; stable, so equal scores keep the index's order.
+        let first = |h: &crate::search::Hit| h.exact || h.close;
+        found.sort_by(|a, b| first(b).cmp(&first(a)).then(b.score.total_cmp(&a.score)));
         found.truncate(args.limit);
     }
     let hits: Vec<Hit> = found
