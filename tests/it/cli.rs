@@ -5,8 +5,8 @@ use serde_json::{Value, json};
 use std::path::Path;
 
 use crate::support::{
-    SHIPPED, Session, everything_entry, meta_server, repo, succeeds, time_entry, unstartable,
-    wait_until, write_config,
+    SHIPPED, Session, everything_entry, fails, meta_server, repo, succeeds, time_entry,
+    unstartable, wait_until, write_config,
 };
 
 #[test]
@@ -143,11 +143,10 @@ fn search_answers_from_catalogs_with_nothing_started() {
     assert!(result["hits"][0].get("description").is_none(), "{result}");
     assert!(result["groups"].as_array().unwrap().len() >= 2, "{result}");
 
-    let out = meta_server(&[&args[..], &["x", "--server", "nope"]].concat())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown server \"nope\""));
+    let stderr = fails(&mut meta_server(
+        &[&args[..], &["x", "--server", "nope"]].concat(),
+    ));
+    assert!(stderr.contains("unknown server \"nope\""), "{stderr}");
 }
 
 #[test]

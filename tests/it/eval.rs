@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::support::{meta_server, repo, succeeds};
+use crate::support::{fails, meta_server, repo, succeeds};
 
 fn fixture(name: &str) -> String {
     repo()
@@ -82,11 +82,10 @@ fn eval_scores_a_tools_file_without_any_config() {
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["metrics"]["recall@10"], 0.0, "{report}");
 
-    let out = meta_server(&[&args[..], &["--option", "bogus=1"]].concat())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown option"));
+    let stderr = fails(&mut meta_server(
+        &[&args[..], &["--option", "bogus=1"]].concat(),
+    ));
+    assert!(stderr.contains("unknown option"), "{stderr}");
 }
 
 #[test]
@@ -136,14 +135,8 @@ fn eval_reads_a_catalog_dir_and_reports_bad_lines() {
     assert_eq!(report["metrics"]["recall@1"], 1.0, "{report}");
 
     // Metrics go down to rank 10: fewer results would make R@10 a lie.
-    let out = meta_server(&[&args[..], &["--limit", "5"]].concat())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("10..=50"),
-        "{out:?}"
-    );
+    let stderr = fails(&mut meta_server(&[&args[..], &["--limit", "5"]].concat()));
+    assert!(stderr.contains("10..=50"), "{stderr}");
 
     // Gold tools that are all missing (a misspelt server) score nothing: an error, not zeros.
     std::fs::write(
@@ -151,9 +144,7 @@ fn eval_reads_a_catalog_dir_and_reports_bad_lines() {
         r#"{"id": 1, "query": "current time", "gold": [{"server": "tme", "name": "get_current_time"}]}"#,
     )
     .unwrap();
-    let out = meta_server(&args).output().unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = fails(&mut meta_server(&args));
     assert!(
         stderr.contains("none of the gold tools is in the catalog")
             && stderr.contains("q.jsonl:1: tme__get_current_time"),
@@ -161,21 +152,14 @@ fn eval_reads_a_catalog_dir_and_reports_bad_lines() {
     );
 
     std::fs::write(&queries, "{\"query\": \"x\"}\n").unwrap();
-    let out = meta_server(&[
+    let stderr = fails(&mut meta_server(&[
         "--catalog-dir",
         catalogs.to_str().unwrap(),
         "eval",
         "--queries",
         queries.to_str().unwrap(),
-    ])
-    .output()
-    .unwrap();
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("q.jsonl:1: not a query line"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ]));
+    assert!(stderr.contains("q.jsonl:1: not a query line"), "{stderr}");
 }
 
 /// Short requests like the ones a model sends to search_tools, over the shipped catalogs:

@@ -80,6 +80,13 @@ pub fn succeeds(cmd: &mut Command) -> Output {
     out
 }
 
+/// Runs `cmd` to the end; fails the test unless it failed. Returns its stderr.
+pub fn fails(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    assert!(!out.status.success(), "{cmd:?} succeeded");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// A `meta-server serve` process spoken to in raw JSON-RPC lines.
 pub struct Session {
     child: Child,
