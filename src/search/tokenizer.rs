@@ -203,37 +203,41 @@ mod tests {
         assert_eq!(words("café résumé"), ["café", "résumé"]);
     }
 
-    #[test]
-    fn token_stream_yields_every_word() {
-        let mut tok = IdentTokenizer { split_case: true };
-        let mut stream = tok.token_stream("readTextFile");
-        let mut seen = Vec::new();
-        while stream.advance() {
-            seen.push(stream.token().text.clone());
-        }
-        assert_eq!(seen, ["read", "Text", "File"]);
-    }
-
-    #[test]
-    fn without_case_splitting_only_other_characters_split() {
-        let mut tok = IdentTokenizer { split_case: false };
-        let mut stream = tok.token_stream("getWeather2 get_weather 读取");
-        let mut seen = Vec::new();
-        while stream.advance() {
-            seen.push(stream.token().text.clone());
-        }
-        assert_eq!(seen, ["getWeather2", "get", "weather", "读", "读取", "取"]);
-    }
-
-    #[test]
-    fn adjacent_cjk_characters_also_give_their_pair() {
-        let mut tok = IdentTokenizer { split_case: true };
-        let mut stream = tok.token_stream("读取文件 to 件");
+    /// The (text, position) of every token the tokenizer gives for `text`.
+    fn tokens(split_case: bool, text: &str) -> Vec<(String, usize)> {
+        let mut tok = IdentTokenizer { split_case };
+        let mut stream = tok.token_stream(text);
         let mut seen = Vec::new();
         while stream.advance() {
             let t = stream.token();
             seen.push((t.text.clone(), t.position));
         }
+        seen
+    }
+
+    fn texts(split_case: bool, text: &str) -> Vec<String> {
+        tokens(split_case, text)
+            .into_iter()
+            .map(|(t, _)| t)
+            .collect()
+    }
+
+    #[test]
+    fn token_stream_yields_every_word() {
+        assert_eq!(texts(true, "readTextFile"), ["read", "Text", "File"]);
+    }
+
+    #[test]
+    fn without_case_splitting_only_other_characters_split() {
+        assert_eq!(
+            texts(false, "getWeather2 get_weather 读取"),
+            ["getWeather2", "get", "weather", "读", "读取", "取"]
+        );
+    }
+
+    #[test]
+    fn adjacent_cjk_characters_also_give_their_pair() {
+        let seen = tokens(true, "读取文件 to 件");
         let expected = [
             ("读", 0),
             ("读取", 0),

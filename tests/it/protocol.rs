@@ -146,29 +146,17 @@ fn meta_tools_answer_from_shipped_catalogs_without_starting_servers() {
         whole.len() > 300 && whole.starts_with(summary.trim_end_matches('…')),
         "{whole}"
     );
-    let scoped = call(
-        &mut s,
-        5,
-        "search_tools",
-        json!({"query": "read", "server": "memory"}),
-    );
-    let hits = scoped["structuredContent"]["hits"].as_array().unwrap();
-    assert!(
-        !hits.is_empty() && hits.iter().all(|h| h["server"] == "memory"),
-        "{scoped}"
-    );
-    // The built-in tools' server is a server like any other.
-    let builtin = call(
-        &mut s,
-        44,
-        "search_tools",
-        json!({"query": "full content", "server": "meta"}),
-    );
-    let hits = builtin["structuredContent"]["hits"].as_array().unwrap();
-    assert!(
-        !hits.is_empty() && hits.iter().all(|h| h["server"] == "meta"),
-        "{builtin}"
-    );
+    // A server filter returns hits of that server only; the built-in tools' server `meta` is a
+    // server like any other.
+    for (id, query, server) in [(5, "read", "memory"), (44, "full content", "meta")] {
+        let args = json!({"query": query, "server": server});
+        let scoped = call(&mut s, id, "search_tools", args);
+        let hits = scoped["structuredContent"]["hits"].as_array().unwrap();
+        assert!(
+            !hits.is_empty() && hits.iter().all(|h| h["server"] == server),
+            "{scoped}"
+        );
+    }
     let details = call(
         &mut s,
         6,
