@@ -344,19 +344,18 @@ impl SearchIndex {
         let pool = limit.max(50) * 2 + 32;
         let weights = self.weights(&words);
         let total: f32 = weights.iter().map(|(_, w, _)| w).sum();
+        // (coverage, words) of a tool: see `Hit::coverage` and `Hit::words`.
         let shared = |i: u32| {
             let terms = &self.tables.doc_terms[i as usize];
-            weights
+            let (matched, words) = weights
                 .iter()
                 .filter(|(id, _, _)| id.is_some_and(|id| terms.binary_search(&id).is_ok()))
                 .fold((0.0, 0), |(weight, words), (_, w, counts)| {
                     (weight + w, words + usize::from(*counts))
-                })
+                });
+            (if total > 0.0 { matched / total } else { 0.0 }, words)
         };
-        let coverage = |i: u32| {
-            let (matched, _) = shared(i);
-            if total > 0.0 { matched / total } else { 0.0 }
-        };
+        let coverage = |i: u32| shared(i).0;
         let mut bm25: Vec<(u32, f32)> = Vec::new();
         if let Some(q) = self.query(&words, server) {
             let searcher = &self.searcher;
@@ -391,8 +390,8 @@ impl SearchIndex {
                     .iter()
                     .max_by(|a, b| a.1.total_cmp(&b.1))
                     .is_none_or(|&(i, _)| {
-                        let (_, words) = shared(i);
-                        !strong_words(coverage(i), words)
+                        let (coverage, words) = shared(i);
+                        !strong_words(coverage, words)
                     })) {
             self.close_names(query, server)
         } else {
@@ -424,11 +423,12 @@ impl SearchIndex {
             .into_iter()
             .map(|(i, score)| {
                 let exact = exact.contains(&i);
+                let (coverage, words) = shared(i);
                 Hit {
                     key: self.tables.keys[i as usize].clone(),
                     score,
-                    coverage: if exact { 1.0 } else { coverage(i) },
-                    words: shared(i).1,
+                    coverage: if exact { 1.0 } else { coverage },
+                    words,
                     exact,
                     close: close.contains(&i),
                     similarity: cosine.as_ref().map(|c| c[i as usize]),

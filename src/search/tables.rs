@@ -38,20 +38,20 @@ impl Tables {
         let ord = self.keys.len() as u32;
         self.keys.push(key.to_owned());
         self.servers.push(server.to_owned());
-        for name in names {
-            let ords = self.names.entry(name.to_lowercase()).or_default();
+        let add_ord = |ords: &mut Vec<u32>| {
             if !ords.contains(&ord) {
                 ords.push(ord);
             }
+        };
+        for name in names {
+            add_ord(self.names.entry(name.to_lowercase()).or_default());
             let squashed = squash(name);
             let letters = letters(&squashed);
             let (_, ords) = self
                 .squashed
                 .entry(squashed)
                 .or_insert((letters, Vec::new()));
-            if !ords.contains(&ord) {
-                ords.push(ord);
-            }
+            add_ord(ords);
         }
         let mut ids: Vec<u32> = terms
             .into_iter()
