@@ -219,29 +219,9 @@ impl DocVectors {
         self.rows
             .chunks_exact(self.dim)
             .zip(&self.scales)
-            .map(|(row, scale)| scale * dot_i8(row, query))
+            .map(|(row, scale)| scale * super::dot(row, query))
             .collect()
     }
-}
-
-/// Dot product of an i8 row with an f32 vector, in sixteen partial sums (see [`super::dot`]).
-fn dot_i8(row: &[i8], query: &[f32]) -> f32 {
-    const LANES: usize = 16;
-    let n = row.len().min(query.len());
-    let (row_chunks, row_tail) = row[..n].as_chunks::<LANES>();
-    let (q_chunks, q_tail) = query[..n].as_chunks::<LANES>();
-    let mut sums = [0.0_f32; LANES];
-    for (r, q) in row_chunks.iter().zip(q_chunks) {
-        for ((s, &r), q) in sums.iter_mut().zip(r).zip(q) {
-            *s += f32::from(r) * q;
-        }
-    }
-    let tail: f32 = row_tail
-        .iter()
-        .zip(q_tail)
-        .map(|(&r, q)| f32::from(r) * q)
-        .sum();
-    sums.iter().sum::<f32>() + tail
 }
 
 #[cfg(test)]
