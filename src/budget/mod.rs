@@ -89,29 +89,29 @@ pub fn client_limit(client_name: &str) -> Option<usize> {
     }
 }
 
-/// Budgets for every route, resolved from config and the downstream client.
+/// Budgets for every route, resolved once from config.
 #[derive(Debug, Clone)]
 pub struct Budgets {
     /// Soft limit for routes without their own (global `maxResultTokens` or the default).
     pub default_soft: usize,
     /// Per-server `maxResultTokens`.
-    pub per_server: Vec<(String, usize)>,
+    pub per_server: std::collections::HashMap<String, usize>,
     pub hard: usize,
-    /// The downstream client's own limit, when known: no budget goes above it.
-    pub client: Option<usize>,
 }
 
 impl Budgets {
-    pub fn limits(&self, route: &Route) -> Limits {
+    /// The limits on `route` for a downstream client whose own limit is `client`, when known:
+    /// no budget goes above it.
+    pub fn limits(&self, route: &Route, client: Option<usize>) -> Limits {
         let configured = match route {
             Route::CallTool { server } => self
                 .per_server
-                .iter()
-                .find(|(s, _)| s == server)
-                .map_or(self.default_soft, |(_, t)| *t),
+                .get(server)
+                .copied()
+                .unwrap_or(self.default_soft),
             _ => self.default_soft,
         };
-        let soft = self.client.map_or(configured, |c| configured.min(c));
+        let soft = client.map_or(configured, |c| configured.min(c));
         Limits {
             soft,
             hard: self.hard.max(soft),
@@ -143,31 +143,24 @@ mod tests {
     fn budgets_follow_server_config_and_client_caps() {
         let budgets = Budgets {
             default_soft: DEFAULT_RESULT_TOKENS,
-            per_server: vec![("big".into(), 40_000)],
+            per_server: [("big".to_owned(), 40_000)].into(),
             hard: DEFAULT_HARD_TOKENS,
-            client: None,
         };
         let big = Route::CallTool {
             server: "big".into(),
         };
         let other = Route::CallTool { server: "x".into() };
-        assert_eq!(budgets.limits(&big).soft, 40_000);
-        assert_eq!(budgets.limits(&other).soft, DEFAULT_RESULT_TOKENS);
-        let claude = Budgets {
-            client: client_limit("claude-code"),
-            ..budgets.clone()
-        };
+        assert_eq!(budgets.limits(&big, None).soft, 40_000);
+        assert_eq!(budgets.limits(&other, None).soft, DEFAULT_RESULT_TOKENS);
+        let claude = client_limit("claude-code");
         assert_eq!(
-            claude.limits(&big).soft,
+            budgets.limits(&big, claude).soft,
             25_000,
             "never above what the client keeps"
         );
-        assert_eq!(claude.limits(&other).soft, DEFAULT_RESULT_TOKENS);
-        let codex = Budgets {
-            client: client_limit("codex-mcp-client"),
-            ..budgets
-        };
-        assert_eq!(codex.limits(&Route::SearchTools).soft, 2_500);
+        assert_eq!(budgets.limits(&other, claude).soft, DEFAULT_RESULT_TOKENS);
+        let codex = client_limit("codex-mcp-client");
+        assert_eq!(budgets.limits(&Route::SearchTools, codex).soft, 2_500);
         assert_eq!(client_limit("mcp"), None);
     }
 }

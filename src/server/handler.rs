@@ -1,0 +1,246 @@
+//! The rmcp `ServerHandler` one client session talks to: `initialize`, `tools/list`, the
+//! meta-tools, and resources (skills and stored results). One clone per session over the
+//! shared [`State`].
+
+use std::sync::{Arc, OnceLock};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, DiscoverRequestMethod, DiscoverResult, Implementation,
+    InitializeRequestParams, InitializeResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ResourceTemplate, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData as McpError, ServerHandler};
+use serde_json::Value;
+
+use crate::budget::{self, Route};
+
+use super::{State, always, call_tool, definitions, details_tool, instructions, search_tool};
+
+/// URI scheme of skills as resources.
+const SKILL_SCHEME: &str = "skill://";
+
+/// The `ServerHandler` behind `meta-server serve`.
+#[derive(Clone)]
+pub struct MetaServer {
+    pub(super) state: Arc<State>,
+    instructions: Arc<str>,
+    /// The meta-tools, then the tools of alwaysLoad servers: fixed at start-up.
+    tools: Arc<[rmcp::model::Tool]>,
+    /// This session's client's own result limit, learned from its `initialize`.
+    client_limit: Arc<OnceLock<Option<usize>>>,
+}
+
+impl MetaServer {
+    /// Connects alwaysLoad servers and fixes `tools/list` and the `initialize` instructions
+    /// from the catalogs present now.
+    pub async fn start(state: Arc<State>) -> Self {
+        let always = always::prepare(&state).await;
+        let tools = definitions::definitions()
+            .iter()
+            .cloned()
+            .chain(always)
+            .collect();
+        let instructions = instructions::overview(&state.settings, &state.library()).into();
+        Self {
+            state,
+            instructions,
+            tools,
+            client_limit: Arc::default(),
+        }
+    }
+
+    /// A handler for one more client session: shared state, its own client limit.
+    pub fn for_session(&self) -> Self {
+        Self {
+            client_limit: Arc::default(),
+            ..self.clone()
+        }
+    }
+
+    fn client_limit(&self) -> Option<usize> {
+        self.client_limit.get().copied().flatten()
+    }
+}
+
+impl ServerHandler for MetaServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            "meta-server",
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .with_protocol_version(ProtocolVersion::V_2025_11_25)
+        .with_instructions(self.instructions.to_string())
+    }
+
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        let client = &request.client_info.name;
+        let limit = budget::client_limit(client);
+        if let Some(limit) = limit {
+            tracing::info!(
+                client,
+                limit,
+                "results are kept within the client's own limit"
+            );
+        }
+        let _ = self.client_limit.set(limit);
+        cx.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    /// Skills, as `skill://<name>` resources holding their SKILL.md.
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let resources = self
+            .state
+            .library()
+            .skills
+            .iter()
+            .map(|skill| {
+                let mut r = rmcp::model::Resource::new(
+                    format!("{SKILL_SCHEME}{}", skill.name),
+                    skill.name.clone(),
+                );
+                r.description = Some(skill.description.clone());
+                r.mime_type = Some("text/markdown".into());
+                r
+            })
+            .collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let mut template = ResourceTemplate::new(
+            format!("{}{{resourceId}}", crate::result::RESOURCE_PREFIX),
+            "stored-result",
+        );
+        template.title = Some("Full result of a truncated tool call".into());
+        template.description = Some(
+            "The whole result behind a TRUNCATION NOTICE; resourceId is the notice's resourceId (r-xxxxxxxx).".into(),
+        );
+        Ok(ListResourceTemplatesResult::with_all_items(vec![template]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        if let Some(name) = request.uri.strip_prefix(SKILL_SCHEME) {
+            let library = self.state.library();
+            let skill = library
+                .skills
+                .iter()
+                .find(|s| s.name == name)
+                .ok_or_else(|| {
+                    McpError::resource_not_found(
+                        format!("no skill \"{name}\"; resources/list shows the skills"),
+                        None,
+                    )
+                })?;
+            let mut contents =
+                rmcp::model::ResourceContents::text(skill.text.clone(), request.uri.clone());
+            if let rmcp::model::ResourceContents::TextResourceContents { mime_type, .. } =
+                &mut contents
+            {
+                *mime_type = Some("text/markdown".into());
+            }
+            return Ok(ReadResourceResult::new(vec![contents]).into());
+        }
+        let id = crate::result::resource_id(&request.uri).ok_or_else(|| {
+            McpError::resource_not_found(
+                format!(
+                    "unknown resource {}; stored results look like {}r-1a2b3c4d",
+                    request.uri,
+                    crate::result::RESOURCE_PREFIX
+                ),
+                None,
+            )
+        })?;
+        match self.state.results.read_resource(id) {
+            Ok(contents) => Ok(ReadResourceResult::new(vec![contents]).into()),
+            Err(e) => Err(McpError::resource_not_found(e.to_string(), None)),
+        }
+    }
+
+    /// This server speaks the `initialize` era only: answer the probe at once so clients fall back.
+    async fn discover(&self, _cx: RequestContext<RoleServer>) -> Result<DiscoverResult, McpError> {
+        Err(McpError::method_not_found::<DiscoverRequestMethod>())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.tools.to_vec()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let state = &self.state;
+        let client = self.client_limit();
+        let caller = call_tool::Caller {
+            client_limit: client,
+            cancelled: cx.ct.clone(),
+            progress_to: cx
+                .meta
+                .get_progress_token()
+                .map(|token| (cx.peer.clone(), token)),
+        };
+        let result = match request.name.as_ref() {
+            definitions::SEARCH_TOOLS => state.shape(
+                definitions::SEARCH_TOOLS,
+                Route::SearchTools,
+                client,
+                search_tool::run(state, args),
+            ),
+            definitions::GET_TOOL_DETAILS => state.shape(
+                definitions::GET_TOOL_DETAILS,
+                Route::GetToolDetails,
+                client,
+                details_tool::run(state, args),
+            ),
+            definitions::CALL_TOOL => call_tool::run(state, &caller, args).await,
+            listed if always::is_listed(&self.tools, listed) => {
+                let args = serde_json::json!({"name": listed, "arguments": args});
+                call_tool::run(state, &caller, args).await
+            }
+            other => {
+                return Err(McpError::invalid_params(
+                    format!(
+                        "unknown tool \"{other}\"; this server has search_tools, get_tool_details and call_tool"
+                    ),
+                    None,
+                ));
+            }
+        };
+        Ok(result.into())
+    }
+}

@@ -1,0 +1,217 @@
+//! The state one serving process shares between sessions: settings, upstream connections,
+//! the library (swapped whole on a refresh), the result store, and budgets resolved once.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+
+use crate::budget::{self, Budgets, ByteEstimate, Limits, O200k, Route, TokenCounter};
+use crate::config::{Settings, Tokenizer};
+use crate::result::{ResultHandler, SpillStore, store::DEFAULT_SPILL_BYTES};
+use crate::upstream::Manager;
+
+use super::Library;
+
+/// Shared state of one serving process.
+pub struct State {
+    pub settings: Settings,
+    /// Result budgets from the settings, resolved once.
+    budgets: Budgets,
+    pub manager: Arc<Manager>,
+    pub results: ResultHandler,
+    library: RwLock<Arc<Library>>,
+    rebuilding: Mutex<()>,
+    pub(super) indexing: Mutex<BTreeSet<String>>,
+    /// Servers whose tools rank higher because a skill that needs them was read.
+    pub(super) boosted: Mutex<BTreeSet<String>>,
+    /// Servers whose tool list changed while they were disconnected.
+    pub(super) dirty: Mutex<BTreeSet<String>>,
+    /// Upstream events, taken by the freshness watcher.
+    pub(super) events: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<crate::upstream::Event>>>,
+    /// The embedding model, once loading was tried (`None`: BM25 only).
+    embedder: OnceLock<Option<Arc<crate::search::embed::Embedder>>>,
+    /// Held while tool vectors are computed, so only one thread does it.
+    embedding: Mutex<()>,
+}
+
+impl State {
+    pub fn new(settings: Settings, library: Library) -> Arc<Self> {
+        let r = &settings.results;
+        let counter: Arc<dyn TokenCounter> = match r.tokenizer {
+            Tokenizer::O200k => Arc::new(O200k),
+            Tokenizer::Estimate => Arc::new(ByteEstimate),
+        };
+        let store = Arc::new(SpillStore::new(r.ttl, r.memory_bytes, DEFAULT_SPILL_BYTES));
+        let (events, receiver) = tokio::sync::mpsc::unbounded_channel();
+        Arc::new(Self {
+            budgets: budgets(&settings),
+            manager: Manager::with_events(&settings.servers, events),
+            results: ResultHandler::new(store, counter),
+            settings,
+            library: RwLock::new(Arc::new(library)),
+            rebuilding: Mutex::new(()),
+            indexing: Mutex::new(BTreeSet::new()),
+            dirty: Mutex::new(BTreeSet::new()),
+            boosted: Mutex::new(BTreeSet::new()),
+            events: Mutex::new(Some(receiver)),
+            embedder: OnceLock::new(),
+            embedding: Mutex::new(()),
+        })
+    }
+
+    /// The embedding model: loaded on first use from `settings.embed_dir`. A build without
+    /// the feature, no configured directory, or missing files give `None` (BM25 only).
+    fn embedder(&self) -> Option<Arc<crate::search::embed::Embedder>> {
+        self.embedder
+            .get_or_init(|| {
+                let Some(dir) = &self.settings.embed_dir else {
+                    if cfg!(feature = "embeddings") {
+                        tracing::info!(
+                            "embeddings not configured (set {} or metaServer.embeddings.dir); BM25 only",
+                            crate::search::embed::ENV_DIR
+                        );
+                    }
+                    return None;
+                };
+                let started = std::time::Instant::now();
+                match crate::search::embed::Embedder::load(dir) {
+                    Ok(e) => {
+                        tracing::info!(dir = %dir.display(), took = ?started.elapsed(), "embedding model loaded");
+                        Some(Arc::new(e))
+                    }
+                    Err(e) => {
+                        tracing::warn!("embeddings off, BM25 only: {e}");
+                        None
+                    }
+                }
+            })
+            .clone()
+    }
+
+    /// Loads the model if needed and computes the tool vectors of the current library (and of
+    /// any library swapped in meanwhile), persisting them next to the catalogs. Blocking.
+    pub fn embed_library(&self) {
+        let Some(embedder) = self.embedder() else {
+            return;
+        };
+        let _one = self.embedding.lock().expect("embedding lock");
+        loop {
+            let library = self.library();
+            if !library.is_hybrid() {
+                let started = std::time::Instant::now();
+                match library.embed(embedder.clone(), Some(&self.settings.catalog_dir)) {
+                    Ok(stats) => tracing::info!(
+                        tools = stats.tools,
+                        embedded = stats.embedded,
+                        took = ?started.elapsed(),
+                        "tool vectors ready; search is hybrid"
+                    ),
+                    Err(e) => {
+                        tracing::warn!("tool vectors not computed, BM25 only: {e}");
+                        return;
+                    }
+                }
+            }
+            if Arc::ptr_eq(&library, &self.library()) {
+                return;
+            }
+        }
+    }
+
+    /// [`Self::embed_library`] on a thread of its own: BM25 answers until vectors are ready.
+    /// After a library swap this is quick: unchanged tools come from the vector files.
+    pub fn embed_in_background(self: &Arc<Self>) {
+        if self.settings.embed_dir.is_none() && !cfg!(feature = "embeddings") {
+            return;
+        }
+        if self.embedder.get().is_some_and(Option::is_none) {
+            return;
+        }
+        let state = self.clone();
+        if let Err(e) = std::thread::Builder::new()
+            .name("embed".into())
+            .spawn(move || state.embed_library())
+        {
+            tracing::warn!("cannot start the embedding thread, BM25 only: {e}");
+        }
+    }
+
+    /// The soft and hard limits for results on `route`, for a client whose own limit is
+    /// `client` (learned per session from `initialize`).
+    pub fn limits(&self, route: &Route, client: Option<usize>) -> Limits {
+        self.budgets.limits(route, client)
+    }
+
+    /// Passes a result through result handling for `route`.
+    pub(super) fn shape(
+        &self,
+        tool: &str,
+        route: Route,
+        client: Option<usize>,
+        result: rmcp::model::CallToolResult,
+    ) -> rmcp::model::CallToolResult {
+        let limits = self.limits(&route, client);
+        self.results.shape(tool, &route, limits, result)
+    }
+
+    /// The current library (a snapshot; cheap to hold across a call).
+    pub fn library(&self) -> Arc<Library> {
+        self.library.read().expect("library lock").clone()
+    }
+
+    /// Swaps in a library where `catalog` replaces its server's previous one.
+    pub(super) fn replace_catalog(
+        &self,
+        catalog: crate::catalog::Catalog,
+    ) -> Result<(), crate::search::SearchError> {
+        // One rebuild at a time, so concurrent refreshes never drop each other's catalogs;
+        // searches keep reading the old library until the swap.
+        let _writer = self.rebuilding.lock().expect("rebuild lock");
+        let library = self
+            .library()
+            .with_catalog(&self.settings.servers, catalog)?;
+        *self.library.write().expect("library lock") = Arc::new(library);
+        Ok(())
+    }
+
+    /// Whether `server`'s catalog should be re-listed on its next connection: missing, made
+    /// from another launch config, or changed while disconnected.
+    pub fn is_stale(&self, server: &str) -> bool {
+        let Some(config) = self.settings.server(server) else {
+            return false;
+        };
+        let library = self.library();
+        let fresh = library
+            .catalogs
+            .get(server)
+            .is_some_and(|c| !c.is_stale(config, std::time::SystemTime::now()));
+        !fresh || self.dirty.lock().expect("dirty lock").contains(server)
+    }
+
+    /// Servers being indexed in the background right now, sorted.
+    pub fn indexing(&self) -> Vec<String> {
+        self.indexing
+            .lock()
+            .expect("indexing lock")
+            .iter()
+            .cloned()
+            .collect()
+    }
+}
+
+/// The result budgets the settings give: global and per-server soft limits, the hard limit.
+fn budgets(settings: &Settings) -> Budgets {
+    let r = &settings.results;
+    Budgets {
+        default_soft: r
+            .max_result_tokens
+            .map_or(budget::DEFAULT_RESULT_TOKENS, |t| t as usize),
+        per_server: settings
+            .servers
+            .iter()
+            .filter_map(|s| Some((s.name.clone(), s.max_result_tokens? as usize)))
+            .collect(),
+        hard: r
+            .hard_result_tokens
+            .map_or(budget::DEFAULT_HARD_TOKENS, |t| t as usize),
+    }
+}

@@ -1,0 +1,38 @@
+//! Serving one client over stdin/stdout: the transport `meta-server serve` speaks by default.
+
+use rmcp::ServiceExt;
+use rmcp::service::ServerInitializeError;
+use rmcp::transport::async_rw::AsyncRwTransport;
+
+use crate::config::Settings;
+use crate::search::SearchError;
+
+use super::guard::PreInitGuard;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StdioError {
+    #[error(transparent)]
+    Library(#[from] SearchError),
+    #[error("the MCP session over stdio did not start: {0}")]
+    Session(Box<ServerInitializeError>),
+}
+
+/// Serves MCP over stdin/stdout until the client closes stdin or a signal arrives, then stops
+/// every upstream.
+pub async fn serve_stdio(settings: Settings) -> Result<(), StdioError> {
+    let server = super::start(settings).await?;
+    let state = server.state.clone();
+    let (stdin, stdout) = rmcp::transport::stdio();
+    let transport = PreInitGuard::new(AsyncRwTransport::new_server(stdin, stdout));
+    let running = server
+        .serve(transport)
+        .await
+        .map_err(|e| StdioError::Session(Box::new(e)))?;
+    tokio::select! {
+        quit = running.waiting() => tracing::info!(?quit, "client closed the connection"),
+        () = super::shutdown_signal() => tracing::info!("signal received"),
+    }
+    tracing::info!("stopping upstreams");
+    state.manager.shutdown().await;
+    Ok(())
+}
