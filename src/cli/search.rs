@@ -2,10 +2,8 @@
 
 use std::process::ExitCode;
 
-use serde_json::json;
-
 use crate::config::Settings;
-use crate::server::{Library, State};
+use crate::server::{Detail, Library, SearchArgs, State};
 
 /// Search the catalogs the way search_tools does, without starting any server.
 #[derive(clap::Args, Debug)]
@@ -49,15 +47,13 @@ pub fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
     }
     let state = State::new(settings, library);
     state.embed_library();
-    let mut request = json!({
-        "query": args.query,
-        "limit": args.limit,
-        "detail": args.detail,
-        "group_by_server": args.group_by_server,
-    });
-    if let Some(server) = args.server {
-        request["server"] = server.into();
-    }
+    let request = SearchArgs {
+        query: args.query,
+        limit: args.limit,
+        server: args.server,
+        detail: args.detail.parse::<Detail>().map_err(anyhow::Error::msg)?,
+        group_by_server: args.group_by_server,
+    };
     let result = crate::server::search(&state, request);
     let text = result
         .content

@@ -63,13 +63,12 @@ pub(super) fn run(
     tool: &str,
     arguments: Map<String, Value>,
 ) -> Reply {
-    let args = Value::Object(arguments);
     let route = Route::CallTool {
         server: RESERVED_SERVER.to_owned(),
     };
     match tool {
         "lookup_full_content" => {
-            let args: LookupArgs = match reply::parse_args(tool, args) {
+            let args: LookupArgs = match reply::parse_args(tool, arguments) {
                 Ok(args) => args,
                 Err(e) => return reply::error(e),
             };
@@ -106,7 +105,7 @@ pub(super) fn run(
             }
         }
         "search_full_content" => {
-            let args: SearchArgs = match reply::parse_args(tool, args) {
+            let args: SearchArgs = match reply::parse_args(tool, arguments) {
                 Ok(args) => args,
                 Err(e) => return reply::error(e),
             };

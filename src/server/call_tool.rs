@@ -8,17 +8,18 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::State;
-use super::definitions::{CALL_TOOL, definitions};
+use super::definitions::definitions;
 use super::reply::{self, Reply};
 use crate::budget::Route;
 use crate::config::RESERVED_SERVER;
 
+/// `call_tool` arguments; alwaysLoad tools listed by their own name are these too.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Args {
-    name: String,
+pub(super) struct Args {
+    pub name: String,
     #[serde(default)]
-    arguments: Option<Map<String, Value>>,
+    pub arguments: Option<Map<String, Value>>,
 }
 
 /// Schema errors listed in one error result.
@@ -38,11 +39,7 @@ pub(super) struct Caller {
     pub progress_to: ProgressTo,
 }
 
-pub(super) async fn run(state: &State, caller: &Caller, args: Value) -> Reply {
-    let args: Args = match reply::parse_args(CALL_TOOL, args) {
-        Ok(args) => args,
-        Err(e) => return reply::error(e),
-    };
+pub(super) async fn run(state: &State, caller: &Caller, args: Args) -> Reply {
     if definitions().iter().any(|t| t.name == args.name) {
         return reply::error(format!(
             "\"{}\" is a meta-tool: call it directly, not through call_tool",

@@ -6,9 +6,10 @@ use serde_json::{Map, Value};
 use super::State;
 use super::reply::{self, Reply};
 
+/// `get_tool_details` arguments.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(super) struct Args {
     names: Vec<String>,
 }
 
@@ -27,11 +28,7 @@ struct NotFound {
 
 const MAX_NAMES: usize = 20;
 
-pub(super) fn run(state: &State, args: Value) -> Reply {
-    let args: Args = match reply::parse_args(super::definitions::GET_TOOL_DETAILS, args) {
-        Ok(args) => args,
-        Err(e) => return reply::error(e),
-    };
+pub(super) fn run(state: &State, args: Args) -> Reply {
     if args.names.is_empty() || args.names.len() > MAX_NAMES {
         return reply::error(format!(
             "names must hold 1 to {MAX_NAMES} qualified tool names, got {}",

@@ -5,18 +5,20 @@
 use std::sync::{Arc, OnceLock};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, DiscoverRequestMethod, DiscoverResult, Implementation,
-    InitializeRequestParams, InitializeResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, ResourceTemplate, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, DiscoverRequestMethod, DiscoverResult,
+    Implementation, InitializeRequestParams, InitializeResult, JsonObject,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ResourceTemplate, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
-use serde_json::Value;
 
 use crate::budget::{self, Route};
 
-use super::{State, always, call_tool, definitions, details_tool, instructions, search_tool};
+use super::{
+    State, always, call_tool, definitions, details_tool, instructions, reply, search_tool,
+};
 
 /// URI scheme of skills as resources.
 const SKILL_SCHEME: &str = "skill://";
@@ -203,35 +205,46 @@ impl ServerHandler for MetaServer {
         request: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let args = Value::Object(request.arguments.unwrap_or_default());
-        let state = &self.state;
-        let client = self.client_limit();
         let caller = call_tool::Caller {
-            client_limit: client,
+            client_limit: self.client_limit(),
             cancelled: cx.ct.clone(),
             progress_to: cx
                 .meta
                 .get_progress_token()
                 .map(|token| (cx.peer.clone(), token)),
         };
-        let result = match request.name.as_ref() {
-            definitions::SEARCH_TOOLS => state.shape(
-                definitions::SEARCH_TOOLS,
-                Route::SearchTools,
-                client,
-                search_tool::run(state, args),
-            ),
-            definitions::GET_TOOL_DETAILS => state.shape(
-                definitions::GET_TOOL_DETAILS,
-                Route::GetToolDetails,
-                client,
-                details_tool::run(state, args),
-            ),
-            definitions::CALL_TOOL => call_tool::run(state, &caller, args).await,
-            listed if always::is_listed(&self.tools, listed) => {
-                let args = serde_json::json!({"name": listed, "arguments": args});
-                call_tool::run(state, &caller, args).await
-            }
+        let arguments = request.arguments.unwrap_or_default();
+        Ok(self
+            .dispatch(&request.name, arguments, &caller)
+            .await?
+            .into())
+    }
+}
+
+/// A meta-tool call with its arguments read once, at dispatch.
+enum Call {
+    Search(search_tool::Args),
+    Details(details_tool::Args),
+    Tool(call_tool::Args),
+}
+
+impl MetaServer {
+    /// Runs tool `name` of `tools/list`. Arguments a meta-tool cannot read are an error
+    /// result naming the tool; a name that is not listed is a protocol error.
+    pub(super) async fn dispatch(
+        &self,
+        name: &str,
+        arguments: JsonObject,
+        caller: &call_tool::Caller,
+    ) -> Result<CallToolResult, McpError> {
+        let call = match name {
+            definitions::SEARCH_TOOLS => reply::parse_args(name, arguments).map(Call::Search),
+            definitions::GET_TOOL_DETAILS => reply::parse_args(name, arguments).map(Call::Details),
+            definitions::CALL_TOOL => reply::parse_args(name, arguments).map(Call::Tool),
+            listed if always::is_listed(&self.tools, listed) => Ok(Call::Tool(call_tool::Args {
+                name: listed.to_owned(),
+                arguments: Some(arguments),
+            })),
             other => {
                 return Err(McpError::invalid_params(
                     format!(
@@ -241,6 +254,23 @@ impl ServerHandler for MetaServer {
                 ));
             }
         };
-        Ok(result.into())
+        let state = &self.state;
+        let client = caller.client_limit;
+        Ok(match call {
+            Err(message) => reply::error(message),
+            Ok(Call::Search(args)) => state.shape(
+                definitions::SEARCH_TOOLS,
+                Route::SearchTools,
+                client,
+                search_tool::run(state, args),
+            ),
+            Ok(Call::Details(args)) => state.shape(
+                definitions::GET_TOOL_DETAILS,
+                Route::GetToolDetails,
+                client,
+                details_tool::run(state, args),
+            ),
+            Ok(Call::Tool(args)) => call_tool::run(state, caller, args).await,
+        })
     }
 }

@@ -21,8 +21,6 @@ mod skill_tool;
 mod state;
 mod stdio;
 
-use serde_json::Value;
-
 use crate::config::Settings;
 use crate::search::SearchError;
 
@@ -30,11 +28,12 @@ pub use definitions::definitions;
 pub use handler::MetaServer;
 pub use http::{HttpError, HttpOptions, HttpServer, PATH as HTTP_PATH, Token};
 pub use library::{Library, LoadReport, qualified_name};
+pub use search_tool::{Args as SearchArgs, Detail};
 pub use state::State;
 pub use stdio::{StdioError, serve_stdio};
 
 /// Runs `search_tools` with these arguments: the CLI's `search` uses the very same code.
-pub fn search(state: &State, args: Value) -> rmcp::model::CallToolResult {
+pub fn search(state: &State, args: SearchArgs) -> rmcp::model::CallToolResult {
     search_tool::run(state, args)
 }
 

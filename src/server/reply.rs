@@ -1,7 +1,7 @@
 //! Building meta-tool results: structured content plus its compact text twin, or an error
 //! result the model can act on.
 
-use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -20,7 +20,8 @@ pub fn structured(value: &impl Serialize, text: String) -> Reply {
     result
 }
 
-/// Reads a meta-tool's arguments; a mismatch is a message naming the tool.
-pub fn parse_args<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, String> {
-    serde_json::from_value(args).map_err(|e| format!("invalid arguments for {tool}: {e}"))
+/// Reads a tool's arguments into its `Args`; a mismatch is a message naming the tool.
+pub fn parse_args<T: DeserializeOwned>(tool: &str, args: JsonObject) -> Result<T, String> {
+    serde_json::from_value(Value::Object(args))
+        .map_err(|e| format!("invalid arguments for {tool}: {e}"))
 }

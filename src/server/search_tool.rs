@@ -8,30 +8,47 @@ use crate::config::{RESERVED_SERVER, SKILL_SERVER};
 use super::reply::{self, Reply};
 use super::{Library, State};
 
+/// `search_tools` arguments, as its input schema declares them.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Args {
-    query: String,
+pub struct Args {
+    pub query: String,
     #[serde(default = "default_limit")]
-    limit: usize,
-    server: Option<String>,
+    pub limit: usize,
+    pub server: Option<String>,
     #[serde(default)]
-    detail: Detail,
+    pub detail: Detail,
     #[serde(default)]
-    group_by_server: bool,
+    pub group_by_server: bool,
 }
 
 fn default_limit() -> usize {
     8
 }
 
-#[derive(Deserialize, Default, Clone, Copy, PartialEq)]
+/// How much of each hit to show.
+#[derive(Deserialize, Default, Clone, Copy, PartialEq, Debug)]
 #[serde(rename_all = "lowercase")]
-enum Detail {
+pub enum Detail {
     Name,
     #[default]
     Summary,
     Full,
+}
+
+impl std::str::FromStr for Detail {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "name" => Ok(Self::Name),
+            "summary" => Ok(Self::Summary),
+            "full" => Ok(Self::Full),
+            other => Err(format!(
+                "\"{other}\" is not a detail level: name, summary or full"
+            )),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -82,11 +99,7 @@ const SKILL_BOOST: f32 = 1.5;
 /// Length of the one-line description in a hit (`detail: "full"` gives all of it).
 const SUMMARY_CHARS: usize = 160;
 
-pub(super) fn run(state: &State, args: Value) -> Reply {
-    let args: Args = match reply::parse_args(super::definitions::SEARCH_TOOLS, args) {
-        Ok(args) => args,
-        Err(e) => return reply::error(e),
-    };
+pub(super) fn run(state: &State, args: Args) -> Reply {
     if !(1..=50).contains(&args.limit) {
         return reply::error(format!(
             "limit must be between 1 and 50, got {}",
