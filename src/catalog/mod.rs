@@ -5,7 +5,6 @@ mod fingerprint;
 mod refresh;
 mod tool;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -13,6 +12,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::atomic_file::{self, Access};
 use crate::config::ServerConfig;
 
 pub use fingerprint::{config_fingerprint, tools_hash};
@@ -167,17 +167,9 @@ impl Catalog {
             path: path.clone(),
             source,
         };
-        std::fs::create_dir_all(dir).map_err(fail)?;
-        let mut tmp = tempfile::Builder::new()
-            .prefix(&format!(".{}.", self.server))
-            .suffix(".tmp")
-            .tempfile_in(dir)
-            .map_err(fail)?;
         let mut text = serde_json::to_string_pretty(self).expect("catalog serializes");
         text.push('\n');
-        tmp.write_all(text.as_bytes()).map_err(fail)?;
-        tmp.as_file().sync_all().map_err(fail)?;
-        tmp.persist(&path).map_err(|e| fail(e.error))?;
+        atomic_file::write(&path, text.as_bytes(), Access::OwnerOnly).map_err(fail)?;
         Ok(path)
     }
 }

@@ -4,6 +4,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::ClientError;
+use crate::atomic_file::{self, Access};
 
 /// Where `install` keeps the original of `path`.
 pub fn backup_path(path: &Path) -> PathBuf {
@@ -24,30 +25,13 @@ pub fn read_text(path: &Path) -> Result<Option<String>, ClientError> {
     }
 }
 
-/// Replaces `path` with `bytes` through a temporary file and a rename, keeping the old file's
-/// permissions; a symlink is followed, so the file it points at is replaced, not the link.
+/// Replaces `path` with `bytes` atomically, keeping the old file's permissions; a symlink is
+/// followed, so the file it points at is replaced, not the link.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ClientError> {
-    let fail = |source| ClientError::Write {
+    atomic_file::write(path, bytes, Access::AsBefore).map_err(|source| ClientError::Write {
         path: path.to_owned(),
         source,
-    };
-    let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
-    let dir = match target.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    std::fs::create_dir_all(&dir).map_err(fail)?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".meta-server-")
-        .tempfile_in(&dir)
-        .map_err(fail)?;
-    tmp.write_all(bytes).map_err(fail)?;
-    tmp.as_file().sync_all().map_err(fail)?;
-    if let Ok(meta) = std::fs::metadata(&target) {
-        std::fs::set_permissions(tmp.path(), meta.permissions()).map_err(fail)?;
-    }
-    tmp.persist(&target).map_err(|e| fail(e.error))?;
-    Ok(())
+    })
 }
 
 /// Copies `path` byte for byte to its backup; an existing backup is never overwritten.
@@ -134,22 +118,5 @@ mod tests {
             none.contains("no backup") && none.contains("install --client cursor"),
             "{none}"
         );
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn atomic_write_keeps_permissions_and_follows_symlinks() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let real = dir.path().join("real.json");
-        std::fs::write(&real, "{}").unwrap();
-        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let link = dir.path().join("link.json");
-        std::os::unix::fs::symlink(&real, &link).unwrap();
-        write_atomic(&link, b"[]").unwrap();
-        assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
-        assert_eq!(std::fs::read_to_string(&real).unwrap(), "[]");
-        let mode = std::fs::metadata(&real).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o644);
     }
 }

@@ -9,6 +9,8 @@ use std::time::Duration;
 use moka::notification::RemovalCause;
 use rand::Rng;
 
+use crate::atomic_file::{self, Access};
+
 /// Results larger than this go to disk.
 pub const DEFAULT_SPILL_BYTES: usize = 1 << 20;
 
@@ -128,10 +130,8 @@ impl CharIndex {
 /// Writes a result into `dir` (owner-only, atomically) and returns its disk slot.
 fn spill(dir: &std::path::Path, id: &str, stored: &Stored) -> std::io::Result<Slot> {
     let path = dir.join(id);
-    let mut file = tempfile::NamedTempFile::new_in(dir)?;
     let (Body::Text(data) | Body::Blob(data)) = &stored.body;
-    std::io::Write::write_all(&mut file, data.as_bytes())?;
-    file.persist(&path).map_err(|e| e.error)?;
+    atomic_file::write(&path, data.as_bytes(), Access::OwnerOnly)?;
     Ok(Slot::Disk {
         path: Arc::new(path),
         tool: stored.tool.as_str().into(),

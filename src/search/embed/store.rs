@@ -5,12 +5,12 @@
 //! u32 count, then per tool: u32 length + key, u64 text hash, `dimension` f32.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
 use super::EmbedError;
+use crate::atomic_file::{self, Access};
 
 const MAGIC: &[u8; 6] = b"MSVEC\n";
 const VERSION: u32 = 1;
@@ -104,12 +104,7 @@ impl VectorFile {
                 out.extend_from_slice(&x.to_le_bytes());
             }
         }
-        let dir = path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(io)?;
-        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
-        tmp.write_all(&out).map_err(io)?;
-        tmp.persist(path).map_err(|e| io(e.error))?;
-        Ok(())
+        atomic_file::write(path, &out, Access::OwnerOnly).map_err(io)
     }
 }
 
