@@ -74,8 +74,7 @@ mod tests {
             always_load: false,
             idle_timeout: crate::config::DEFAULT_IDLE_TIMEOUT,
             call_timeout: crate::config::DEFAULT_CALL_TIMEOUT,
-            allow_tools: vec![],
-            deny_tools: vec![],
+            tools: Default::default(),
             max_result_tokens: None,
         }
     }

@@ -5,12 +5,14 @@
 
 mod expand;
 mod parse;
+mod tools;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use expand::expand;
+pub use tools::{GlobError, ToolFilter};
 
 /// Idle time after which an unused upstream is stopped.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
@@ -179,8 +181,8 @@ pub struct ServerConfig {
     pub always_load: bool,
     pub idle_timeout: Duration,
     pub call_timeout: Duration,
-    pub allow_tools: Vec<String>,
-    pub deny_tools: Vec<String>,
+    /// `allowTools` / `denyTools`, compiled.
+    pub tools: ToolFilter,
     pub max_result_tokens: Option<u64>,
 }
 
@@ -231,8 +233,7 @@ impl ServerConfig {
             always_load: false,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             call_timeout: DEFAULT_CALL_TIMEOUT,
-            allow_tools: Vec::new(),
-            deny_tools: Vec::new(),
+            tools: ToolFilter::default(),
             max_result_tokens: None,
         }
     }
@@ -356,8 +357,7 @@ mod tests {
             always_load: false,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             call_timeout: DEFAULT_CALL_TIMEOUT,
-            allow_tools: vec![],
-            deny_tools: vec![],
+            tools: ToolFilter::default(),
             max_result_tokens: None,
         };
         let lookup = |v: &str| (v == "TOKEN").then(|| "s3cret".to_owned());

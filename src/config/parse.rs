@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use super::{
     ConfigError, DEFAULT_CALL_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_INDEX_CONCURRENCY,
     DEFAULT_RESULT_MEMORY, DEFAULT_RESULT_TTL, ResultSettings, ServerConfig, Settings, Tokenizer,
-    TransportConfig, default_catalog_dir, default_skills_dirs, server_identifier,
+    ToolFilter, TransportConfig, default_catalog_dir, default_skills_dirs, server_identifier,
 };
 
 const GLOBAL_KEYS: &[&str] = &[
@@ -387,8 +387,11 @@ fn parse_server(
         call_timeout: cx
             .positive(entry, at, "timeoutSecs")?
             .map_or(defaults.call_timeout, Duration::from_secs),
-        allow_tools: cx.strings(entry, at, "allowTools")?,
-        deny_tools: cx.strings(entry, at, "denyTools")?,
+        tools: ToolFilter::new(
+            cx.strings(entry, at, "allowTools")?,
+            cx.strings(entry, at, "denyTools")?,
+        )
+        .map_err(|e| cx.err(format!("{at}.{}[{}]", e.key, e.index), e.message))?,
         max_result_tokens: cx
             .positive(entry, at, "maxResultTokens")?
             .or(defaults.max_result_tokens),

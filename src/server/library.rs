@@ -399,7 +399,7 @@ fn add_catalog(
     let tools = catalog
         .tool_defs()
         .into_iter()
-        .filter(|def| allowed(server, &def.name));
+        .filter(|def| server.tools.allows(&def.name));
     add(entries, docs, &server.name, &about, tools);
 }
 
@@ -465,27 +465,6 @@ pub fn qualified_name(server: &str, tool: &str) -> String {
     format!("{server}{SEPARATOR}{tool}")
 }
 
-/// Applies the server's `allowTools` / `denyTools` globs (`*` and `?`) to a tool name.
-fn allowed(server: &ServerConfig, tool: &str) -> bool {
-    let allow = server.allow_tools.is_empty() || server.allow_tools.iter().any(|g| glob(g, tool));
-    allow && !server.deny_tools.iter().any(|g| glob(g, tool))
-}
-
-fn glob(pattern: &str, text: &str) -> bool {
-    fn go(p: &[char], t: &[char]) -> bool {
-        match (p.first(), t.first()) {
-            (None, None) => true,
-            (Some('*'), _) => go(&p[1..], t) || (!t.is_empty() && go(p, &t[1..])),
-            (Some('?'), Some(_)) => go(&p[1..], &t[1..]),
-            (Some(a), Some(b)) if a == b => go(&p[1..], &t[1..]),
-            _ => false,
-        }
-    }
-    let p: Vec<char> = pattern.chars().collect();
-    let t: Vec<char> = text.chars().collect();
-    go(&p, &t)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -514,7 +493,7 @@ mod tests {
             .into_iter()
             .map(ServerConfig::catalog_only)
             .collect();
-        servers[0].deny_tools = vec!["secret*".into()];
+        servers[0].tools = crate::config::ToolFilter::new(vec![], vec!["secret*".into()]).unwrap();
         let mut catalogs = BTreeMap::new();
         catalogs.insert("a".into(), catalog("a", &["alpha", "beta"]));
         catalogs.insert(
@@ -549,14 +528,5 @@ mod tests {
         assert_eq!(top(&updated, "does gamma"), "a__gamma");
         assert_eq!(top(&updated, "does bravo"), "b__bravo");
         assert_eq!(updated.index.len(), full.index.len());
-    }
-
-    #[test]
-    fn globs() {
-        assert!(glob("read_*", "read_text_file"));
-        assert!(glob("*file*", "read_text_file"));
-        assert!(glob("get?sum", "get-sum"));
-        assert!(!glob("write_*", "read_text_file"));
-        assert!(glob("*", ""));
     }
 }

@@ -6,6 +6,7 @@ mod cli;
 mod embed;
 mod eval;
 mod faults;
+mod hardening;
 mod install;
 mod load;
 mod protocol;

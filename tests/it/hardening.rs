@@ -1,0 +1,57 @@
+//! What an adversarial probe found (issue 18), one test per finding: hostile configs, huge and
+//! odd meta-tool arguments, result ids, logs, and process hygiene.
+
+use serde_json::{Value, json};
+
+use crate::support::{fails, meta_server, succeeds, write_config};
+
+#[test]
+fn a_bad_glob_is_a_config_error_and_many_stars_do_not_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        json!({"time": {"command": "/nonexistent", "allowTools": ["get_*", "[oops"]}}),
+        json!({}),
+    );
+    let err = fails(&mut meta_server(&[
+        "--config",
+        config.to_str().unwrap(),
+        "search",
+        "time",
+    ]));
+    assert!(
+        err.contains(r#"mcpServers."time".allowTools[1]"#) && err.contains("[oops"),
+        "{err}"
+    );
+
+    // A backtracking matcher takes exponential time on this glob against a name of many a's.
+    let catalogs = dir.path().join("catalogs");
+    std::fs::create_dir_all(&catalogs).unwrap();
+    let tool = |name: &str| json!({"name": name, "description": "reads the aaa file", "inputSchema": {"type": "object"}});
+    let catalog =
+        json!({"format": 1, "server": "x", "tools": [tool(&"a".repeat(40)), tool("read_aaa")]});
+    std::fs::write(catalogs.join("x.json"), catalog.to_string()).unwrap();
+    let stars = format!("{}b", "*a".repeat(14));
+    let config = write_config(
+        dir.path(),
+        json!({"x": {"command": "/nonexistent", "allowTools": [stars, "read_*"]}}),
+        json!({}),
+    );
+    let out = succeeds(&mut meta_server(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--catalog-dir",
+        catalogs.to_str().unwrap(),
+        "search",
+        "aaa",
+        "--json",
+    ]));
+    let found: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = found["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["x__read_aaa"]);
+}
