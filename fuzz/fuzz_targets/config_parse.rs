@@ -1,5 +1,6 @@
 //! Any bytes as a config file: `Settings::parse` returns Ok or a `ConfigError`, never panics;
-//! every server of an accepted file can be launched (variables expanded) without panicking.
+//! every server of an accepted file can be launched (variables expanded) and its tool globs
+//! matched without panicking.
 #![no_main]
 
 use std::path::Path;
@@ -12,6 +13,7 @@ fuzz_target!(|data: &[u8]| {
     match Settings::parse(Path::new("fuzz.json"), &text) {
         Ok(settings) => {
             for server in &settings.servers {
+                let _ = server.tools.allows(&text);
                 let _ = server.launch_with(&|_| None);
                 let _ = server.launch_with(&|var| Some(format!("<{var}>")));
             }

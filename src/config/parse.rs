@@ -164,6 +164,8 @@ struct Defaults {
 
 pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
     let cx = Cx { path };
+    // Editors on Windows start files with a byte order mark.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let root: Value = serde_json::from_str(text).map_err(|e| ConfigError::Syntax {
         path: path.to_owned(),
         line: e.line(),

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{fails, meta_server, succeeds, write_config};
+use crate::support::{fails, meta_server, repo, succeeds, write_config};
 
 #[test]
 fn a_bad_glob_is_a_config_error_and_many_stars_do_not_hang() {
@@ -54,4 +54,22 @@ fn a_bad_glob_is_a_config_error_and_many_stars_do_not_hang() {
         .map(|h| h["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["x__read_aaa"]);
+}
+
+#[test]
+fn a_config_starting_with_a_byte_order_mark_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.json");
+    let text = json!({"mcpServers": {"time": {"command": "/nonexistent"}}}).to_string();
+    std::fs::write(&config, format!("\u{feff}{text}")).unwrap();
+    let catalogs = repo().join("catalogs");
+    let out = succeeds(&mut meta_server(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--catalog-dir",
+        catalogs.to_str().unwrap(),
+        "search",
+        "current time",
+    ]));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("time__get_current_time"));
 }
