@@ -5,6 +5,7 @@
 //! - `--garbage-on-start`: write non-JSON lines to stdout before reading anything.
 //! - `--tag TEXT`: ignored; lets a test find its own processes by command line.
 //! - `--ttl-ms MS`: `tools/list` says its result stays fresh for MS milliseconds (`ttlMs`).
+//! - `--ignore-eof`: keep running after stdin closes (stopping it takes a signal).
 //!
 //! Environment:
 //! - `FAULT_EVENTS=<file>`: append one line per observed event (`cancelled <tool>`,
@@ -309,6 +310,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut server = FaultServer::default();
     let mut args = std::env::args().skip(1);
     let mut garbage_on_start = false;
+    let mut ignore_eof = false;
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--slow-init" => {
@@ -319,6 +321,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 server.ttl_ms = Some(args.next().ok_or("--ttl-ms needs milliseconds")?.parse()?);
             }
             "--garbage-on-start" => garbage_on_start = true,
+            "--ignore-eof" => ignore_eof = true,
             "--tag" => {
                 args.next().ok_or("--tag needs a value")?;
             }
@@ -335,5 +338,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?
         .waiting()
         .await?;
+    if ignore_eof {
+        // Lives on after its client closed stdin, as some servers do.
+        std::future::pending::<()>().await;
+    }
     Ok(())
 }

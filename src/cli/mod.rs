@@ -16,6 +16,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 use crate::config::{Settings, default_config_path};
+use crate::upstream::guardian;
 
 /// One MCP entry in front of all your MCP servers.
 ///
@@ -58,6 +59,9 @@ pub enum Command {
     Install(install::Args),
     Uninstall(install::UninstallArgs),
     Eval(eval::Args),
+    /// Internal: the guardian that stops upstream process groups if meta-server is killed.
+    #[command(name = guardian::SUBCOMMAND, hide = true)]
+    Guard,
 }
 
 /// Logs go to stderr only: stdout belongs to the MCP protocol.
@@ -88,9 +92,20 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Import(args) => return import::run(&config, args),
         Command::Install(args) => return install::run(&config, args),
         Command::Uninstall(args) => return install::uninstall(args),
-        _ => {}
+        Command::Guard => {
+            guardian::run();
+            return Ok(ExitCode::SUCCESS);
+        }
+        Command::Serve(_) | Command::Index(_) | Command::Search(_) | Command::Measure(_) => {}
     }
     let settings = Settings::load(&config, cli.catalog_dir.clone())?;
+    // Commands that start upstreams stop them even if killed.
+    if matches!(cli.command, Command::Serve(_) | Command::Index(_)) {
+        match std::env::current_exe() {
+            Ok(exe) => guardian::start(&exe),
+            Err(e) => tracing::warn!("cannot start the guardian: {e}"),
+        }
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -101,9 +116,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Command::Index(args) => index::run(settings, args).await,
             Command::Search(args) => search::run(settings, args),
             Command::Measure(args) => measure::run(settings, args),
-            Command::Eval(_) | Command::Import(_) | Command::Install(_) | Command::Uninstall(_) => {
-                unreachable!("handled before the config is loaded")
-            }
+            Command::Eval(_)
+            | Command::Import(_)
+            | Command::Install(_)
+            | Command::Uninstall(_)
+            | Command::Guard => unreachable!("handled before the config is loaded"),
         }
     });
     // Upstreams are stopped by now; a blocking stdin read must not keep the process alive.

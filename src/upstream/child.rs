@@ -11,6 +11,8 @@ use rmcp::transport::Transport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout, Command};
 
+use super::guardian;
+
 /// The longest JSON-RPC line accepted from a child; longer lines are dropped by rmcp.
 pub const MAX_LINE_BYTES: usize = 512 << 20;
 /// How long a child gets to exit after stdin closes, and again after SIGTERM.
@@ -26,11 +28,13 @@ pub struct ChildTransport {
 }
 
 impl ChildTransport {
-    /// Spawns `cmd` as the leader of a new process group, stdio piped.
+    /// Spawns `cmd` as the leader of a new process group, stdio piped. The child dies with
+    /// meta-server, however meta-server ends; the guardian stops the rest of its group.
     pub fn spawn(mut cmd: Command) -> std::io::Result<(Self, Option<ChildStderr>, Option<u32>)> {
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        die_with_parent(&mut cmd);
         let mut wrapped = CommandWrap::from(cmd);
         wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
         let mut child = wrapped.spawn()?;
@@ -39,6 +43,9 @@ impl ChildTransport {
         let stdout = child.stdout().take().ok_or_else(|| missing("stdout"))?;
         let stderr = child.stderr().take();
         let pid = child.id();
+        if let Some(pid) = pid {
+            guardian::watch(pid);
+        }
         let io = AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_LINE_BYTES);
         Ok((
             Self {
@@ -78,6 +85,7 @@ impl Transport<RoleClient> for ChildTransport {
         let Some(mut child) = self.child.take() else {
             return Ok(());
         };
+        let _released = Released(child.id());
         let _ = self.io.close().await;
         let leader_gone = exited(&mut child).await.is_some()
             || (child.signal(SIGTERM).is_ok() && exited(&mut child).await.is_some());
@@ -93,11 +101,53 @@ impl Transport<RoleClient> for ChildTransport {
     }
 }
 
+/// Tells the guardian, when dropped, that the group led by this pid was stopped.
+struct Released(Option<u32>);
+
+impl Drop for Released {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            guardian::release(pid);
+        }
+    }
+}
+
+/// Makes the kernel kill the child when meta-server dies, even by SIGKILL (Linux).
+///
+/// The signal follows the thread that spawned the child: upstreams are spawned from tokio's
+/// worker threads, which live as long as the runtime.
+#[cfg(target_os = "linux")]
+fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: getpid is async-signal-safe.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure runs between fork and exec and calls only prctl and getppid, both
+    // async-signal-safe; it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died before the signal was armed.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other(
+                    "meta-server exited while starting the server",
+                ));
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_cmd: &mut Command) {}
+
 impl Drop for ChildTransport {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
             // Killing the group is synchronous to start; reaping happens in the background.
+            let released = Released(child.id());
             let _ = child.start_kill();
+            drop(released);
             if let Ok(handle) = tokio::runtime::Handle::try_current() {
                 handle.spawn(async move {
                     let _ = child.wait().await;

@@ -3,6 +3,7 @@
 
 mod child;
 mod connect;
+pub mod guardian;
 mod progress;
 
 use std::collections::HashMap;

@@ -76,8 +76,9 @@ def meta_server_pid(cfg: Path) -> int:
 
 
 def children(pid: int) -> list[int]:
-    """Direct children of pid (the upstream servers meta-server started)."""
-    return sorted(p for p, (ppid, _) in processes().items() if ppid == pid)
+    """Direct children of pid: the upstream servers meta-server started (its guardian,
+    `meta-server __guard`, is not one)."""
+    return sorted(p for p, (ppid, cmd) in processes().items() if ppid == pid and not cmd.endswith(" __guard"))
 
 
 def descendants_of_config(tmp: Path) -> list[int]:

@@ -3,7 +3,10 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{fails, meta_server, repo, succeeds, write_config};
+use crate::support::{
+    Session, fails, fault_server, meta_server, processes_with, repo, succeeds, wait_until,
+    write_config,
+};
 
 #[test]
 fn a_bad_glob_is_a_config_error_and_many_stars_do_not_hang() {
@@ -72,4 +75,48 @@ fn a_config_starting_with_a_byte_order_mark_is_read() {
         "current time",
     ]));
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("time__get_current_time"));
+}
+
+#[test]
+fn a_killed_meta_server_takes_its_upstreams_and_their_children_along() {
+    let dir = tempfile::tempdir().unwrap();
+    let tag = dir.path().join("fault").display().to_string();
+    let fault = fault_server().display().to_string();
+    let marker = format!("{}", 10_000_000 + std::process::id());
+    let servers = json!({
+        // Ignores the end of stdin: only a signal stops it.
+        "stubborn": {"command": fault, "args": ["--ignore-eof", "--tag", tag]},
+        // Leaves a child of its own in its process group.
+        "wrapped": {"command": "sh", "args": ["-c", format!("sleep {marker} & exec {fault} --tag {tag}")]},
+    });
+    let config = write_config(dir.path(), servers, json!({}));
+    let catalogs = dir.path().join("catalogs");
+    let c = |p: &std::path::Path| p.to_str().unwrap().to_owned();
+    succeeds(&mut meta_server(&[
+        "--config",
+        &c(&config),
+        "--catalog-dir",
+        &c(&catalogs),
+        "index",
+    ]));
+    let sleepers = || processes_with(&format!("sleep {marker}"));
+    wait_until("index to stop what it started", || {
+        (processes_with(&tag).is_empty() && sleepers().is_empty()).then_some(())
+    });
+
+    let mut s = Session::start(&config, &catalogs);
+    s.initialize();
+    for (id, tool) in [(2, "stubborn__pid"), (3, "wrapped__pid")] {
+        let r = s.call(id, "call_tool", json!({"name": tool, "arguments": {}}));
+        assert_eq!(r["result"]["isError"], false, "{r}");
+    }
+    let upstreams = processes_with(&tag);
+    assert_eq!(upstreams.len(), 2, "both upstreams run");
+    assert_eq!(sleepers().len(), 1, "the wrapped server's child runs");
+
+    drop(s); // SIGKILL: no shutdown code runs in meta-server
+    wait_until(
+        "upstreams and their children to die with meta-server",
+        || (processes_with(&tag).is_empty() && sleepers().is_empty()).then_some(()),
+    );
 }

@@ -278,13 +278,18 @@ pub fn processes_with(needle: &str) -> Vec<u32> {
         .collect()
 }
 
-/// Live direct children of `pid`.
+/// Live direct children of `pid`: the upstreams it started (its guardian is not one).
 pub fn children_of(pid: u32) -> Vec<u32> {
     processes()
         .into_iter()
-        .filter(|(_, ppid, _)| *ppid == pid)
+        .filter(|(_, ppid, cmd)| *ppid == pid && !is_guardian(cmd))
         .map(|(pid, _, _)| pid)
         .collect()
+}
+
+/// Whether a command line is meta-server's guardian (`meta-server __guard`).
+pub fn is_guardian(cmd: &str) -> bool {
+    cmd.starts_with(BIN) && cmd.trim_end().ends_with(" __guard")
 }
 
 /// Polls an eventual condition; fails after a generous limit so a bug cannot hang the suite.
