@@ -16,6 +16,8 @@ const CHARS_PER_TOKEN: usize = 4;
 const WINDOW: usize = 150;
 /// Lines longer than this are shown as a window around the match.
 const LONG_LINE: usize = 400;
+/// Bytes a compiled search pattern may take; a pattern over it is an error, never a panic.
+const PATTERN_SIZE_LIMIT: usize = 1 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LookupError {
@@ -41,6 +43,10 @@ pub enum LookupError {
         "JSON Pointer \"{pointer}\" matches nothing in result {id}; pointers look like /items/0/name"
     )]
     NoSuchPointer { id: String, pointer: String },
+    #[error(
+        "the pattern ({bytes} bytes) is too large to search with, as a regular expression or as text; search for a shorter part of it"
+    )]
+    PatternTooLarge { bytes: usize },
 }
 
 /// One page of a stored result. `content` is exactly the characters `offset..nextOffset`.
@@ -146,11 +152,16 @@ impl ResultHandler {
     ) -> Result<(Vec<Match>, usize), LookupError> {
         let stored = self.text_of(id)?;
         let text = stored.as_text().unwrap_or_default();
-        let regex = regex::RegexBuilder::new(pattern)
-            .size_limit(1 << 20)
-            .build()
-            .or_else(|_| regex::Regex::new(&regex::escape(pattern)))
-            .expect("an escaped pattern is a valid regex");
+        let compile = |p: &str| {
+            regex::RegexBuilder::new(p)
+                .size_limit(PATTERN_SIZE_LIMIT)
+                .build()
+        };
+        let regex = compile(pattern)
+            .or_else(|_| compile(&regex::escape(pattern)))
+            .map_err(|_| LookupError::PatternTooLarge {
+                bytes: pattern.len(),
+            })?;
         let (mut matches, mut total) = (Vec::new(), 0);
         let (mut chars, mut lines, mut scanned) = (0usize, 1usize, 0usize);
         let mut last_line_start = usize::MAX;

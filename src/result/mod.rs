@@ -613,5 +613,11 @@ mod tests {
         );
         let (_, total) = h.search(&id, "[unclosed", 0, 10).unwrap();
         assert_eq!(total, 0, "an invalid regex is searched literally");
+        let huge = format!("({}", "ab".repeat(250_000));
+        let err = h.search(&id, &huge, 0, 10).unwrap_err().to_string();
+        assert!(
+            err.contains("too large") && err.contains("500001 bytes"),
+            "{err}"
+        );
     }
 }

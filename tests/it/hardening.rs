@@ -4,8 +4,8 @@
 use serde_json::{Value, json};
 
 use crate::support::{
-    Session, fails, fault_server, meta_server, processes_with, repo, succeeds, wait_until,
-    write_config,
+    Session, everything_entry, fails, fault_server, meta_server, processes_with, repo, succeeds,
+    wait_until, write_config,
 };
 
 #[test]
@@ -118,5 +118,50 @@ fn a_killed_meta_server_takes_its_upstreams_and_their_children_along() {
     wait_until(
         "upstreams and their children to die with meta-server",
         || (processes_with(&tag).is_empty() && sleepers().is_empty()).then_some(()),
+    );
+}
+
+/// A session over the shipped catalogs with the real `everything` server and a small budget,
+/// holding one stored result; returns the session and the result's id.
+fn session_with_a_stored_result(dir: &std::path::Path) -> (Session, String) {
+    let config = write_config(
+        dir,
+        json!({"everything": everything_entry()}),
+        json!({"maxResultTokens": 300}),
+    );
+    let mut s = Session::start(&config, &repo().join("catalogs"));
+    s.initialize();
+    let message: String = (0..400).map(|i| format!("line {i} says ab\n")).collect();
+    let r = s.call(
+        100,
+        "call_tool",
+        json!({"name": "everything__echo", "arguments": {"message": message}}),
+    );
+    let id = notice_of(&r)["resourceId"].as_str().unwrap().to_owned();
+    (s, id)
+}
+
+/// The truncation notice of a `tools/call` response.
+fn notice_of(response: &Value) -> Value {
+    let blocks = response["result"]["content"].as_array().unwrap();
+    let notice = blocks
+        .iter()
+        .filter_map(|b| b["text"].as_str())
+        .find_map(|t| t.strip_prefix("--- TRUNCATION NOTICE ---\n"))
+        .unwrap_or_else(|| panic!("no notice in {response}"));
+    serde_json::from_str(notice).unwrap()
+}
+
+#[test]
+fn a_huge_search_pattern_gets_an_error_result_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut s, id) = session_with_a_stored_result(dir.path());
+    let search = |pattern: String| json!({"name": "meta__search_full_content", "arguments": {"resource_id": id, "pattern": pattern}});
+    let r = s.call(2, "call_tool", search(format!("({}", "ab".repeat(250_000))));
+    assert_eq!(r["result"]["isError"], true, "{}", &r.to_string()[..300]);
+    let r = s.call(3, "call_tool", search("says ab".into()));
+    assert_eq!(
+        r["result"]["structuredContent"]["totalMatches"], 400,
+        "still serving"
     );
 }
