@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use meta_server::budget::{Limits, O200k, Route};
-use meta_server::result::{ResultHandler, SpillStore, store::DEFAULT_SPILL_BYTES};
+use meta_server::result::{Owner, ResultHandler, SpillStore, store::DEFAULT_SPILL_BYTES};
 use rmcp::model::{CallToolResult, ContentBlock};
 
 fn main() {
@@ -62,12 +62,13 @@ fn handler() -> ResultHandler {
 
 fn shape(bencher: divan::Bencher, text: String) {
     let handler = handler();
+    let owner = Owner::shared();
     let route = Route::CallTool {
         server: "bench".into(),
     };
     bencher
         .with_inputs(|| CallToolResult::success(vec![ContentBlock::text(text.clone())]))
-        .bench_local_values(|result| handler.shape("bench__tool", &route, LIMITS, result));
+        .bench_local_values(|result| handler.shape("bench__tool", &route, LIMITS, &owner, result));
 }
 
 #[divan::bench(sample_count = 20)]

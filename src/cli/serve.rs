@@ -41,6 +41,11 @@ pub struct Args {
     /// repeatable. Loopback names and the bound IP are always accepted.
     #[arg(long = "allowed-host", value_name = "HOST", requires = "http")]
     allowed_hosts: Vec<String>,
+
+    /// Let every session read every stored result. By default a stored result (behind a
+    /// truncation notice) can be read only by the session that made it.
+    #[arg(long, requires = "http")]
+    share_results: bool,
 }
 
 pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
@@ -54,6 +59,7 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
         allow_remote: args.allow_remote,
         token,
         extra_hosts: args.allowed_hosts,
+        share_results: args.share_results,
     };
     let server = HttpServer::bind(options).await?;
     let local = server

@@ -7,7 +7,7 @@ use rmcp::model::ResourceContents;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::store::{Body, StoreError, Stored};
+use super::store::{Body, Owner, StoreError, Stored};
 use super::{ResultHandler, resource_uri, truncate};
 
 /// Characters tried per budget token before the page is measured.
@@ -77,12 +77,13 @@ impl ResultHandler {
     pub fn page(
         &self,
         id: &str,
+        owner: &Owner,
         offset: usize,
         limit: Option<usize>,
         pointer: Option<&str>,
         budget: usize,
     ) -> Result<Page, LookupError> {
-        let stored = self.text_of(id)?;
+        let stored = self.text_of(id, owner)?;
         let derived;
         let source: &Stored = match pointer.filter(|p| !p.is_empty()) {
             None => &stored,
@@ -146,11 +147,12 @@ impl ResultHandler {
     pub fn search(
         &self,
         id: &str,
+        owner: &Owner,
         pattern: &str,
         context_lines: usize,
         max_matches: usize,
     ) -> Result<(Vec<Match>, usize), LookupError> {
-        let stored = self.text_of(id)?;
+        let stored = self.text_of(id, owner)?;
         let text = stored.as_text().unwrap_or_default();
         let compile = |p: &str| {
             regex::RegexBuilder::new(p)
@@ -200,8 +202,8 @@ impl ResultHandler {
     }
 
     /// The whole stored result as an MCP resource.
-    pub fn read_resource(&self, id: &str) -> Result<ResourceContents, LookupError> {
-        let stored = self.store.get(id)?;
+    pub fn read_resource(&self, id: &str, owner: &Owner) -> Result<ResourceContents, LookupError> {
+        let stored = self.store.get(id, owner)?;
         let uri = resource_uri(id);
         Ok(match &stored.body {
             Body::Text(text) => ResourceContents::TextResourceContents {
@@ -219,8 +221,8 @@ impl ResultHandler {
         })
     }
 
-    fn text_of(&self, id: &str) -> Result<std::sync::Arc<Stored>, LookupError> {
-        let stored = self.store.get(id)?;
+    fn text_of(&self, id: &str, owner: &Owner) -> Result<std::sync::Arc<Stored>, LookupError> {
+        let stored = self.store.get(id, owner)?;
         if stored.as_text().is_none() {
             return Err(LookupError::Binary {
                 id: id.to_owned(),

@@ -17,7 +17,7 @@ use crate::budget::{Limits, Route, TokenCounter};
 
 pub use lookup::{Match, Page};
 pub use notice::{LOOKUP_TOOL, Notice};
-pub use store::{ResultStore, SpillStore, StoreError, Stored};
+pub use store::{Owner, ResultStore, SpillStore, StoreError, Stored};
 
 /// URI scheme under which stored results are MCP resources.
 pub const RESOURCE_PREFIX: &str = "meta-server://results/";
@@ -65,12 +65,13 @@ impl ResultHandler {
         self.counter.as_ref()
     }
 
-    /// Passes `result` of `tool` through the limits of its route.
+    /// Passes `result` of `tool` through the limits of its route; what is stored is `owner`'s.
     pub fn shape(
         &self,
         tool: &str,
         route: &Route,
         limits: Limits,
+        owner: &Owner,
         mut result: CallToolResult,
     ) -> CallToolResult {
         let parts = parts(&result);
@@ -113,7 +114,7 @@ impl ResultHandler {
             if binary_len(block) == 0 {
                 continue;
             }
-            match self.stash_binary(tool, block) {
+            match self.stash_binary(tool, owner, block) {
                 Ok(reference) => *block = reference,
                 Err(e) => failures.push(e.to_string()),
             }
@@ -128,6 +129,7 @@ impl ResultHandler {
         {
             match self.cut_and_store(
                 tool,
+                owner,
                 &parts.text,
                 (text_tokens, text_ratio),
                 text_share,
@@ -162,6 +164,7 @@ impl ResultHandler {
             let reason = reason("structuredContent", structured_tokens);
             match self.cut_and_store(
                 tool,
+                owner,
                 structured,
                 (structured_tokens, structured_ratio),
                 structured_share,
@@ -194,6 +197,7 @@ impl ResultHandler {
     fn cut_and_store(
         &self,
         tool: &str,
+        owner: &Owner,
         text: &str,
         (tokens, ratio): (usize, f64),
         budget: usize,
@@ -210,7 +214,9 @@ impl ResultHandler {
                 _ => "text/plain",
             }
         };
-        let id = self.store.put(Stored::text(tool, mime, text.to_owned()))?;
+        let id = self
+            .store
+            .put(owner, Stored::text(tool, mime, text.to_owned()))?;
         let mut reason = reason.to_owned();
         if let Some(detail) = &cut.detail {
             reason.push_str("; ");
@@ -271,7 +277,12 @@ impl ResultHandler {
     }
 
     /// Moves an image, audio clip or binary resource into the store; returns the reference block.
-    fn stash_binary(&self, tool: &str, block: &ContentBlock) -> Result<ContentBlock, StoreError> {
+    fn stash_binary(
+        &self,
+        tool: &str,
+        owner: &Owner,
+        block: &ContentBlock,
+    ) -> Result<ContentBlock, StoreError> {
         let (data, mime) = match block {
             ContentBlock::Image(i) => (i.data.clone(), i.mime_type.clone()),
             ContentBlock::Audio(a) => (a.data.clone(), a.mime_type.clone()),
@@ -291,7 +302,7 @@ impl ResultHandler {
         let size = data.len() / 4 * 3;
         let id = self
             .store
-            .put(Stored::new(tool, &mime, store::Body::Blob(data)))?;
+            .put(owner, Stored::new(tool, &mime, store::Body::Blob(data)))?;
         let uri = resource_uri(&id);
         let mut link = Resource::new(uri.clone(), id.clone());
         link.mime_type = Some(mime.clone());
@@ -401,6 +412,11 @@ mod tests {
         }
     }
 
+    fn me() -> &'static Owner {
+        static SHARED: std::sync::LazyLock<Owner> = std::sync::LazyLock::new(Owner::shared);
+        &SHARED
+    }
+
     const LIMITS: Limits = Limits {
         soft: 1_000,
         hard: 100_000,
@@ -419,7 +435,7 @@ mod tests {
         let id = notice["resourceId"].as_str().unwrap();
         let (mut offset, mut out) = (0, String::new());
         loop {
-            let page = h.page(id, offset, None, None, 300).unwrap();
+            let page = h.page(id, me(), offset, None, None, 300).unwrap();
             assert!(page.content.len() <= 300 * 4 + 4);
             out.push_str(&page.content);
             if !page.has_more {
@@ -434,7 +450,7 @@ mod tests {
     fn small_results_pass_through_untouched() {
         let result = CallToolResult::success(vec![ContentBlock::text("hi")]);
         assert_eq!(
-            handler().shape("fs__read", &route(), LIMITS, result.clone()),
+            handler().shape("fs__read", &route(), LIMITS, me(), result.clone()),
             result
         );
     }
@@ -449,6 +465,7 @@ mod tests {
             "fs__read",
             &route(),
             LIMITS,
+            me(),
             CallToolResult::success(vec![ContentBlock::text(text.clone())]),
         );
         let blocks = texts(&shaped);
@@ -471,8 +488,9 @@ mod tests {
             .expect("resource link");
         assert_eq!(resource_id(&link.uri), notice["resourceId"].as_str());
         assert_eq!(read_back(&h, &notice), text);
-        let ResourceContents::TextResourceContents { text: whole, .. } =
-            h.read_resource(resource_id(&link.uri).unwrap()).unwrap()
+        let ResourceContents::TextResourceContents { text: whole, .. } = h
+            .read_resource(resource_id(&link.uri).unwrap(), me())
+            .unwrap()
         else {
             panic!("text resource");
         };
@@ -485,7 +503,7 @@ mod tests {
         let text = "abc def. ".repeat(1000);
         let mut result = CallToolResult::success(vec![ContentBlock::text(text.clone())]);
         result.structured_content = Some(json!({"content": text}));
-        let shaped = h.shape("fs__read_text_file", &route(), LIMITS, result);
+        let shaped = h.shape("fs__read_text_file", &route(), LIMITS, me(), result);
         let blocks = texts(&shaped);
         assert_eq!(
             shaped.structured_content,
@@ -502,7 +520,7 @@ mod tests {
             .collect();
         let mut result = CallToolResult::success(vec![ContentBlock::text("500 items found")]);
         result.structured_content = Some(json!({"items": items}));
-        let shaped = h.shape("db__query", &route(), LIMITS, result);
+        let shaped = h.shape("db__query", &route(), LIMITS, me(), result);
         let structured = shaped
             .structured_content
             .clone()
@@ -534,6 +552,7 @@ mod tests {
             "fs__read",
             &route(),
             limits,
+            me(),
             CallToolResult::success(vec![ContentBlock::text(text)]),
         );
         assert_eq!(shaped.is_error, Some(true));
@@ -558,19 +577,23 @@ mod tests {
             ContentBlock::text("a chart"),
             ContentBlock::Image(ImageContent::new(data.clone(), "image/png")),
         ]);
-        let shaped = h.shape("plot__draw", &route(), LIMITS, result);
+        let shaped = h.shape("plot__draw", &route(), LIMITS, me(), result);
         assert_eq!(texts(&shaped), ["a chart"]);
         let link = shaped.content[1]
             .as_resource_link()
             .expect("image replaced by a link");
         assert_eq!(link.mime_type.as_deref(), Some("image/png"));
         let id = resource_id(&link.uri).unwrap();
-        let ResourceContents::BlobResourceContents { blob, .. } = h.read_resource(id).unwrap()
+        let ResourceContents::BlobResourceContents { blob, .. } =
+            h.read_resource(id, me()).unwrap()
         else {
             panic!("blob resource");
         };
         assert_eq!(blob, data);
-        let err = h.page(id, 0, None, None, 100).unwrap_err().to_string();
+        let err = h
+            .page(id, me(), 0, None, None, 100)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("binary") && err.contains("resources/read"),
             "{err}"
@@ -584,37 +607,39 @@ mod tests {
             .to_string();
         let id = h
             .store
-            .put(Stored::text("t", "application/json", doc.clone()))
+            .put(me(), Stored::text("t", "application/json", doc.clone()))
             .unwrap();
-        let page = h.page(&id, 0, Some(10), None, 1000).unwrap();
+        let page = h.page(&id, me(), 0, Some(10), None, 1000).unwrap();
         assert_eq!(
             page.content,
             doc.chars().take(page.next_offset).collect::<String>()
         );
         assert!(page.has_more && page.total == doc.chars().count());
-        let one = h.page(&id, 0, None, Some("/items/1/name"), 1000).unwrap();
+        let one = h
+            .page(&id, me(), 0, None, Some("/items/1/name"), 1000)
+            .unwrap();
         assert_eq!(one.content, "needle here");
         let err = h
-            .page(&id, 0, None, Some("/nope"), 1000)
+            .page(&id, me(), 0, None, Some("/nope"), 1000)
             .unwrap_err()
             .to_string();
         assert!(err.contains("/nope"), "{err}");
         let err = h
-            .page(&id, 10_000, None, None, 1000)
+            .page(&id, me(), 10_000, None, None, 1000)
             .unwrap_err()
             .to_string();
         assert!(err.contains("past the end"), "{err}");
-        let (matches, total) = h.search(&id, "needle", 0, 10).unwrap();
+        let (matches, total) = h.search(&id, me(), "needle", 0, 10).unwrap();
         assert_eq!(total, 1);
         let from: String = doc.chars().skip(matches[0].offset).collect();
         assert!(
             from.starts_with("needle"),
             "offset points at the match: {from}"
         );
-        let (_, total) = h.search(&id, "[unclosed", 0, 10).unwrap();
+        let (_, total) = h.search(&id, me(), "[unclosed", 0, 10).unwrap();
         assert_eq!(total, 0, "an invalid regex is searched literally");
         let huge = format!("({}", "ab".repeat(250_000));
-        let err = h.search(&id, &huge, 0, 10).unwrap_err().to_string();
+        let err = h.search(&id, me(), &huge, 0, 10).unwrap_err().to_string();
         assert!(
             err.contains("too large") && err.contains("500001 bytes"),
             "{err}"

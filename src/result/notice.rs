@@ -88,7 +88,7 @@ mod tests {
             163,
             "line",
             "too big".into(),
-            "r-7f3a9c2e",
+            "r-7f3a9c2e04b1d6a85e3c9f7b2a1d4e60",
             4242,
         );
         let text = notice.render();
@@ -122,7 +122,10 @@ mod tests {
         let call: serde_json::Value =
             serde_json::from_str(hint.strip_prefix("call_tool ").unwrap()).unwrap();
         assert_eq!(call["name"], LOOKUP_TOOL);
-        assert_eq!(call["arguments"]["resource_id"], "r-7f3a9c2e");
+        assert_eq!(
+            call["arguments"]["resource_id"],
+            "r-7f3a9c2e04b1d6a85e3c9f7b2a1d4e60"
+        );
         assert_eq!(call["arguments"]["offset"], 4242);
     }
 }

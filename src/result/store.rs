@@ -1,12 +1,13 @@
-//! The result store: full results kept for reading back, in memory (bounded by bytes, with a
-//! TTL) and spilled to an owner-only temporary directory when large.
+//! The result store: full results kept for reading back by the session that made them, in
+//! memory and, when large, in an owner-only temporary directory; one byte budget covers both,
+//! and results expire after a TTL.
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use moka::notification::RemovalCause;
+use moka::policy::EvictionPolicy;
 use rand::Rng;
 
 use crate::atomic_file::{self, Access};
@@ -16,14 +17,16 @@ pub const DEFAULT_SPILL_BYTES: usize = 1 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// Unknown, expired and foreign ids all get this one message, so it tells nothing about
+    /// results of other sessions.
     #[error(
-        "result {0} has expired (results are kept for a limited time); re-run the tool to get it again"
+        "no stored result {0}: results are kept for a limited time, for the session that made them, and ids come from a truncation notice; re-run the tool to get it again"
     )]
-    Expired(String),
+    Missing(String),
     #[error(
-        "no stored result {0}; resource ids look like r-1a2b3c4d and come from a truncation notice"
+        "the full result is {bytes} bytes, more than the {capacity} bytes kept for stored results (resultMemoryMb)"
     )]
-    Unknown(String),
+    TooLarge { bytes: usize, capacity: u64 },
     #[error("cannot keep the full result on disk: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -128,56 +131,100 @@ impl CharIndex {
 }
 
 /// Writes a result into `dir` (owner-only, atomically) and returns its disk slot.
-fn spill(dir: &std::path::Path, id: &str, stored: &Stored) -> std::io::Result<Slot> {
+fn spill(dir: &std::path::Path, id: &str, owner: &Owner, stored: &Stored) -> std::io::Result<Slot> {
     let path = dir.join(id);
     let (Body::Text(data) | Body::Blob(data)) = &stored.body;
     atomic_file::write(&path, data.as_bytes(), Access::OwnerOnly)?;
     Ok(Slot::Disk {
+        owner: owner.clone(),
         path: Arc::new(path),
         tool: stored.tool.as_str().into(),
         mime_type: stored.mime_type.as_str().into(),
         blob: matches!(stored.body, Body::Blob(_)),
+        size: stored.size(),
     })
 }
 
-/// Keeps full results by id.
+/// Who may read a stored result: the client session (or principal) that made it, or every
+/// session when results are shared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner(Arc<str>);
+
+impl Owner {
+    /// A new owner no other session can name (128 random bits): one client session.
+    pub fn session() -> Self {
+        Self(format!("session-{:032x}", rand::rng().random::<u128>()).into())
+    }
+
+    /// The one owner of every result when sessions share their results.
+    pub fn shared() -> Self {
+        Self("shared".into())
+    }
+}
+
+/// Keeps full results by id, each readable only by its owner.
 pub trait ResultStore: Send + Sync {
-    /// Stores a result and returns its new id (`r-` + 8 hex digits).
-    fn put(&self, stored: Stored) -> Result<String, StoreError>;
-    fn get(&self, id: &str) -> Result<Arc<Stored>, StoreError>;
+    /// Stores a result for `owner` and returns its new id: `r-` and 32 hex digits, 128 random
+    /// bits, so ids cannot be guessed.
+    fn put(&self, owner: &Owner, stored: Stored) -> Result<String, StoreError>;
+    /// The result `id`, if it is still kept and `owner` made it; an unknown, expired or
+    /// foreign id gets the same error.
+    fn get(&self, id: &str, owner: &Owner) -> Result<Arc<Stored>, StoreError>;
 }
 
 #[derive(Clone)]
 enum Slot {
-    Memory(Arc<Stored>),
+    Memory {
+        owner: Owner,
+        stored: Arc<Stored>,
+    },
     Disk {
+        owner: Owner,
         path: Arc<PathBuf>,
         tool: Arc<str>,
         mime_type: Arc<str>,
         blob: bool,
+        size: usize,
     },
 }
 
-/// The moka-backed store: small results in memory, large ones on disk, all expiring after a TTL.
+impl Slot {
+    fn owner(&self) -> &Owner {
+        match self {
+            Slot::Memory { owner, .. } | Slot::Disk { owner, .. } => owner,
+        }
+    }
+
+    /// Bytes it holds, in memory or on disk: both count against one budget.
+    fn size(&self) -> usize {
+        match self {
+            Slot::Memory { stored, .. } => stored.size(),
+            Slot::Disk { size, .. } => *size,
+        }
+    }
+}
+
+/// The moka-backed store: small results in memory, large ones on disk, all expiring after a
+/// TTL. Memory and disk share one byte budget; over it the least recently used go first.
 pub struct SpillStore {
     cache: moka::sync::Cache<String, Slot>,
     dir: OnceLock<tempfile::TempDir>,
+    /// The byte budget for memory and disk together.
+    capacity: u64,
     spill_bytes: usize,
-    issued: Mutex<HashSet<String>>,
     /// The last result read from disk, so paging through it does not re-read the file.
     hot: Mutex<Option<(String, Arc<Stored>)>>,
 }
 
 impl SpillStore {
-    pub fn new(ttl: Duration, memory_bytes: u64, spill_bytes: usize) -> Self {
+    /// A store keeping results for `ttl` within `capacity` bytes (memory and disk together);
+    /// results over `spill_bytes` are kept on disk.
+    pub fn new(ttl: Duration, capacity: u64, spill_bytes: usize) -> Self {
         let cache = moka::sync::Cache::builder()
-            .max_capacity(memory_bytes)
+            .max_capacity(capacity)
+            .eviction_policy(EvictionPolicy::lru())
             .weigher(|id: &String, slot: &Slot| {
-                let size = match slot {
-                    Slot::Memory(s) => s.size(),
-                    Slot::Disk { .. } => 256,
-                };
-                u32::try_from(id.len() + size).unwrap_or(u32::MAX)
+                u32::try_from(id.len() + slot.size()).unwrap_or(u32::MAX)
             })
             .time_to_live(ttl)
             .eviction_listener(|_id, slot, _cause: RemovalCause| {
@@ -189,19 +236,9 @@ impl SpillStore {
         Self {
             cache,
             dir: OnceLock::new(),
+            capacity,
             spill_bytes,
-            issued: Mutex::new(HashSet::new()),
             hot: Mutex::new(None),
-        }
-    }
-
-    fn new_id(&self) -> String {
-        let mut issued = self.issued.lock().expect("issued lock");
-        loop {
-            let id = format!("r-{:08x}", rand::rng().random::<u32>());
-            if issued.insert(id.clone()) {
-                return id;
-            }
         }
     }
 
@@ -225,22 +262,33 @@ impl SpillStore {
 impl ResultStore for SpillStore {
     /// Large results are kept in memory at once and written to disk behind the request, so
     /// storing never delays the answer; the memory slot is then replaced by the disk one.
-    fn put(&self, stored: Stored) -> Result<String, StoreError> {
-        let id = self.new_id();
+    fn put(&self, owner: &Owner, stored: Stored) -> Result<String, StoreError> {
+        if stored.size() as u64 > self.capacity {
+            return Err(StoreError::TooLarge {
+                bytes: stored.size(),
+                capacity: self.capacity,
+            });
+        }
+        let id = format!("r-{:032x}", rand::rng().random::<u128>());
         let large = stored.size() > self.spill_bytes;
         let stored = Arc::new(stored);
-        self.cache.insert(id.clone(), Slot::Memory(stored.clone()));
+        let slot = Slot::Memory {
+            owner: owner.clone(),
+            stored: stored.clone(),
+        };
+        self.cache.insert(id.clone(), slot);
         if large {
             let dir = self.spill_dir()?.to_owned();
             let cache = self.cache.clone();
             let id = id.clone();
-            std::thread::spawn(move || match spill(&dir, &id, &stored) {
-                // Unless it was dropped meanwhile (TTL or memory bound).
+            let owner = owner.clone();
+            std::thread::spawn(move || match spill(&dir, &id, &owner, &stored) {
+                // Unless it was dropped meanwhile (TTL or the byte budget).
                 Ok(slot) if cache.contains_key(&id) => cache.insert(id, slot),
                 Ok(Slot::Disk { path, .. }) => {
                     let _ = std::fs::remove_file(path.as_path());
                 }
-                Ok(Slot::Memory(_)) => {}
+                Ok(Slot::Memory { .. }) => {}
                 Err(e) => {
                     tracing::warn!("result {id} stays in memory: cannot write it to disk: {e}")
                 }
@@ -249,23 +297,23 @@ impl ResultStore for SpillStore {
         Ok(id)
     }
 
-    fn get(&self, id: &str) -> Result<Arc<Stored>, StoreError> {
-        let missing = || {
-            if self.issued.lock().expect("issued lock").contains(id) {
-                StoreError::Expired(id.to_owned())
-            } else {
-                StoreError::Unknown(id.to_owned())
-            }
-        };
-        match self.cache.get(id).ok_or_else(missing)? {
-            Slot::Memory(stored) => Ok(stored),
+    fn get(&self, id: &str, owner: &Owner) -> Result<Arc<Stored>, StoreError> {
+        let missing = || StoreError::Missing(id.to_owned());
+        let slot = self
+            .cache
+            .get(id)
+            .filter(|slot| slot.owner() == owner)
+            .ok_or_else(missing)?;
+        match slot {
+            Slot::Memory { stored, .. } => Ok(stored),
             Slot::Disk {
                 path,
                 tool,
                 mime_type,
                 blob,
+                ..
             } => {
-                let mut hot = self.hot.lock().expect("hot lock");
+                let mut hot = self.hot.lock().unwrap_or_else(|e| e.into_inner());
                 if let Some((hot_id, stored)) = hot.as_ref()
                     && hot_id == id
                 {
@@ -297,17 +345,18 @@ mod tests {
 
     /// The behaviour every store must show, run over memory and disk placement.
     fn behaves(store: &dyn ResultStore) {
+        let me = Owner::session();
         let text = "héllo wörld ✓ ".repeat(2000);
         let id = store
-            .put(Stored::text("s__t", "text/plain", text.clone()))
+            .put(&me, Stored::text("s__t", "text/plain", text.clone()))
             .unwrap();
         assert!(
             id.starts_with("r-")
-                && id.len() == 10
+                && id.len() == 34
                 && id[2..].chars().all(|c| c.is_ascii_hexdigit()),
             "{id}"
         );
-        let stored = store.get(&id).unwrap();
+        let stored = store.get(&id, &me).unwrap();
         assert_eq!(stored.as_text(), Some(text.as_str()));
         assert_eq!(stored.tool, "s__t");
         assert_eq!(stored.char_len(), text.chars().count());
@@ -316,20 +365,25 @@ mod tests {
             assert_eq!(stored.byte_offset(at), expected, "char {at}");
         }
         let blob = store
-            .put(Stored::new(
-                "s__img",
-                "image/png",
-                Body::Blob("aGVsbG8=".into()),
-            ))
+            .put(
+                &me,
+                Stored::new("s__img", "image/png", Body::Blob("aGVsbG8=".into())),
+            )
             .unwrap();
         assert_eq!(
-            store.get(&blob).unwrap().body,
+            store.get(&blob, &me).unwrap().body,
             Body::Blob("aGVsbG8=".into())
         );
-        assert!(matches!(
-            store.get("r-00000000"),
-            Err(StoreError::Unknown(_))
-        ));
+        let unknown = store
+            .get(&format!("r-{}", "0".repeat(32)), &me)
+            .unwrap_err();
+        let foreign = store.get(&id, &Owner::session()).unwrap_err();
+        assert!(matches!(unknown, StoreError::Missing(_)), "{unknown:?}");
+        assert_eq!(
+            foreign.to_string(),
+            unknown.to_string().replace(&"0".repeat(32), &id[2..]),
+            "another session's result reads as unknown"
+        );
     }
 
     #[test]
@@ -341,32 +395,35 @@ mod tests {
         ));
     }
 
+    /// Waits (bounded) until `check` holds; spilling happens behind the request.
+    fn eventually(what: &str, check: impl Fn() -> bool) {
+        for _ in 0..1000 {
+            if check() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("timed out waiting for {what}");
+    }
+
+    fn on_disk(store: &SpillStore) -> usize {
+        store
+            .cache
+            .iter()
+            .filter(|(_, slot)| matches!(slot, Slot::Disk { .. }))
+            .count()
+    }
+
     #[test]
     fn disk_placement_is_owner_only() {
         let store = SpillStore::new(DEFAULT_TTL, DEFAULT_MEMORY_BYTES, 0);
         behaves(&store);
         let dir = store.dir.get().unwrap().path();
-        // Written behind the request: wait (bounded) for both results to reach the disk.
-        for _ in 0..500 {
-            let on_disk = store
-                .cache
-                .iter()
-                .filter(|(_, slot)| matches!(slot, Slot::Disk { .. }))
-                .count();
-            if on_disk == 2 {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        eventually("both results to reach the disk", || on_disk(&store) == 2);
         assert_eq!(
             std::fs::read_dir(dir).unwrap().count(),
             2,
             "both results spilled"
-        );
-        let id = store.cache.iter().next().unwrap().0;
-        assert!(
-            store.get(&id).is_ok(),
-            "a spilled result reads back from disk"
         );
         #[cfg(unix)]
         {
@@ -383,15 +440,56 @@ mod tests {
     }
 
     #[test]
-    fn expired_results_say_so() {
+    fn memory_and_disk_share_one_budget_oldest_out_first() {
+        const BUDGET: u64 = 1 << 20;
+        let store = SpillStore::new(DEFAULT_TTL, BUDGET, 10_000);
+        let me = Owner::session();
+        let ids: Vec<String> = (0..60)
+            .map(|i| {
+                let text = format!("{i:03}").repeat(100_000 / 3);
+                store
+                    .put(&me, Stored::text("s__t", "text/plain", text))
+                    .unwrap()
+            })
+            .collect();
+        let dir = store.dir.get().unwrap().path().to_owned();
+        let disk_bytes = || -> u64 {
+            std::fs::read_dir(&dir)
+                .unwrap()
+                .filter_map(|f| f.ok()?.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        };
+        eventually("stored results to fit the one budget", || {
+            store.cache.run_pending_tasks();
+            let memory: u64 = store
+                .cache
+                .iter()
+                .filter_map(|(_, slot)| match slot {
+                    Slot::Memory { stored, .. } => Some(stored.size() as u64),
+                    Slot::Disk { .. } => None,
+                })
+                .sum();
+            memory + disk_bytes() <= BUDGET
+        });
+        assert!(store.get(&ids[59], &me).is_ok(), "the newest is kept");
+        assert!(store.get(&ids[0], &me).is_err(), "the oldest went first");
+        let huge = Stored::text("s__t", "text/plain", "x".repeat(BUDGET as usize + 1));
+        let err = store.put(&me, huge).unwrap_err().to_string();
+        assert!(err.contains("resultMemoryMb"), "{err}");
+    }
+
+    #[test]
+    fn expired_results_read_as_unknown() {
         let store = SpillStore::new(Duration::from_millis(1), DEFAULT_MEMORY_BYTES, usize::MAX);
+        let me = Owner::session();
         let id = store
-            .put(Stored::text("s__t", "text/plain", "x".into()))
+            .put(&me, Stored::text("s__t", "text/plain", "x".into()))
             .unwrap();
         std::thread::sleep(Duration::from_millis(20));
         store.cache.run_pending_tasks();
-        let err = store.get(&id).unwrap_err();
-        assert!(matches!(err, StoreError::Expired(_)), "{err:?}");
+        let err = store.get(&id, &me).unwrap_err();
+        assert!(matches!(err, StoreError::Missing(_)), "{err:?}");
         assert!(err.to_string().contains("re-run the tool"));
     }
 }

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::State;
+use super::call_tool::Caller;
 use super::reply::{self, Reply};
 use crate::budget::Route;
 use crate::catalog::Catalog;
@@ -59,7 +60,7 @@ struct SearchOutput {
 /// Runs built-in tool `tool` (arguments already checked against its schema).
 pub(super) fn run(
     state: &State,
-    client_limit: Option<usize>,
+    caller: &Caller,
     tool: &str,
     arguments: Map<String, Value>,
 ) -> Reply {
@@ -74,12 +75,13 @@ pub(super) fn run(
             };
             // Room for the continuation line and the structured copy of the page.
             let budget = state
-                .limits(&route, client_limit)
+                .limits(&route, caller.client_limit)
                 .soft
                 .saturating_sub(PAGE_RESERVE)
                 .max(1);
             match state.results.page(
                 &args.resource_id,
+                &caller.owner,
                 args.offset,
                 args.limit,
                 args.pointer.as_deref(),
@@ -111,6 +113,7 @@ pub(super) fn run(
             };
             match state.results.search(
                 &args.resource_id,
+                &caller.owner,
                 &args.pattern,
                 args.context_lines,
                 args.max_matches,

@@ -12,6 +12,7 @@ use super::definitions::definitions;
 use super::reply::{self, Reply};
 use crate::budget::Route;
 use crate::config::RESERVED_SERVER;
+use crate::result::Owner;
 
 /// `call_tool` arguments; alwaysLoad tools listed by their own name are these too.
 #[derive(Deserialize)]
@@ -34,6 +35,8 @@ pub(super) type ProgressTo = Option<(Peer<RoleServer>, ProgressToken)>;
 pub(super) struct Caller {
     /// The client's own result limit, if known.
     pub client_limit: Option<usize>,
+    /// Whose stored results the call may create and read.
+    pub owner: Owner,
     /// Fires when the client cancels the request.
     pub cancelled: CancellationToken,
     pub progress_to: ProgressTo,
@@ -81,7 +84,7 @@ pub(super) async fn run(state: &State, caller: &Caller, args: Args) -> Reply {
         return super::skill_tool::run(state, skill);
     }
     let result = if entry.server == RESERVED_SERVER {
-        super::builtin::run(state, caller.client_limit, &entry.def.name, arguments)
+        super::builtin::run(state, caller, &entry.def.name, arguments)
     } else {
         let (relay, mut progress) = tokio::sync::mpsc::channel(PROGRESS_BACKLOG);
         let call = state.manager.call_tool(
@@ -111,5 +114,5 @@ pub(super) async fn run(state: &State, caller: &Caller, args: Args) -> Reply {
     let route = Route::CallTool {
         server: entry.server.clone(),
     };
-    state.shape(&entry.qualified, route, caller.client_limit, result)
+    state.shape(&entry.qualified, route, caller, result)
 }

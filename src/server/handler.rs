@@ -15,6 +15,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
 
 use crate::budget::{self, Route};
+use crate::result::Owner;
 
 use super::{
     State, always, call_tool, definitions, details_tool, instructions, reply, search_tool,
@@ -32,6 +33,10 @@ pub struct MetaServer {
     tools: Arc<[rmcp::model::Tool]>,
     /// This session's client's own result limit, learned from its `initialize`.
     client_limit: Arc<OnceLock<Option<usize>>>,
+    /// Whose results this session stores and may read back.
+    owner: Owner,
+    /// Every session reads every stored result (one owner for all).
+    share_results: bool,
 }
 
 impl MetaServer {
@@ -50,13 +55,30 @@ impl MetaServer {
             instructions,
             tools,
             client_limit: Arc::default(),
+            owner: Owner::session(),
+            share_results: false,
         }
     }
 
-    /// A handler for one more client session: shared state, its own client limit.
+    /// Lets every session read every stored result, instead of only the session's own.
+    pub fn sharing_results(self) -> Self {
+        Self {
+            owner: Owner::shared(),
+            share_results: true,
+            ..self
+        }
+    }
+
+    /// A handler for one more client session: shared state, its own client limit and, unless
+    /// results are shared, its own stored results.
     pub fn for_session(&self) -> Self {
         Self {
             client_limit: Arc::default(),
+            owner: if self.share_results {
+                Owner::shared()
+            } else {
+                Owner::session()
+            },
             ..self.clone()
         }
     }
@@ -140,7 +162,7 @@ impl ServerHandler for MetaServer {
         );
         template.title = Some("Full result of a truncated tool call".into());
         template.description = Some(
-            "The whole result behind a TRUNCATION NOTICE; resourceId is the notice's resourceId (r-xxxxxxxx).".into(),
+            "The whole result behind a TRUNCATION NOTICE; resourceId is the notice's resourceId (r- and 32 hex digits).".into(),
         );
         Ok(ListResourceTemplatesResult::with_all_items(vec![template]))
     }
@@ -174,14 +196,14 @@ impl ServerHandler for MetaServer {
         let id = crate::result::resource_id(&request.uri).ok_or_else(|| {
             McpError::resource_not_found(
                 format!(
-                    "unknown resource {}; stored results look like {}r-1a2b3c4d",
+                    "unknown resource {}; stored results look like {}r-<32 hex digits>",
                     request.uri,
                     crate::result::RESOURCE_PREFIX
                 ),
                 None,
             )
         })?;
-        match self.state.results.read_resource(id) {
+        match self.state.results.read_resource(id, &self.owner) {
             Ok(contents) => Ok(ReadResourceResult::new(vec![contents]).into()),
             Err(e) => Err(McpError::resource_not_found(e.to_string(), None)),
         }
@@ -207,6 +229,7 @@ impl ServerHandler for MetaServer {
     ) -> Result<CallToolResponse, McpError> {
         let caller = call_tool::Caller {
             client_limit: self.client_limit(),
+            owner: self.owner.clone(),
             cancelled: cx.ct.clone(),
             progress_to: cx
                 .meta
@@ -255,19 +278,18 @@ impl MetaServer {
             }
         };
         let state = &self.state;
-        let client = caller.client_limit;
         Ok(match call {
             Err(message) => reply::error(message),
             Ok(Call::Search(args)) => state.shape(
                 definitions::SEARCH_TOOLS,
                 Route::SearchTools,
-                client,
+                caller,
                 search_tool::run(state, args),
             ),
             Ok(Call::Details(args)) => state.shape(
                 definitions::GET_TOOL_DETAILS,
                 Route::GetToolDetails,
-                client,
+                caller,
                 details_tool::run(state, args),
             ),
             Ok(Call::Tool(args)) => call_tool::run(state, caller, args).await,

@@ -89,6 +89,8 @@ pub struct HttpOptions {
     pub token: Option<Token>,
     /// Host header values accepted besides the loopback names and the bound address.
     pub extra_hosts: Vec<String>,
+    /// Every session may read every stored result (otherwise only the session that made it).
+    pub share_results: bool,
 }
 
 impl HttpOptions {
@@ -145,7 +147,10 @@ impl HttpServer {
 
     /// Serves until SIGINT/SIGTERM, then closes every session and stops every upstream.
     pub async fn run(self, settings: Settings) -> Result<(), HttpError> {
-        let server = super::start(settings).await?;
+        let mut server = super::start(settings).await?;
+        if self.options.share_results {
+            server = server.sharing_results();
+        }
         let state = server.state.clone();
         let ct = CancellationToken::new();
         let config = StreamableHttpServerConfig::default()
@@ -242,6 +247,7 @@ mod tests {
             allow_remote,
             token: token.then(|| Token::new("t".into())),
             extra_hosts: vec![],
+            share_results: false,
         }
     }
 

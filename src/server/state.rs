@@ -10,6 +10,7 @@ use crate::result::{ResultHandler, SpillStore, store::DEFAULT_SPILL_BYTES};
 use crate::upstream::Manager;
 
 use super::Library;
+use super::call_tool::Caller;
 
 /// Shared state of one serving process.
 pub struct State {
@@ -141,16 +142,18 @@ impl State {
         self.budgets.limits(route, client)
     }
 
-    /// Passes a result through result handling for `route`.
+    /// Passes a result through result handling for `route`, within the caller's client limit;
+    /// what is stored belongs to the caller's session.
     pub(super) fn shape(
         &self,
         tool: &str,
         route: Route,
-        client: Option<usize>,
+        caller: &Caller,
         result: rmcp::model::CallToolResult,
     ) -> rmcp::model::CallToolResult {
-        let limits = self.limits(&route, client);
-        self.results.shape(tool, &route, limits, result)
+        let limits = self.limits(&route, caller.client_limit);
+        self.results
+            .shape(tool, &route, limits, &caller.owner, result)
     }
 
     /// The current library (a snapshot; cheap to hold across a call).

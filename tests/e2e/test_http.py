@@ -17,7 +17,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import BIN, PEERS, ROOT, children, free_port, text_of, wait_until, write_config
+from conftest import BIN, PEERS, ROOT, children, free_port, server_entries, text_of, wait_until, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -306,3 +306,38 @@ async def test_each_session_gets_its_own_clients_result_limit(open_server):
     notice = json.loads(next(t for t in codex if t.startswith("---")).split("\n", 1)[1])
     assert notice["returnedTokens"] <= 2500 < notice["originalTokens"] <= 10_000
     assert not any(t.startswith("--- TRUNCATION NOTICE ---") for t in other), "the other session is not"
+
+
+def call_tool(url: str, sid: str, name: str, arguments: dict, request_id: int = 7) -> dict:
+    """`call_tool {name, arguments}` in session `sid` over plain HTTP; returns the tool result."""
+    body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+            "params": {"name": "call_tool", "arguments": {"name": name, "arguments": arguments}}}
+    status, _, text = post(url, body, {"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"})
+    assert status == 200, text
+    return jsonrpc_of(text)["result"]
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_stored_result_is_read_only_by_its_session_unless_shared(tmp_path, shared):
+    everything = server_entries(tmp_path)["everything"]
+    cfg = write_config(tmp_path, {"everything": everything}, catalogDir=str(ROOT / "catalogs"), maxResultTokens=300)
+    with http_server(cfg, extra_args=("--share-results",) if shared else ()) as (proc, url):
+        mine, other = initialize(url), initialize(url)
+        message = "".join(f"line {i} of a long echo\n" for i in range(400))
+        result = call_tool(url, mine, "everything__echo", {"message": message})
+        notice = json.loads(next(b["text"] for b in result["content"] if b.get("text", "").startswith("--- TRUNCATION"))
+                            .split("\n", 1)[1])
+        rid = notice["resourceId"]
+        assert re.fullmatch(r"r-[0-9a-f]{32}", rid), "128 random bits"
+        lookup = {"resource_id": rid}
+        assert not call_tool(url, mine, "meta__lookup_full_content", lookup).get("isError")
+        theirs = call_tool(url, other, "meta__lookup_full_content", lookup)
+        unknown = call_tool(url, other, "meta__lookup_full_content", {"resource_id": "r-" + "0" * 32})
+        if shared:
+            assert not theirs.get("isError"), theirs
+        else:
+            assert theirs["isError"] and theirs["content"][0]["text"] == \
+                unknown["content"][0]["text"].replace("0" * 32, rid[2:]), "another session's id reads as unknown"
+        read = {"jsonrpc": "2.0", "id": 9, "method": "resources/read", "params": {"uri": f"meta-server://results/{rid}"}}
+        status, _, text = post(url, read, {"Mcp-Session-Id": other, "MCP-Protocol-Version": "2025-11-25"})
+        assert ("result" in jsonrpc_of(text)) == shared, text

@@ -158,7 +158,8 @@ async def test_over_the_hard_limit_is_a_loud_error(tmp_path):
 
 async def test_expired_or_unknown_ids_get_clear_errors(small_budget):
     async with meta_client(small_budget) as c:
-        r = await c.call_tool("call_tool", {"name": "meta__lookup_full_content", "arguments": {"resource_id": "r-00000000"}})
-        assert r.is_error and "no stored result r-00000000" in text_of(r)
+        unknown = "r-" + "0" * 32
+        r = await c.call_tool("call_tool", {"name": "meta__lookup_full_content", "arguments": {"resource_id": unknown}})
+        assert r.is_error and f"no stored result {unknown}" in text_of(r)
         r = await c.call_tool("call_tool", {"name": "meta__lookup_full_content", "arguments": {"resource_id": "x"}})
         assert r.is_error and "resource_id" in text_of(r)
