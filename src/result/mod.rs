@@ -25,6 +25,8 @@ pub const RESOURCE_PREFIX: &str = "meta-server://results/";
 const RATIO_SAMPLE: usize = 64 << 10;
 /// Tokens kept free for the notice and resource link.
 const NOTICE_RESERVE: usize = 200;
+/// Characters of the cut's detail kept in the notice's reason.
+const MAX_DETAIL_CHARS: usize = 200;
 
 /// The resource URI of a stored result.
 pub fn resource_uri(id: &str) -> String {
@@ -40,6 +42,19 @@ pub fn resource_id(uri: &str) -> Option<&str> {
 pub struct ResultHandler {
     store: Arc<dyn ResultStore>,
     counter: Arc<dyn TokenCounter>,
+}
+
+/// A result's tokens by part, with each part's tokens-per-byte ratio.
+struct Size {
+    text: (usize, f64),
+    structured: (usize, f64),
+    binary_bytes: usize,
+}
+
+impl Size {
+    fn total(&self) -> usize {
+        self.text.0 + self.structured.0 + self.binary_bytes / 4
+    }
 }
 
 /// The text-like parts of a result, as one document.
@@ -65,6 +80,37 @@ impl ResultHandler {
         self.counter.as_ref()
     }
 
+    /// Whether `result` is within `soft` tokens as [`Self::shape`] counts them (its text, its
+    /// `structuredContent` unless that repeats the text, its binary content), so shaping
+    /// would leave it whole.
+    pub fn fits(&self, result: &CallToolResult, soft: usize) -> bool {
+        let parts = parts(result);
+        let structured = result.structured_content.as_ref().map(Value::to_string);
+        let extra = structured
+            .as_deref()
+            .filter(|_| !parts.structured_duplicates_text);
+        let binary: usize = result.content.iter().map(binary_len).sum();
+        self.size(&parts, extra, binary, soft)
+            .is_none_or(|size| size.total() <= soft)
+    }
+
+    /// The tokens of a result's parts; `None` when its bytes alone show it is within `soft`
+    /// (tokens never outnumber bytes, so small results skip counting entirely).
+    fn size(
+        &self,
+        parts: &Parts,
+        extra_structured: Option<&str>,
+        binary_bytes: usize,
+        soft: usize,
+    ) -> Option<Size> {
+        let bytes = parts.text.len() + extra_structured.map_or(0, str::len) + binary_bytes;
+        (bytes > soft).then(|| Size {
+            text: self.measure(&parts.text),
+            structured: extra_structured.map_or((0, 0.0), |s| self.measure(s)),
+            binary_bytes,
+        })
+    }
+
     /// Passes `result` of `tool` through the limits of its route; what is stored is `owner`'s.
     pub fn shape(
         &self,
@@ -80,18 +126,15 @@ impl ResultHandler {
             .as_deref()
             .filter(|_| !parts.structured_duplicates_text);
         let binary_bytes: usize = result.content.iter().map(binary_len).sum();
-        // Tokens never outnumber bytes, so small results skip counting entirely.
-        let bytes = parts.text.len() + extra_structured.map_or(0, str::len) + binary_bytes;
-        if bytes <= limits.soft {
+        let Some(size) = self.size(&parts, extra_structured, binary_bytes, limits.soft) else {
             return result;
-        }
-        let (text_tokens, text_ratio) = self.measure(&parts.text);
-        let (structured_tokens, structured_ratio) =
-            extra_structured.map_or((0, 0.0), |s| self.measure(s));
-        let total = text_tokens + structured_tokens + binary_bytes / 4;
+        };
+        let total = size.total();
         if total <= limits.soft {
             return result;
         }
+        let ((text_tokens, text_ratio), (structured_tokens, structured_ratio)) =
+            (size.text, size.structured);
         if total > limits.hard {
             return error(format!(
                 "the result of {tool} is about {total} tokens, over the hard limit of {} tokens for {route}; \
@@ -219,8 +262,9 @@ impl ResultHandler {
             .put(owner, Stored::text(tool, mime, text.to_owned()))?;
         let mut reason = reason.to_owned();
         if let Some(detail) = &cut.detail {
+            // The detail can name a JSON Pointer, whose keys come from the result itself.
             reason.push_str("; ");
-            reason.push_str(detail);
+            reason.extend(detail.chars().take(MAX_DETAIL_CHARS));
         }
         let notice = Notice::new(
             tool,

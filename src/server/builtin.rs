@@ -51,10 +51,10 @@ fn default_matches() -> usize {
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct SearchOutput {
-    resource_id: String,
+struct SearchOutput<'a> {
+    resource_id: &'a str,
     total_matches: usize,
-    matches: Vec<crate::result::Match>,
+    matches: &'a [crate::result::Match],
 }
 
 /// Runs built-in tool `tool` (arguments already checked against its schema).
@@ -119,18 +119,29 @@ pub(super) fn run(
                 args.max_matches,
             ) {
                 Ok((matches, total_matches)) => {
-                    let text = matches
-                        .iter()
-                        .map(|m| format!("offset {} line {}: {}", m.offset, m.line, m.text))
-                        .collect::<Vec<_>>()
-                        .join("\n");
-                    let out = SearchOutput {
-                        resource_id: args.resource_id,
-                        total_matches,
-                        matches,
-                    };
-                    let text = format!("{total_matches} matches\n{text}");
-                    reply::structured(&out, text)
+                    // As many matches as fit the budget; totalMatches still counts them all.
+                    let soft = state.limits(&route, caller.client_limit).soft;
+                    reply::fitted(&state.results, soft, 0, matches.len(), |shown| {
+                        let out = SearchOutput {
+                            resource_id: &args.resource_id,
+                            total_matches,
+                            matches: &matches[..shown],
+                        };
+                        let mut text = format!("{total_matches} matches");
+                        for m in out.matches {
+                            text.push_str(&format!(
+                                "\noffset {} line {}: {}",
+                                m.offset, m.line, m.text
+                            ));
+                        }
+                        if shown < matches.len() {
+                            text.push_str(&format!(
+                                "\n({} more matches left out to stay within the result budget; search with a narrower pattern or fewer context_lines)",
+                                matches.len() - shown
+                            ));
+                        }
+                        reply::structured(&out, text)
+                    })
                 }
                 Err(e) => reply::error(e.to_string()),
             }

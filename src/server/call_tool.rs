@@ -52,7 +52,7 @@ pub(super) async fn run(state: &State, caller: &Caller, args: Args) -> Reply {
     let library = state.library();
     let Some(entry) = library.get(&args.name).cloned() else {
         let suggestions = library.suggestions(&args.name, 3);
-        let mut message = format!("unknown tool \"{}\".", args.name);
+        let mut message = format!("unknown tool \"{}\".", reply::echo(&args.name));
         if !suggestions.is_empty() {
             message.push_str(&format!(" Did you mean: {}?", suggestions.join(", ")));
         }
@@ -68,7 +68,8 @@ pub(super) async fn run(state: &State, caller: &Caller, args: Args) -> Reply {
             .take(MAX_SCHEMA_ERRORS)
             .map(|e| {
                 let at = e.instance_path().to_string();
-                format!("- {}: {e}", if at.is_empty() { "arguments" } else { &at })
+                let at = if at.is_empty() { "arguments" } else { &at };
+                reply::echo(&format!("- {at}: {e}"))
             })
             .collect();
         if !problems.is_empty() {

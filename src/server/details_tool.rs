@@ -15,9 +15,12 @@ pub(super) struct Args {
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct Output {
-    tools: Vec<Value>,
-    not_found: Vec<NotFound>,
+struct Output<'a> {
+    tools: &'a [Value],
+    not_found: &'a [NotFound],
+    /// Tools found but left out to keep within the result budget.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    omitted: Vec<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -28,7 +31,10 @@ struct NotFound {
 
 const MAX_NAMES: usize = 20;
 
-pub(super) fn run(state: &State, args: Args) -> Reply {
+/// Full definitions of the named tools, within `soft` tokens: tools that do not fit are listed
+/// as `omitted` (ask for them alone); one tool that alone does not fit is given in the text,
+/// where result handling cuts it and keeps it whole for reading back.
+pub(super) fn run(state: &State, soft: usize, args: Args) -> Reply {
     if args.names.is_empty() || args.names.len() > MAX_NAMES {
         return reply::error(format!(
             "names must hold 1 to {MAX_NAMES} qualified tool names, got {}",
@@ -36,21 +42,19 @@ pub(super) fn run(state: &State, args: Args) -> Reply {
         ));
     }
     let library = state.library();
-    let mut out = Output {
-        tools: Vec::new(),
-        not_found: Vec::new(),
-    };
+    let mut tools: Vec<(String, Value)> = Vec::new();
+    let mut not_found = Vec::new();
     for name in args.names {
         let Some(entry) = library.get(&name) else {
-            out.not_found.push(NotFound {
+            not_found.push(NotFound {
                 suggestions: library.suggestions(&name, 3),
-                name,
+                name: reply::echo(&name),
             });
             continue;
         };
         if let Some(skill) = &entry.skill {
-            out.tools
-                .push(super::skill_tool::details(state, entry, skill));
+            let details = super::skill_tool::details(state, entry, skill);
+            tools.push((entry.qualified.clone(), details));
             continue;
         }
         let mut tool = Map::new();
@@ -70,8 +74,22 @@ pub(super) fn run(state: &State, args: Args) -> Reply {
                 tool.insert(key.into(), v.clone());
             }
         }
-        out.tools.push(Value::Object(tool));
+        tools.push((entry.qualified.clone(), Value::Object(tool)));
     }
-    let text = serde_json::to_string(&out).expect("details serialize");
-    reply::structured(&out, text)
+    let defs: Vec<Value> = tools.iter().map(|(_, def)| def.clone()).collect();
+    reply::fitted(&state.results, soft, 0, defs.len(), |shown| {
+        let out = Output {
+            tools: &defs[..shown],
+            not_found: &not_found,
+            omitted: tools[shown..]
+                .iter()
+                .map(|(name, _)| name.as_str())
+                .collect(),
+        };
+        let text = match defs.first() {
+            Some(first) if shown == 0 => first.to_string(),
+            _ => serde_json::to_string(&out).expect("details serialize"),
+        };
+        reply::structured(&out, text)
+    })
 }

@@ -15,6 +15,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
 
 use crate::budget::{self, Route};
+use crate::config::RESERVED_SERVER;
 use crate::result::Owner;
 
 use super::{
@@ -271,28 +272,49 @@ impl MetaServer {
             other => {
                 return Err(McpError::invalid_params(
                     format!(
-                        "unknown tool \"{other}\"; this server has search_tools, get_tool_details and call_tool"
+                        "unknown tool \"{}\"; this server has search_tools, get_tool_details and call_tool",
+                        reply::echo(other)
                     ),
                     None,
                 ));
             }
         };
         let state = &self.state;
-        Ok(match call {
-            Err(message) => reply::error(message),
-            Ok(Call::Search(args)) => state.shape(
-                definitions::SEARCH_TOOLS,
-                Route::SearchTools,
-                caller,
-                search_tool::run(state, args),
-            ),
-            Ok(Call::Details(args)) => state.shape(
-                definitions::GET_TOOL_DETAILS,
-                Route::GetToolDetails,
-                caller,
-                details_tool::run(state, args),
-            ),
-            Ok(Call::Tool(args)) => call_tool::run(state, caller, args).await,
-        })
+        let soft = |route: &Route| state.limits(route, caller.client_limit).soft;
+        let (tool, route, result) = match call {
+            Err(message) => {
+                let route = match name {
+                    definitions::SEARCH_TOOLS => Route::SearchTools,
+                    definitions::GET_TOOL_DETAILS => Route::GetToolDetails,
+                    _ => Route::CallTool {
+                        server: RESERVED_SERVER.to_owned(),
+                    },
+                };
+                (name, route, reply::error(message))
+            }
+            Ok(Call::Search(args)) => {
+                let route = Route::SearchTools;
+                let result = search_tool::run(state, soft(&route), args);
+                (definitions::SEARCH_TOOLS, route, result)
+            }
+            Ok(Call::Details(args)) => {
+                let route = Route::GetToolDetails;
+                let result = details_tool::run(state, soft(&route), args);
+                (definitions::GET_TOOL_DETAILS, route, result)
+            }
+            Ok(Call::Tool(args)) => {
+                let result = call_tool::run(state, caller, args).await;
+                // Results are shaped on their server's route; errors before that here.
+                if result.is_error != Some(true) {
+                    return Ok(result);
+                }
+                let route = Route::CallTool {
+                    server: RESERVED_SERVER.to_owned(),
+                };
+                (definitions::CALL_TOOL, route, result)
+            }
+        };
+        let result = state.shape(tool, route, caller, result);
+        Ok(definitions::conform(tool, result))
     }
 }

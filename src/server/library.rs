@@ -16,6 +16,8 @@ use crate::skills::Skill;
 
 /// Separator between server and tool in a qualified name.
 pub const SEPARATOR: &str = "__";
+/// Longest text compared with tool names for suggestions (MCP tool names have at most 128).
+const MAX_SUGGESTED_LEN: usize = 256;
 
 /// One upstream tool as the client sees it.
 pub struct Entry {
@@ -351,8 +353,12 @@ impl Library {
         self.entries.get(qualified)
     }
 
-    /// Qualified names close to `name` (edit distance or shared words), best first.
+    /// Qualified names close to `name` (edit distance or shared words), best first; none for
+    /// a name far longer than any tool name (comparing it would take long for nothing).
     pub fn suggestions(&self, name: &str, max: usize) -> Vec<String> {
+        if name.len() > MAX_SUGGESTED_LEN {
+            return Vec::new();
+        }
         let wanted = name.to_lowercase();
         let tool_part = |q: &str| q.split_once(SEPARATOR).map_or(q, |(_, t)| t).to_lowercase();
         let mut scored: Vec<(f64, &String)> = self

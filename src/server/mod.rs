@@ -20,6 +20,8 @@ mod search_tool;
 mod skill_tool;
 mod state;
 mod stdio;
+#[cfg(test)]
+mod tests;
 
 use crate::config::Settings;
 use crate::search::SearchError;
@@ -32,9 +34,11 @@ pub use search_tool::{Args as SearchArgs, Detail};
 pub use state::State;
 pub use stdio::{StdioError, serve_stdio};
 
-/// Runs `search_tools` with these arguments: the CLI's `search` uses the very same code.
+/// Runs `search_tools` with these arguments, within the budget a client without a limit of
+/// its own gets: the CLI's `search` uses the very same code.
 pub fn search(state: &State, args: SearchArgs) -> rmcp::model::CallToolResult {
-    search_tool::run(state, args)
+    let soft = state.limits(&crate::budget::Route::SearchTools, None).soft;
+    search_tool::run(state, soft, args)
 }
 
 /// Start-up shared by stdio and HTTP: loads the library from the catalogs, starts the

@@ -1,12 +1,18 @@
 //! Building meta-tool results: structured content plus its compact text twin, or an error
-//! result the model can act on.
+//! result the model can act on; and keeping both within the result budget.
 
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::result::ResultHandler;
+
 pub type Reply = CallToolResult;
+
+/// Characters of client input a result repeats back; the rest is elided, so what a result
+/// echoes never crowds out what it says.
+pub const ECHO_CHARS: usize = 200;
 
 /// An `isError: true` result carrying `message`.
 pub fn error(message: impl Into<String>) -> Reply {
@@ -23,5 +29,57 @@ pub fn structured(value: &impl Serialize, text: String) -> Reply {
 /// Reads a tool's arguments into its `Args`; a mismatch is a message naming the tool.
 pub fn parse_args<T: DeserializeOwned>(tool: &str, args: JsonObject) -> Result<T, String> {
     serde_json::from_value(Value::Object(args))
-        .map_err(|e| format!("invalid arguments for {tool}: {e}"))
+        .map_err(|e| format!("invalid arguments for {tool}: {}", echo(&e.to_string())))
+}
+
+/// `text` as a result repeats it: whole up to [`ECHO_CHARS`] characters, else its start and
+/// how long it was.
+pub fn echo(text: &str) -> String {
+    match text.char_indices().nth(ECHO_CHARS) {
+        None => text.to_owned(),
+        Some((end, _)) => format!("{}… ({} characters)", &text[..end], text.chars().count()),
+    }
+}
+
+/// `make(n)` for the largest `n` in `min..=max` whose reply fits `soft` tokens (shaping
+/// leaves it whole), found with O(log max) replies made; `make(min)` when none fits. The
+/// reply must grow with `n`.
+pub fn fitted(
+    results: &ResultHandler,
+    soft: usize,
+    min: usize,
+    max: usize,
+    make: impl Fn(usize) -> Reply,
+) -> Reply {
+    let whole = make(max);
+    if max <= min || results.fits(&whole, soft) {
+        return whole;
+    }
+    // Invariant: make(lo) fits or lo == min; make(hi) does not fit.
+    let (mut lo, mut hi) = (min, max);
+    let mut best = None;
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        let reply = make(mid);
+        if results.fits(&reply, soft) {
+            (lo, best) = (mid, Some(reply));
+        } else {
+            hi = mid;
+        }
+    }
+    best.unwrap_or_else(|| make(lo))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn echoes_are_capped_on_char_boundaries() {
+        assert_eq!(echo("short"), "short");
+        let long = "ü".repeat(1000);
+        let shown = echo(&long);
+        assert!(shown.starts_with(&"ü".repeat(ECHO_CHARS)));
+        assert!(shown.ends_with("… (1000 characters)"), "{shown}");
+    }
 }

@@ -72,7 +72,7 @@ struct Group {
     hits: Vec<String>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 #[serde(rename_all = "camelCase")]
 struct Hit {
     name: String,
@@ -99,7 +99,9 @@ const SKILL_BOOST: f32 = 1.5;
 /// Length of the one-line description in a hit (`detail: "full"` gives all of it).
 const SUMMARY_CHARS: usize = 160;
 
-pub(super) fn run(state: &State, args: Args) -> Reply {
+/// Runs a search; the result keeps within `soft` tokens by showing fewer hits (the hint says
+/// how many were left out), and what it repeats of the query is capped.
+pub(super) fn run(state: &State, soft: usize, args: Args) -> Reply {
     if !(1..=50).contains(&args.limit) {
         return reply::error(format!(
             "limit must be between 1 and 50, got {}",
@@ -123,7 +125,8 @@ pub(super) fn run(state: &State, args: Args) -> Reply {
         && !servers.contains(&server.as_str())
     {
         return reply::error(format!(
-            "unknown server \"{server}\"; servers are: {}",
+            "unknown server \"{}\"; servers are: {}",
+            reply::echo(server),
             servers.join(", ")
         ));
     }
@@ -183,30 +186,43 @@ pub(super) fn run(state: &State, args: Args) -> Reply {
         .filter(|h| h.close)
         .filter_map(|h| library.get(&h.key).map(|e| e.qualified.as_str()))
         .collect();
+    let query = reply::echo(&args.query);
     let hint = if !close.is_empty() {
         Some(format!(
             "No tool is named \"{}\". Did you mean {}? Listed first.",
-            args.query.trim(),
+            reply::echo(args.query.trim()),
             close.join(" or ")
         ))
     } else {
         (!confident).then(|| weak_hint(&library, &args.query, &hits, &servers))
     };
-    let (hits, groups) = if args.group_by_server {
-        group(hits)
-    } else {
-        (hits, Vec::new())
-    };
-    let output = Output {
-        query: args.query,
-        confident,
-        hits,
-        hint,
-        indexing: state.indexing(),
-        groups,
-    };
-    let text = render(&output);
-    reply::structured(&output, text)
+    let indexing = state.indexing();
+    reply::fitted(&state.results, soft, 0, hits.len(), |shown| {
+        let mut hint = hint.clone();
+        let left_out = hits.len() - shown;
+        if left_out > 0 {
+            let note = format!(
+                "{left_out} more hits were left out to stay within the result budget; search again with a lower limit, detail \"name\" or one server."
+            );
+            hint = Some(hint.map_or(note.clone(), |h| format!("{h} {note}")));
+        }
+        let hits = hits[..shown].to_vec();
+        let (hits, groups) = if args.group_by_server {
+            group(hits)
+        } else {
+            (hits, Vec::new())
+        };
+        let output = Output {
+            query: query.clone(),
+            confident,
+            hits,
+            hint,
+            indexing: indexing.clone(),
+            groups,
+        };
+        let text = render(&output);
+        reply::structured(&output, text)
+    })
 }
 
 /// Orders hits server by server (servers by their best hit, hits by rank within a server).
@@ -248,11 +264,12 @@ fn hints(raw: &Value) -> Option<Value> {
 /// What to do when nothing matched well. With weak hits they are the near misses; without,
 /// tool names close to the query (did-you-mean) are.
 fn weak_hint(library: &Library, query: &str, hits: &[Hit], servers: &[&str]) -> String {
+    let shown = reply::echo(query);
     let mut hint = if hits.is_empty() {
-        format!("No tool matched \"{query}\".")
+        format!("No tool matched \"{shown}\".")
     } else {
         format!(
-            "No tool matched \"{query}\" well: the hits share few of its distinctive words, so treat them as near misses."
+            "No tool matched \"{shown}\" well: the hits share few of its distinctive words, so treat them as near misses."
         )
     };
     hint.push_str(&format!(

@@ -1,0 +1,289 @@
+//! The meta-tools in process, over the shipped catalogs: whatever the arguments (huge, NUL,
+//! mixed scripts, wrong types), every result keeps within its budget, and every result that
+//! is not an error satisfies the tool's declared output schema.
+
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+use proptest::prelude::*;
+use rmcp::model::{CallToolResult, JsonObject};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::call_tool::Caller;
+use super::{Library, MetaServer, State, builtin, definitions};
+use crate::budget::Route;
+use crate::config::{RESERVED_SERVER, Settings};
+use crate::result::{Owner, Stored};
+
+/// The budget every route gets here: Codex's, the smallest a known client has.
+const CLIENT_LIMIT: usize = 2_500;
+
+struct Rig {
+    runtime: tokio::runtime::Runtime,
+    server: MetaServer,
+    owner: Owner,
+    /// A stored result of `owner`'s.
+    stored: String,
+}
+
+/// One server over the shipped catalogs, their commands unstartable, built once.
+fn rig() -> &'static Rig {
+    static RIG: OnceLock<Rig> = OnceLock::new();
+    RIG.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let servers: serde_json::Map<String, Value> =
+            ["everything", "filesystem", "memory", "time"]
+                .iter()
+                .map(|s| {
+                    (
+                        s.to_string(),
+                        json!({"command": "/nonexistent/never-started"}),
+                    )
+                })
+                .collect();
+        let config = json!({"metaServer": {"skillsDirs": []}, "mcpServers": servers});
+        let mut settings =
+            Settings::parse(&root.join("config.json"), &config.to_string()).expect("config");
+        settings.catalog_dir = root.join("catalogs");
+        let (library, _) = Library::load(&settings).expect("library");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let state = State::new(settings, library);
+        let server = runtime.block_on(MetaServer::start(state.clone()));
+        let owner = Owner::session();
+        let text: String = (0..3000)
+            .map(|i| format!("{{\"line\": {i}, \"text\": \"ab ü 漢字 🙂\"}}\n"))
+            .collect();
+        let stored = state
+            .results
+            .store()
+            .put(&owner, Stored::text("x__y", "application/x-ndjson", text))
+            .expect("stored");
+        Rig {
+            runtime,
+            server,
+            owner,
+            stored,
+        }
+    })
+}
+
+/// Calls `name` of `tools/list` as a Codex session would.
+fn call(name: &str, arguments: Value) -> CallToolResult {
+    let rig = rig();
+    let caller = Caller {
+        client_limit: Some(CLIENT_LIMIT),
+        owner: rig.owner.clone(),
+        cancelled: CancellationToken::new(),
+        progress_to: None,
+    };
+    let arguments: JsonObject = match arguments {
+        Value::Object(map) => map,
+        other => [("value".to_owned(), other)].into_iter().collect(),
+    };
+    rig.runtime
+        .block_on(rig.server.dispatch(name, arguments, &caller))
+        .expect("the three meta-tools are always listed")
+}
+
+/// The output schema a successful result of `tool` (through `call_tool` for `meta__` tools)
+/// must satisfy.
+fn output_schema(tool: &str, arguments: &Value) -> Option<Arc<jsonschema::Validator>> {
+    static SCHEMAS: OnceLock<Vec<(String, Arc<jsonschema::Validator>)>> = OnceLock::new();
+    let schemas = SCHEMAS.get_or_init(|| {
+        let meta = definitions::definitions().iter().filter_map(|t| {
+            Some((
+                t.name.to_string(),
+                Value::Object((**t.output_schema.as_ref()?).clone()),
+            ))
+        });
+        let builtin = builtin::catalog().tools.iter().filter_map(|t| {
+            let name = format!("{RESERVED_SERVER}__{}", t["name"].as_str()?);
+            Some((name, t.get("outputSchema")?.clone()))
+        });
+        meta.chain(builtin)
+            .map(|(name, schema)| (name, Arc::new(jsonschema::validator_for(&schema).unwrap())))
+            .collect()
+    });
+    let name = match tool {
+        definitions::CALL_TOOL => arguments["name"].as_str()?,
+        other => other,
+    };
+    schemas
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.clone())
+}
+
+fn check(tool: &str, arguments: Value) -> Result<(), TestCaseError> {
+    let result = call(tool, arguments.clone());
+    let rig = rig();
+    let soft = rig
+        .server
+        .state
+        .limits(&Route::SearchTools, Some(CLIENT_LIMIT))
+        .soft;
+    prop_assert!(
+        rig.server.state.results.fits(&result, soft),
+        "{tool}: over the {soft}-token budget: {}",
+        truncated(&serde_json::to_string(&result).unwrap())
+    );
+    if result.is_error != Some(true)
+        && let Some(schema) = output_schema(tool, &arguments)
+    {
+        let structured = result.structured_content.as_ref();
+        prop_assert!(structured.is_some(), "{tool}: no structuredContent");
+        let errors: Vec<String> = schema
+            .iter_errors(structured.unwrap())
+            .map(|e| truncated(&e.to_string()))
+            .collect();
+        prop_assert!(errors.is_empty(), "{tool}: {errors:?}");
+    }
+    Ok(())
+}
+
+fn truncated(text: &str) -> String {
+    text.chars().take(400).collect()
+}
+
+/// Client text at its worst: short or over 100 KB, with NUL, controls, mixed scripts, quotes,
+/// regex syntax and near-names of real tools.
+fn hostile() -> impl Strategy<Value = String> {
+    let pieces = prop::sample::select(vec![
+        "a",
+        "\0",
+        "ü",
+        "漢字",
+        "🙂",
+        "\u{202e}",
+        "\n",
+        "\"",
+        "\\",
+        "(",
+        "[",
+        "*",
+        "ab",
+        " ",
+        "time",
+        "get_current_time",
+        "echo",
+        "everything__echo",
+        "__",
+        "r-",
+        "0f",
+    ]);
+    let word = prop::collection::vec(pieces, 1..12).prop_map(|v| v.concat());
+    prop_oneof![
+        3 => word.clone(),
+        1 => "\\PC{0,40}",
+        2 => (word, 1usize..4).prop_map(|(w, k)| w.repeat(100_000 * k / w.len().max(1) + 1)),
+    ]
+}
+
+fn names() -> impl Strategy<Value = String> {
+    prop_oneof![
+        hostile(),
+        prop::sample::select(vec![
+            "time__get_current_time",
+            "everything__echo",
+            "filesystem__read_text_file",
+            "memory__create_entities",
+            "meta__lookup_full_content",
+        ])
+        .prop_map(str::to_owned),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn search_tools_results_fit_and_validate(
+        query in hostile(),
+        limit in prop::sample::select(vec![0i64, 1, 8, 50, 51, -1]),
+        detail in prop::sample::select(vec!["name", "summary", "full", "everything"]),
+        server in prop::option::of(names()),
+        group in any::<bool>(),
+    ) {
+        let mut args = json!({"query": query, "limit": limit, "detail": detail, "group_by_server": group});
+        if let Some(server) = server {
+            args["server"] = server.into();
+        }
+        check(definitions::SEARCH_TOOLS, args)?;
+        check(definitions::SEARCH_TOOLS, json!({"query": query, "limit": 50, "detail": "full"}))?;
+    }
+
+    #[test]
+    fn get_tool_details_results_fit_and_validate(
+        names in prop::collection::vec(names(), 0..22),
+    ) {
+        check(definitions::GET_TOOL_DETAILS, json!({"names": names}))?;
+    }
+
+    #[test]
+    fn call_tool_results_fit_and_validate(
+        name in names(),
+        text in hostile(),
+        offset in 0usize..400_000,
+        numbers in (0i64..12, 0i64..120),
+    ) {
+        let stored = &rig().stored;
+        check(definitions::CALL_TOOL, json!({"name": name, "arguments": {"message": text}}))?;
+        check(definitions::CALL_TOOL, json!({"name": text, "arguments": {}}))?;
+        check(definitions::CALL_TOOL, json!({"name": "meta__search_full_content", "arguments": {
+            "resource_id": stored, "pattern": text, "context_lines": numbers.0, "max_matches": numbers.1}}))?;
+        check(definitions::CALL_TOOL, json!({"name": "meta__search_full_content", "arguments": {
+            "resource_id": text, "pattern": "a"}}))?;
+        check(definitions::CALL_TOOL, json!({"name": "meta__lookup_full_content", "arguments": {
+            "resource_id": stored, "offset": offset, "pointer": text}}))?;
+        check(definitions::CALL_TOOL, json!({"name": "meta__lookup_full_content", "arguments": {
+            "resource_id": stored, "offset": offset % 200_000}}))?;
+        check(definitions::CALL_TOOL, json!({"name": "call_tool", "arguments": text}))?;
+    }
+}
+
+#[test]
+fn a_search_that_matches_many_tools_fits_the_budget_with_fewer_hits() {
+    // Every hit in full detail is far over Codex's budget: hits are left out, and the hint says so.
+    let result = call(
+        definitions::SEARCH_TOOLS,
+        json!({"query": "read files directories", "limit": 50, "detail": "full"}),
+    );
+    let out = result.structured_content.unwrap();
+    let shown = out["hits"].as_array().unwrap().len();
+    assert!((1..50).contains(&shown), "{shown} hits");
+    assert!(
+        out["hint"]
+            .as_str()
+            .unwrap()
+            .contains("left out to stay within the result budget"),
+        "{out}"
+    );
+}
+
+#[test]
+fn what_a_search_echoes_of_its_query_is_capped() {
+    let query = "echo the message ".repeat(6_000);
+    let result = call(definitions::SEARCH_TOOLS, json!({"query": query}));
+    let echoed = result.structured_content.unwrap()["query"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(echoed.ends_with("… (102000 characters)"), "{echoed}");
+    assert!(echoed.chars().count() < 250);
+}
+
+#[test]
+fn details_of_a_huge_unknown_name_keep_not_found() {
+    let result = call(
+        definitions::GET_TOOL_DETAILS,
+        json!({"names": ["x".repeat(1 << 20), "time__get_current_time"]}),
+    );
+    let out = result.structured_content.unwrap();
+    assert_eq!(out["notFound"][0]["suggestions"], json!([]));
+    assert!(out["notFound"][0]["name"].as_str().unwrap().len() < 300);
+    assert_eq!(out["tools"][0]["name"], "time__get_current_time");
+}
