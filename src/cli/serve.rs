@@ -62,9 +62,16 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
         share_results: args.share_results,
     };
     let server = HttpServer::bind(options).await?;
-    let local = server
+    let mut local = server
         .local_addr()
         .context("cannot read the bound address")?;
+    // An unspecified address is reached on this machine through loopback.
+    if local.ip().is_unspecified() {
+        local.set_ip(match local.ip() {
+            std::net::IpAddr::V4(_) => Ipv4Addr::LOCALHOST.into(),
+            std::net::IpAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
     eprintln!("meta-server: serving MCP at http://{local}{HTTP_PATH}");
     server.run(settings).await?;
     Ok(ExitCode::SUCCESS)

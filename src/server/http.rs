@@ -109,18 +109,37 @@ impl HttpOptions {
         Ok(())
     }
 
-    /// Host header values to accept: loopback names, the bound IP (unless unspecified), extras.
+    /// Host header values to accept: loopback names, the bound IP (unless unspecified; any
+    /// loopback address such as 127.0.0.2 too), extras.
     fn allowed_hosts(&self) -> Vec<String> {
         let mut hosts: Vec<String> = LOOPBACK_HOSTS.iter().map(|h| h.to_string()).collect();
         let ip = self.addr.ip();
-        if !ip.is_unspecified() && !ip.is_loopback() {
-            hosts.push(match ip {
-                IpAddr::V4(v4) => v4.to_string(),
-                IpAddr::V6(v6) => v6.to_string(),
-            });
+        if !ip.is_unspecified() {
+            hosts.push(ip.to_string());
         }
         hosts.extend(self.extra_hosts.iter().cloned());
+        let mut seen = std::collections::HashSet::new();
+        hosts.retain(|h| seen.insert(h.clone()));
         hosts
+    }
+
+    /// Browser origins to accept: the loopback ones, and those of a bound loopback address.
+    fn allowed_origins(&self) -> Vec<String> {
+        let mut origins: Vec<String> = LOOPBACK_ORIGINS.iter().map(|o| o.to_string()).collect();
+        let ip = self.addr.ip();
+        if ip.is_loopback() {
+            let host = match ip {
+                IpAddr::V4(v4) => v4.to_string(),
+                IpAddr::V6(v6) => format!("[{v6}]"),
+            };
+            for scheme in ["http", "https"] {
+                let origin = format!("{scheme}://{host}:*");
+                if !origins.contains(&origin) {
+                    origins.push(origin);
+                }
+            }
+        }
+        origins
     }
 }
 
@@ -155,7 +174,7 @@ impl HttpServer {
         let ct = CancellationToken::new();
         let config = StreamableHttpServerConfig::default()
             .with_allowed_hosts(self.options.allowed_hosts())
-            .with_allowed_origins(LOOPBACK_ORIGINS)
+            .with_allowed_origins(self.options.allowed_origins())
             .with_cancellation_token(ct.child_token());
         // Each session gets a clone: its own connection state over the one shared `State`.
         let mut sessions = LocalSessionManager::default();
@@ -279,6 +298,22 @@ mod tests {
             ["localhost", "127.0.0.1", "::1", "192.168.1.5", "box.lan"]
         );
         assert_eq!(options("0.0.0.0:1", true, true).allowed_hosts().len(), 3);
+    }
+
+    #[test]
+    fn every_bound_loopback_address_is_an_allowed_host_and_origin() {
+        let o = options("127.0.0.2:1", false, false);
+        assert_eq!(
+            o.allowed_hosts(),
+            ["localhost", "127.0.0.1", "::1", "127.0.0.2"]
+        );
+        assert!(
+            o.allowed_origins()
+                .contains(&"http://127.0.0.2:*".to_owned())
+        );
+        let v6 = options("[::1]:1", false, false);
+        assert_eq!(v6.allowed_hosts(), ["localhost", "127.0.0.1", "::1"]);
+        assert_eq!(v6.allowed_origins().len(), LOOPBACK_ORIGINS.len());
     }
 
     #[test]

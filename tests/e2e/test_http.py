@@ -341,3 +341,22 @@ def test_a_stored_result_is_read_only_by_its_session_unless_shared(tmp_path, sha
         read = {"jsonrpc": "2.0", "id": 9, "method": "resources/read", "params": {"uri": f"meta-server://results/{rid}"}}
         status, _, text = post(url, read, {"Mcp-Session-Id": other, "MCP-Protocol-Version": "2025-11-25"})
         assert ("result" in jsonrpc_of(text)) == shared, text
+
+
+def test_the_printed_url_works_on_any_loopback_address(tmp_path):
+    """127.0.0.2 is loopback too: the URL meta-server prints must not be refused as a foreign Host."""
+    cfg = shipped_catalogs_config(tmp_path, unstartable_servers())
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "META_SERVER_TOKEN"}
+    proc = subprocess.Popen([str(BIN), "--config", str(cfg), "serve", "--http", f"127.0.0.2:{port}"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()
+        url = line.split("serving MCP at ", 1)[1].strip()
+        assert url == f"http://127.0.0.2:{port}/mcp", line
+        initialize(url)
+        initialize(url, {"Origin": f"http://127.0.0.2:{port}"})
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
+        proc.stderr.close()
