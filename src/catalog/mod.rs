@@ -43,6 +43,14 @@ pub enum CatalogError {
         "catalog {path} has format {found}, newer than this meta-server reads ({FORMAT}); upgrade meta-server or re-create it with `meta-server index`"
     )]
     NewerFormat { path: PathBuf, found: u64 },
+    #[error(
+        "catalog {path} is the catalog of server \"{found}\", not of \"{expected}\"; it is skipped (re-create it with `meta-server index`)"
+    )]
+    WrongServer {
+        path: PathBuf,
+        found: String,
+        expected: String,
+    },
 }
 
 /// One server's catalog. Only `format`, `server` and `tools` are required to load.
@@ -118,6 +126,20 @@ impl Catalog {
         Self::parse(path, &text).map(Some)
     }
 
+    /// Loads `server`'s catalog from `dir`; `Ok(None)` if there is none. A catalog in that
+    /// file that names another server is an error, never taken for this server's.
+    pub fn load_server(dir: &Path, server: &str) -> Result<Option<Self>, CatalogError> {
+        let path = Self::path(dir, server);
+        match Self::load(&path)? {
+            Some(catalog) if catalog.server != server => Err(CatalogError::WrongServer {
+                path,
+                found: catalog.server,
+                expected: server.to_owned(),
+            }),
+            loaded => Ok(loaded),
+        }
+    }
+
     /// Parses catalog text; `path` is only used in errors.
     pub fn parse(path: &Path, text: &str) -> Result<Self, CatalogError> {
         let invalid = |message: String| CatalogError::Invalid {
@@ -160,18 +182,39 @@ impl Catalog {
     /// a newer format (from a newer meta-server) is never overwritten.
     pub fn write(&self, dir: &Path) -> Result<PathBuf, CatalogError> {
         let path = Self::path(dir, &self.server);
-        if let Err(newer @ CatalogError::NewerFormat { .. }) = Self::load(&path) {
-            return Err(newer);
-        }
         let fail = |source| CatalogError::Write {
             path: path.clone(),
             source,
         };
+        match Self::load_server(dir, &self.server) {
+            Err(newer @ CatalogError::NewerFormat { .. }) => return Err(newer),
+            // Kept for a look at what went wrong, not overwritten.
+            Err(CatalogError::Invalid { .. } | CatalogError::WrongServer { .. }) => {
+                let bad = bad_path(&path, SystemTime::now());
+                std::fs::rename(&path, &bad).map_err(fail)?;
+                tracing::warn!(
+                    "the unusable catalog {} is kept as {}",
+                    path.display(),
+                    bad.display()
+                );
+            }
+            _ => {}
+        }
         let mut text = serde_json::to_string_pretty(self).expect("catalog serializes");
         text.push('\n');
         atomic_file::write(&path, text.as_bytes(), Access::OwnerOnly).map_err(fail)?;
         Ok(path)
     }
+}
+
+/// Where an unusable catalog file is kept: `<server>.json.bad-<UTC time>`.
+fn bad_path(path: &Path, now: SystemTime) -> PathBuf {
+    let time = humantime::format_rfc3339_seconds(now)
+        .to_string()
+        .replace(':', "");
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".bad-{time}"));
+    path.with_file_name(name)
 }
 
 #[cfg(test)]
@@ -300,6 +343,46 @@ mod tests {
         assert_eq!(
             std::fs::read_to_string(dir.path().join("everything.json")).unwrap(),
             newer
+        );
+    }
+
+    #[test]
+    fn an_unusable_catalog_is_kept_aside_not_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("everything.json");
+        let broken = r#"{"format": 1, "server": "everything", "tools": [{"na"#;
+        std::fs::write(&path, broken).unwrap();
+        sample().write(dir.path()).unwrap();
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert_eq!(names[0], "everything.json");
+        assert!(names[1].starts_with("everything.json.bad-20"), "{names:?}");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(&names[1])).unwrap(),
+            broken
+        );
+        assert_eq!(Catalog::load(&path).unwrap().unwrap(), sample());
+    }
+
+    #[test]
+    fn a_catalog_naming_another_server_is_not_taken_for_this_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let other = r#"{"format": 1, "server": "time", "tools": []}"#;
+        std::fs::write(dir.path().join("everything.json"), other).unwrap();
+        let err = Catalog::load_server(dir.path(), "everything").unwrap_err();
+        assert!(
+            matches!(&err, CatalogError::WrongServer { found, .. } if found == "time"),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("skipped"), "{err}");
+        assert!(
+            Catalog::load_server(dir.path(), "nothing")
+                .unwrap()
+                .is_none()
         );
     }
 

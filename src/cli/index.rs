@@ -180,7 +180,7 @@ fn embed_catalogs(settings: &Settings) {
 
 /// Missing, unreadable, listed under another launch config, or past its `ttlMs`.
 fn is_stale(settings: &Settings, server: &ServerConfig) -> bool {
-    match Catalog::load(&Catalog::path(&settings.catalog_dir, &server.name)) {
+    match Catalog::load_server(&settings.catalog_dir, &server.name) {
         Ok(Some(catalog)) => catalog.is_stale(server, SystemTime::now()),
         Ok(None) | Err(_) => true,
     }

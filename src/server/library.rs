@@ -87,7 +87,7 @@ impl Library {
         let mut report = LoadReport::default();
         let mut catalogs = BTreeMap::new();
         for server in &settings.servers {
-            match Catalog::load(&Catalog::path(&settings.catalog_dir, &server.name)) {
+            match Catalog::load_server(&settings.catalog_dir, &server.name) {
                 Ok(Some(catalog)) => {
                     catalogs.insert(server.name.clone(), catalog);
                 }

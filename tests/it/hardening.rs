@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use crate::support::{
     Session, everything_entry, fails, fault_server, meta_server, processes_with, repo, succeeds,
-    wait_until, write_config,
+    time_entry, wait_until, write_config,
 };
 
 #[test]
@@ -164,4 +164,55 @@ fn a_huge_search_pattern_gets_an_error_result_not_a_panic() {
         r["result"]["structuredContent"]["totalMatches"], 400,
         "still serving"
     );
+}
+
+#[test]
+fn a_corrupt_catalog_is_kept_aside_and_another_servers_catalog_is_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalogs = dir.path().join("catalogs");
+    std::fs::create_dir_all(&catalogs).unwrap();
+    let config = write_config(dir.path(), json!({"time": time_entry()}), json!({}));
+    let cli = |args: &[&str]| {
+        let mut all = vec![
+            "--config",
+            config.to_str().unwrap(),
+            "--catalog-dir",
+            catalogs.to_str().unwrap(),
+        ];
+        all.extend_from_slice(args);
+        succeeds(&mut meta_server(&all))
+    };
+
+    // everything's catalog under time's name: a warning, and none of its tools become time's.
+    std::fs::copy(
+        repo().join("catalogs/everything.json"),
+        catalogs.join("time.json"),
+    )
+    .unwrap();
+    let out = cli(&["search", "echo", "--json"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(r#"catalog of server "everything", not of "time""#),
+        "{stderr}"
+    );
+    let found: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        !found.to_string().contains("time__echo"),
+        "another server's tools are not time's: {found}"
+    );
+
+    let corrupt = r#"{"format": 1, "server": "time", "tools": [{"na"#;
+    std::fs::write(catalogs.join("time.json"), corrupt).unwrap();
+    cli(&["index"]);
+    let kept: Vec<_> = std::fs::read_dir(&catalogs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains("time.json.bad-"))
+        .collect();
+    assert_eq!(kept.len(), 1, "the corrupt file is kept aside");
+    assert_eq!(std::fs::read_to_string(&kept[0]).unwrap(), corrupt);
+    let fresh: Value =
+        serde_json::from_str(&std::fs::read_to_string(catalogs.join("time.json")).unwrap())
+            .unwrap();
+    assert_eq!(fresh["server"], "time");
 }
