@@ -41,7 +41,8 @@ pub struct Cli {
     )]
     pub catalog_dir: Option<PathBuf>,
 
-    /// More log output on stderr (-v info, -vv debug). META_SERVER_LOG takes a full filter.
+    /// More log output on stderr (-v info, -vv debug). META_SERVER_LOG takes a full filter;
+    /// tool arguments and results are logged only with META_SERVER_LOG_PAYLOADS=1.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
 
@@ -64,15 +65,32 @@ pub enum Command {
     Guard,
 }
 
-/// Logs go to stderr only: stdout belongs to the MCP protocol.
+/// Set to `1` to log whole MCP messages (tool arguments and results) at debug and trace level.
+pub const PAYLOADS_ENV: &str = "META_SERVER_LOG_PAYLOADS";
+
+/// rmcp's targets whose debug, trace (and, for notifications, info) lines carry whole
+/// messages, each capped below that level unless [`PAYLOADS_ENV`] asks for payloads.
+const PAYLOAD_TARGETS: [&str; 3] = [
+    "rmcp::service=warn",
+    "rmcp::transport::async_rw=info",
+    "rmcp::transport::streamable_http_server=debug",
+];
+
+/// Logs go to stderr only: stdout belongs to the MCP protocol. Message payloads (tool
+/// arguments, results) are left out at every level unless [`PAYLOADS_ENV`] is `1`.
 pub fn init_logging(cli: &Cli) {
     let default = match cli.verbose {
         0 => "warn",
         1 => "info",
         _ => "debug",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("META_SERVER_LOG")
+    let mut filter = tracing_subscriber::EnvFilter::try_from_env("META_SERVER_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    if std::env::var_os(PAYLOADS_ENV).is_none_or(|v| v != "1") {
+        for directive in PAYLOAD_TARGETS {
+            filter = filter.add_directive(directive.parse().expect("a valid directive"));
+        }
+    }
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use crate::support::{
     Session, everything_entry, fails, fault_server, meta_server, processes_with, repo, succeeds,
-    time_entry, wait_until, write_config,
+    time_entry, unstartable, wait_until, write_config,
 };
 
 #[test]
@@ -215,4 +215,36 @@ fn a_corrupt_catalog_is_kept_aside_and_another_servers_catalog_is_skipped() {
         serde_json::from_str(&std::fs::read_to_string(catalogs.join("time.json")).unwrap())
             .unwrap();
     assert_eq!(fresh["server"], "time");
+}
+
+#[test]
+fn debug_logs_redact_tool_arguments_unless_payloads_are_asked_for() {
+    let secret = "hunter2-correct-horse-battery";
+    for payloads in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = write_config(dir.path(), unstartable(&["time"]), json!({}));
+        let log = dir.path().join("stderr.log");
+        let mut env = vec![("META_SERVER_LOG", "debug")];
+        if payloads {
+            env.push(("META_SERVER_LOG_PAYLOADS", "1"));
+        }
+        let mut s = Session::start_with(
+            &config,
+            &repo().join("catalogs"),
+            &env,
+            std::fs::File::create(&log).unwrap(),
+        );
+        s.initialize();
+        let args = json!({"name": "time__get_current_time", "arguments": {"timezone": secret}});
+        let r = s.call(2, "call_tool", args);
+        assert_eq!(r["result"]["isError"], true, "the server cannot start: {r}");
+        assert!(s.finish().success());
+        let logged = std::fs::read_to_string(&log).unwrap();
+        assert!(logged.contains("DEBUG"), "debug logging is on: {logged}");
+        assert_eq!(
+            logged.contains(secret),
+            payloads,
+            "payloads logged only with META_SERVER_LOG_PAYLOADS=1:\n{logged}"
+        );
+    }
 }

@@ -105,6 +105,16 @@ impl Session {
     }
 
     pub fn start(config: &Path, catalog_dir: &Path) -> Self {
+        Self::start_with(config, catalog_dir, &[], Stdio::null())
+    }
+
+    /// Like [`Self::start`], with these environment variables and stderr going to `stderr`.
+    pub fn start_with(
+        config: &Path,
+        catalog_dir: &Path,
+        env: &[(&str, &str)],
+        stderr: impl Into<Stdio>,
+    ) -> Self {
         let mut child = meta_server(&[
             "--config",
             config.to_str().unwrap(),
@@ -112,9 +122,10 @@ impl Session {
             catalog_dir.to_str().unwrap(),
             "serve",
         ])
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .expect("meta-server starts");
         let stdout = child.stdout.take().unwrap();
