@@ -14,6 +14,10 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use tracing::Level;
+use tracing_subscriber::filter::filter_fn;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 use crate::config::{Settings, default_config_path};
 use crate::upstream::guardian;
@@ -68,13 +72,21 @@ pub enum Command {
 /// Set to `1` to log whole MCP messages (tool arguments and results) at debug and trace level.
 pub const PAYLOADS_ENV: &str = "META_SERVER_LOG_PAYLOADS";
 
-/// rmcp's targets whose debug, trace (and, for notifications, info) lines carry whole
-/// messages, each capped below that level unless [`PAYLOADS_ENV`] asks for payloads.
-const PAYLOAD_TARGETS: [&str; 3] = [
-    "rmcp::service=warn",
-    "rmcp::transport::async_rw=info",
-    "rmcp::transport::streamable_http_server=debug",
+/// rmcp's targets whose lines carry whole messages above a level, with the most verbose level
+/// that does not: their notifications at info, requests and results at debug, raw lines at
+/// debug (unparsable input) and trace.
+const PAYLOAD_TARGETS: [(&str, Level); 3] = [
+    ("rmcp::service", Level::WARN),
+    ("rmcp::transport::async_rw", Level::INFO),
+    ("rmcp::transport::streamable_http_server", Level::DEBUG),
 ];
+
+/// Whether a log line or span may carry a message payload.
+fn carries_payload(meta: &tracing::Metadata<'_>) -> bool {
+    PAYLOAD_TARGETS
+        .iter()
+        .any(|(target, most)| meta.target().starts_with(target) && meta.level() > most)
+}
 
 /// Logs go to stderr only: stdout belongs to the MCP protocol. Message payloads (tool
 /// arguments, results) are left out at every level unless [`PAYLOADS_ENV`] is `1`.
@@ -84,18 +96,16 @@ pub fn init_logging(cli: &Cli) {
         1 => "info",
         _ => "debug",
     };
-    let mut filter = tracing_subscriber::EnvFilter::try_from_env("META_SERVER_LOG")
+    let filter = tracing_subscriber::EnvFilter::try_from_env("META_SERVER_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    if std::env::var_os(PAYLOADS_ENV).is_none_or(|v| v != "1") {
-        for directive in PAYLOAD_TARGETS {
-            filter = filter.add_directive(directive.parse().expect("a valid directive"));
-        }
-    }
+    let payloads = std::env::var_os(PAYLOADS_ENV).is_some_and(|v| v == "1");
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
+        .finish()
+        .with(filter_fn(move |meta| payloads || !carries_payload(meta)))
         .init();
 }
 

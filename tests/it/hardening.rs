@@ -220,11 +220,14 @@ fn a_corrupt_catalog_is_kept_aside_and_another_servers_catalog_is_skipped() {
 #[test]
 fn debug_logs_redact_tool_arguments_unless_payloads_are_asked_for() {
     let secret = "hunter2-correct-horse-battery";
-    for payloads in [false, true] {
+    for (level, payloads) in [(None, false), (Some("debug"), false), (Some("debug"), true)] {
         let dir = tempfile::tempdir().unwrap();
         let config = write_config(dir.path(), unstartable(&["time"]), json!({}));
         let log = dir.path().join("stderr.log");
-        let mut env = vec![("META_SERVER_LOG", "debug")];
+        let mut env = vec![];
+        if let Some(level) = level {
+            env.push(("META_SERVER_LOG", level));
+        }
         if payloads {
             env.push(("META_SERVER_LOG_PAYLOADS", "1"));
         }
@@ -240,7 +243,17 @@ fn debug_logs_redact_tool_arguments_unless_payloads_are_asked_for() {
         assert_eq!(r["result"]["isError"], true, "the server cannot start: {r}");
         assert!(s.finish().success());
         let logged = std::fs::read_to_string(&log).unwrap();
-        assert!(logged.contains("DEBUG"), "debug logging is on: {logged}");
+        assert_eq!(
+            logged.contains("DEBUG"),
+            level.is_some(),
+            "debug lines only when asked for: {logged}"
+        );
+        if level.is_none() {
+            assert!(
+                !logged.contains(" INFO "),
+                "warnings only by default: {logged}"
+            );
+        }
         assert_eq!(
             logged.contains(secret),
             payloads,
