@@ -8,7 +8,10 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 
 use crate::config::Settings;
-use crate::server::{HTTP_PATH, HttpOptions, HttpServer, Token};
+use crate::server::{
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, HTTP_PATH, HttpOptions,
+    HttpServer, Token,
+};
 
 /// The environment variable holding the bearer token for `--http`.
 const TOKEN_ENV: &str = "META_SERVER_TOKEN";
@@ -46,6 +49,21 @@ pub struct Args {
     /// truncation notice) can be read only by the session that made it.
     #[arg(long, requires = "http")]
     share_results: bool,
+
+    /// Sessions open at once; a client starting one more gets 503 with Retry-After.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_SESSIONS as u32, requires = "http",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_sessions: u32,
+
+    /// A session without requests for this many seconds ends (its client starts a new one).
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_SESSION_IDLE.as_secs(),
+          requires = "http", value_parser = clap::value_parser!(u64).range(1..))]
+    session_idle_secs: u64,
+
+    /// Connections open at once; one more gets 503 and is closed.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONNECTIONS as u32,
+          requires = "http", value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
 }
 
 pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
@@ -60,6 +78,9 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
         token,
         extra_hosts: args.allowed_hosts,
         share_results: args.share_results,
+        max_sessions: args.max_sessions as usize,
+        session_idle: std::time::Duration::from_secs(args.session_idle_secs),
+        max_connections: args.max_connections as usize,
     };
     let server = HttpServer::bind(options).await?;
     let mut local = server

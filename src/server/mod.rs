@@ -28,7 +28,10 @@ use crate::search::SearchError;
 
 pub use definitions::definitions;
 pub use handler::MetaServer;
-pub use http::{HttpError, HttpOptions, HttpServer, PATH as HTTP_PATH, Token};
+pub use http::{
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, HttpError, HttpOptions,
+    HttpServer, PATH as HTTP_PATH, Token,
+};
 pub use library::{Library, LoadReport, qualified_name};
 pub use search_tool::{Args as SearchArgs, Detail};
 pub use state::State;

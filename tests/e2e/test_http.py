@@ -299,13 +299,14 @@ async def test_each_session_gets_its_own_clients_result_limit(open_server):
             transport = streamable_http_client(open_server, http_client=http_client)
             async with Client(transport, client_info=Implementation(name=name, version="1.0")) as c:
                 r = await c.call_tool("get_tool_details", {"names": names})
-                return [b.text for b in r.content if b.type == "text"]
+                return r.structured_content, text_of(r)
 
-    codex, other = await asyncio.gather(search_as("codex-mcp-client"), search_as("some-other-client"))
-    assert any(t.startswith("--- TRUNCATION NOTICE ---") for t in codex), "Codex's session is cut to its budget"
-    notice = json.loads(next(t for t in codex if t.startswith("---")).split("\n", 1)[1])
-    assert notice["returnedTokens"] <= 2500 < notice["originalTokens"] <= 10_000
-    assert not any(t.startswith("--- TRUNCATION NOTICE ---") for t in other), "the other session is not"
+    (codex, codex_text), (other, _) = await asyncio.gather(search_as("codex-mcp-client"),
+                                                           search_as("some-other-client"))
+    # Details that do not fit a session's budget are listed as omitted (ask for them alone).
+    assert codex["omitted"] and len(codex["tools"]) + len(codex["omitted"]) == 20, "Codex's budget is 2,500 tokens"
+    assert not codex_text.startswith("--- TRUNCATION NOTICE ---") and "TRUNCATION NOTICE" not in codex_text
+    assert len(other["tools"]) == 20 and "omitted" not in other, "the other session keeps 10,000"
 
 
 def call_tool(url: str, sid: str, name: str, arguments: dict, request_id: int = 7) -> dict:
@@ -360,3 +361,28 @@ def test_the_printed_url_works_on_any_loopback_address(tmp_path):
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=15)
         proc.stderr.close()
+
+
+def test_sessions_beyond_the_cap_get_503_with_retry_after(tmp_path):
+    cfg = shipped_catalogs_config(tmp_path, unstartable_servers())
+    with http_server(cfg, extra_args=("--max-sessions", "2")) as (proc, url):
+        first, _second = initialize(url), initialize(url)
+        status, headers, text = post(url, INIT)
+        assert status == 503 and int(headers["retry-after"]) > 0, (status, text)
+        version = {"MCP-Protocol-Version": "2025-11-25"}
+        status, _, _ = post(url, None, {**version, "Mcp-Session-Id": first}, method="DELETE")
+        assert status in (200, 202, 204)
+        initialize(url)
+
+
+def test_idle_sessions_end(tmp_path):
+    cfg = shipped_catalogs_config(tmp_path, unstartable_servers())
+    with http_server(cfg, extra_args=("--session-idle-secs", "1")) as (proc, url):
+        sid = initialize(url)
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        headers = {"MCP-Protocol-Version": "2025-11-25", "Mcp-Session-Id": sid}
+
+        def ended() -> bool:
+            time.sleep(1.5)  # a request keeps the session alive: leave it idle between looks
+            return post(url, listing, headers)[0] == 404
+        wait_until(ended, "the idle session to end")

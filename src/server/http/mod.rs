@@ -1,5 +1,9 @@
 //! Serving MCP over streamable HTTP: one shared `State` for every client, one rmcp session per
-//! client, an optional bearer token, and Host/Origin checks against DNS rebinding.
+//! client, an optional bearer token, Host/Origin checks against DNS rebinding, and limits on
+//! sessions (`sessions.rs`) and connections (`conn.rs`).
+
+mod conn;
+mod sessions;
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -35,9 +39,10 @@ const LOOPBACK_ORIGINS: [&str; 6] = [
     "https://[::1]:*",
 ];
 
-/// A session with no request for this long is closed (its client gets 404 and starts anew).
-/// Longer than rmcp's 5 minutes, so that clients idle between turns keep their session.
-const SESSION_IDLE: Duration = Duration::from_secs(60 * 60);
+/// Connections open at once, by default; one more gets a 503 and is closed.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+
+pub use sessions::{DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE};
 
 /// How long open streams may take to close after a shutdown signal.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -57,8 +62,6 @@ pub enum HttpError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("serving HTTP failed: {0}")]
-    Serve(#[source] std::io::Error),
     #[error(transparent)]
     Library(#[from] SearchError),
 }
@@ -91,6 +94,12 @@ pub struct HttpOptions {
     pub extra_hosts: Vec<String>,
     /// Every session may read every stored result (otherwise only the session that made it).
     pub share_results: bool,
+    /// Sessions open at once; a request starting one more gets 503.
+    pub max_sessions: usize,
+    /// A session without requests for this long ends.
+    pub session_idle: Duration,
+    /// Connections open at once; one more gets 503 and is closed.
+    pub max_connections: usize,
 }
 
 impl HttpOptions {
@@ -178,24 +187,32 @@ impl HttpServer {
             .with_cancellation_token(ct.child_token());
         // Each session gets a clone: its own connection state over the one shared `State`.
         let mut sessions = LocalSessionManager::default();
-        sessions.session_config.keep_alive = Some(SESSION_IDLE);
-        let service = StreamableHttpService::new(
-            move || Ok(server.for_session()),
-            Arc::new(sessions),
-            config,
-        );
-        let mut router = axum::Router::new().route_service(PATH, service);
+        sessions.session_config.keep_alive = Some(self.options.session_idle);
+        let sessions = Arc::new(sessions);
+        let cap = sessions::SessionCap::new(sessions.clone(), self.options.max_sessions);
+        let service =
+            StreamableHttpService::new(move || Ok(server.for_session()), sessions, config);
+        // Outermost last: the request deadline, then the token, then the session cap.
+        let mut router =
+            axum::Router::new()
+                .route_service(PATH, service)
+                .layer(middleware::from_fn_with_state(
+                    cap,
+                    sessions::limit_sessions,
+                ));
         if let Some(token) = &self.options.token {
             let expected = Arc::new(digest(token.0.as_bytes()));
             router = router.layer(middleware::from_fn_with_state(expected, require_token));
-        }
-        if self.options.token.is_none() {
+        } else {
             tracing::info!("no token set: any local process can use this server");
         }
-        let served = axum::serve(self.listener, router).with_graceful_shutdown({
-            let ct = ct.clone();
-            async move { ct.cancelled().await }
-        });
+        let router = router.layer(middleware::from_fn(conn::within_request_timeout));
+        let served = conn::serve(
+            self.listener,
+            router,
+            self.options.max_connections,
+            ct.clone(),
+        );
         let stopping = async {
             super::shutdown_signal().await;
             tracing::info!("signal received");
@@ -203,7 +220,7 @@ impl HttpServer {
             tokio::time::sleep(SHUTDOWN_GRACE).await;
         };
         tokio::select! {
-            served = served => served.map_err(HttpError::Serve)?,
+            () = served => {}
             () = stopping => tracing::warn!("connections still open after {SHUTDOWN_GRACE:?}; closing them"),
         }
         tracing::info!("stopping upstreams");
@@ -267,6 +284,9 @@ mod tests {
             token: token.then(|| Token::new("t".into())),
             extra_hosts: vec![],
             share_results: false,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            session_idle: DEFAULT_SESSION_IDLE,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 

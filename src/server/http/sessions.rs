@@ -1,0 +1,85 @@
+//! Bounding the MCP sessions of `serve --http`: a request that would start a session beyond
+//! the cap gets 503 with `Retry-After`; sessions idle for the session idle time end.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, Method, StatusCode, header};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+
+/// Sessions open at once, by default: about 70 KB each (see BENCHMARKS.md).
+pub const DEFAULT_MAX_SESSIONS: usize = 256;
+/// A session without requests for this long ends (its client gets 404 and starts anew).
+pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(15 * 60);
+/// What a refused client is told to wait, in seconds.
+const RETRY_AFTER_SECS: u64 = 30;
+
+/// The live sessions and those being started, against the cap.
+pub(super) struct SessionCap {
+    sessions: Arc<LocalSessionManager>,
+    max: usize,
+    /// Requests that may start a session and have not been answered yet.
+    starting: AtomicUsize,
+}
+
+impl SessionCap {
+    pub(super) fn new(sessions: Arc<LocalSessionManager>, max: usize) -> Arc<Self> {
+        Arc::new(Self {
+            sessions,
+            max,
+            starting: AtomicUsize::new(0),
+        })
+    }
+}
+
+/// Counts a request that may start a session for as long as it is being answered.
+struct Starting<'a>(&'a AtomicUsize);
+
+impl Drop for Starting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Lets a request that could start a session (a POST without `Mcp-Session-Id`) through only
+/// while live and starting sessions stay under the cap. A session being started counts
+/// twice for a moment, so the cap is never exceeded, even by simultaneous requests.
+pub(super) async fn limit_sessions(
+    State(cap): State<Arc<SessionCap>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if request.method() != Method::POST || request.headers().contains_key("mcp-session-id") {
+        return next.run(request).await;
+    }
+    let starting = Starting(&cap.starting);
+    let before = cap.starting.fetch_add(1, Ordering::SeqCst);
+    let live = cap.sessions.sessions.read().await.len();
+    if live + before >= cap.max {
+        drop(starting);
+        tracing::warn!(
+            live,
+            max = cap.max,
+            "session limit reached; refusing a new session"
+        );
+        let mut response = (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "this server already has its limit of {} sessions; try again later\n",
+                cap.max
+            ),
+        )
+            .into_response();
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+        return response;
+    }
+    let response = next.run(request).await;
+    drop(starting);
+    response
+}
