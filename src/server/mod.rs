@@ -10,6 +10,8 @@ mod call_tool;
 mod definitions;
 mod details_tool;
 mod freshness;
+#[cfg(test)]
+mod freshness_tests;
 mod guard;
 mod handler;
 mod http;

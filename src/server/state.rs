@@ -5,9 +5,9 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use crate::budget::{self, Budgets, ByteEstimate, Limits, O200k, Route, TokenCounter};
-use crate::config::{Settings, Tokenizer};
+use crate::config::{ServerConfig, Settings, Tokenizer};
 use crate::result::{ResultHandler, SpillStore, store::DEFAULT_SPILL_BYTES};
-use crate::upstream::Manager;
+use crate::upstream::{Events, Manager};
 
 use super::Library;
 use super::call_tool::Caller;
@@ -36,6 +36,16 @@ pub struct State {
 
 impl State {
     pub fn new(settings: Settings, library: Library) -> Arc<Self> {
+        Self::with_manager(settings, library, Manager::with_events)
+    }
+
+    /// Like [`Self::new`], with the upstream manager `manager` makes for these servers,
+    /// reporting on the events channel it is given (tests pass in-process upstreams).
+    pub(crate) fn with_manager(
+        settings: Settings,
+        library: Library,
+        manager: impl FnOnce(&[ServerConfig], Events) -> Arc<Manager>,
+    ) -> Arc<Self> {
         let r = &settings.results;
         let counter: Arc<dyn TokenCounter> = match r.tokenizer {
             Tokenizer::O200k => Arc::new(O200k),
@@ -45,7 +55,7 @@ impl State {
         let (events, receiver) = tokio::sync::mpsc::unbounded_channel();
         Arc::new(Self {
             budgets: budgets(&settings),
-            manager: Manager::with_events(&settings.servers, events),
+            manager: manager(&settings.servers, events),
             results: ResultHandler::new(store, counter),
             settings,
             library: RwLock::new(Arc::new(library)),

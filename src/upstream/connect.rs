@@ -32,6 +32,16 @@ pub struct UpstreamClient {
     progress: ProgressRoutes,
 }
 
+impl UpstreamClient {
+    pub(super) fn new(server: String, events: Option<Events>, progress: ProgressRoutes) -> Self {
+        Self {
+            server,
+            events,
+            progress,
+        }
+    }
+}
+
 impl ClientHandler for UpstreamClient {
     fn get_info(&self) -> ClientConfig {
         // Plain `initialize` (legacy era): dual-era servers lock a connection into the
@@ -116,11 +126,7 @@ pub(super) async fn open(
 ) -> Result<Connection, UpstreamError> {
     let server = config.name.clone();
     let progress = ProgressRoutes::default();
-    let client = UpstreamClient {
-        server: server.clone(),
-        events,
-        progress: progress.clone(),
-    };
+    let client = UpstreamClient::new(server.clone(), events, progress.clone());
     let stderr = StderrTail::default();
     let after = config.call_timeout;
     let (handshake, pid) = match config.launch()? {

@@ -4,7 +4,11 @@
 mod child;
 mod connect;
 pub mod guardian;
+#[cfg(test)]
+pub(crate) mod in_process;
 mod progress;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -153,10 +157,19 @@ pub enum Event {
 
 pub type Events = tokio::sync::mpsc::UnboundedSender<Event>;
 
+/// How the manager opens a connection: by launching (or dialling) the configured server, or,
+/// in tests, to an in-process server over a pipe.
+enum Opener {
+    Launch,
+    #[cfg(test)]
+    InProcess(in_process::Serve),
+}
+
 /// Owns every upstream connection.
 pub struct Manager {
     slots: HashMap<String, Arc<Slot>>,
     events: Option<Events>,
+    opener: Opener,
 }
 
 impl Manager {
@@ -170,6 +183,20 @@ impl Manager {
         Self::build(servers, Some(events))
     }
 
+    /// A manager whose servers are in-process ones that `serve` starts on a pipe.
+    #[cfg(test)]
+    pub(crate) fn in_process(
+        servers: &[ServerConfig],
+        events: Option<Events>,
+        serve: in_process::Serve,
+    ) -> Arc<Self> {
+        let mut manager = Self::build(servers, events);
+        if let Some(manager) = Arc::get_mut(&mut manager) {
+            manager.opener = Opener::InProcess(serve);
+        }
+        manager
+    }
+
     fn build(servers: &[ServerConfig], events: Option<Events>) -> Arc<Self> {
         let slots = servers
             .iter()
@@ -181,7 +208,11 @@ impl Manager {
                 (s.name.clone(), Arc::new(slot))
             })
             .collect();
-        Arc::new(Self { slots, events })
+        Arc::new(Self {
+            slots,
+            events,
+            opener: Opener::Launch,
+        })
     }
 
     fn slot(&self, server: &str) -> Result<&Arc<Slot>, UpstreamError> {
@@ -198,7 +229,13 @@ impl Manager {
             conn.touch();
             return Ok(conn.clone());
         }
-        let conn = Arc::new(connect::open(&slot.config, self.events.clone()).await?);
+        let conn = Arc::new(match &self.opener {
+            Opener::Launch => connect::open(&slot.config, self.events.clone()).await?,
+            #[cfg(test)]
+            Opener::InProcess(serve) => {
+                in_process::open(&slot.config, self.events.clone(), serve).await?
+            }
+        });
         *guard = Some(conn.clone());
         drop(guard);
         if let Some(events) = &self.events {
