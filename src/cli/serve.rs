@@ -22,8 +22,9 @@ const TOKEN_ENV: &str = "META_SERVER_TOKEN";
 /// indexed in the background; upstreams start on first call and stop when idle.
 ///
 /// With --http, clients connect to http://ADDR/mcp, each with its own session; all share one set
-/// of upstreams, one catalog and one result store. When META_SERVER_TOKEN or --token-file gives a
-/// token, every request must send `Authorization: Bearer <token>`.
+/// of upstreams and one catalog, and each session reads back only the results it stored. When
+/// META_SERVER_TOKEN or --token-file gives a token, every request must send
+/// `Authorization: Bearer <token>`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Serve streamable HTTP at ADDR instead of stdio: IP:PORT, localhost:PORT, or just PORT

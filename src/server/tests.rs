@@ -287,3 +287,82 @@ fn details_of_a_huge_unknown_name_keep_not_found() {
     assert!(out["notFound"][0]["name"].as_str().unwrap().len() < 300);
     assert_eq!(out["tools"][0]["name"], "time__get_current_time");
 }
+
+/// What the model reads of a result: its text blocks, then its structured content, with
+/// stored-result ids (random) made stable.
+fn model_view(result: &CallToolResult) -> String {
+    let mut view = String::new();
+    for block in &result.content {
+        match block.as_text() {
+            Some(text) => view.push_str(&text.text),
+            None => view.push_str(&serde_json::to_string(block).unwrap()),
+        }
+        view.push_str("\n---\n");
+    }
+    if let Some(structured) = &result.structured_content {
+        view.push_str(&serde_json::to_string_pretty(structured).unwrap());
+    }
+    regex::Regex::new("r-[0-9a-f]{32}")
+        .unwrap()
+        .replace_all(&view, "r-[id]")
+        .into_owned()
+}
+
+macro_rules! snapshot {
+    ($name:expr, $view:expr) => {
+        insta::with_settings!({snapshot_path => "snapshots", prepend_module_to_snapshot => false}, {
+            insta::assert_snapshot!($name, $view);
+        })
+    };
+}
+
+#[test]
+fn snapshot_search_result() {
+    let result = call(
+        definitions::SEARCH_TOOLS,
+        json!({"query": "current time in another timezone", "limit": 3}),
+    );
+    snapshot!("search_tools", model_view(&result));
+}
+
+#[test]
+fn snapshot_details() {
+    let result = call(
+        definitions::GET_TOOL_DETAILS,
+        json!({"names": ["time__convert_time", "time__get_curent_time"]}),
+    );
+    snapshot!("get_tool_details", model_view(&result));
+}
+
+#[test]
+fn snapshot_initialize_instructions() {
+    use rmcp::ServerHandler;
+    let info = rig().server.get_info();
+    snapshot!(
+        "initialize_instructions",
+        info.instructions.unwrap_or_default()
+    );
+}
+
+#[test]
+fn snapshot_a_shaped_result_with_its_notice() {
+    let rig = rig();
+    let lines: String = (0..2_000)
+        .map(|i| format!("{{\"id\": {i}, \"name\": \"item {i}\", \"tags\": [\"a\", \"b\"]}}\n"))
+        .collect();
+    let limits = crate::budget::Limits {
+        soft: 300,
+        hard: 1_000_000,
+    };
+    let route = Route::CallTool {
+        server: "everything".into(),
+    };
+    let result = rig.server.state.results.shape(
+        "everything__echo",
+        &route,
+        limits,
+        &rig.owner,
+        CallToolResult::success(vec![rmcp::model::ContentBlock::text(lines)]),
+    );
+    snapshot!("shaped_result", model_view(&result));
+}

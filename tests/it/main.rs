@@ -7,6 +7,7 @@ mod embed;
 mod eval;
 mod faults;
 mod hardening;
+mod help;
 mod install;
 mod load;
 mod protocol;
