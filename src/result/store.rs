@@ -277,6 +277,8 @@ impl ResultStore for SpillStore {
             stored: stored.clone(),
         };
         self.cache.insert(id.clone(), slot);
+        // Evict (and delete the files of) what no longer fits now, not at some later access.
+        self.cache.run_pending_tasks();
         if large {
             let dir = self.spill_dir()?.to_owned();
             let cache = self.cache.clone();
@@ -284,7 +286,10 @@ impl ResultStore for SpillStore {
             let owner = owner.clone();
             std::thread::spawn(move || match spill(&dir, &id, &owner, &stored) {
                 // Unless it was dropped meanwhile (TTL or the byte budget).
-                Ok(slot) if cache.contains_key(&id) => cache.insert(id, slot),
+                Ok(slot) if cache.contains_key(&id) => {
+                    cache.insert(id, slot);
+                    cache.run_pending_tasks();
+                }
                 Ok(Slot::Disk { path, .. }) => {
                     let _ = std::fs::remove_file(path.as_path());
                 }

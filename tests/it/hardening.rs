@@ -4,8 +4,8 @@
 use serde_json::{Value, json};
 
 use crate::support::{
-    Session, everything_entry, fails, fault_server, meta_server, processes_with, repo, succeeds,
-    time_entry, unstartable, wait_until, write_config,
+    Session, everything_entry, fails, fault_entry, fault_server, meta_server, processes_with, repo,
+    succeeds, time_entry, unstartable, wait_until, write_config,
 };
 
 #[test]
@@ -260,4 +260,65 @@ fn debug_logs_redact_tool_arguments_unless_payloads_are_asked_for() {
             "payloads logged only with META_SERVER_LOG_PAYLOADS=1:\n{logged}"
         );
     }
+}
+
+#[test]
+fn spilled_results_count_against_the_one_result_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let tag = dir.path().join("fault");
+    let events = dir.path().join("events.log");
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let servers = json!({"big": fault_entry(&tag, &events, &[], 30)});
+    let config = write_config(
+        dir.path(),
+        servers,
+        json!({"resultMemoryMb": 4, "maxResultTokens": 1000}),
+    );
+    let catalogs = dir.path().join("catalogs");
+    succeeds(&mut meta_server(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--catalog-dir",
+        catalogs.to_str().unwrap(),
+        "index",
+    ]));
+    let tmp_dir = tmp.to_str().unwrap().to_owned();
+    let mut s = Session::start_with(
+        &config,
+        &catalogs,
+        &[("TMPDIR", &tmp_dir)],
+        std::process::Stdio::null(),
+    );
+    s.initialize();
+    let mut ids = Vec::new();
+    for id in 0..6 {
+        // 2 MB each: over the 1 MiB that stays in memory, so each is spilled to disk.
+        let huge = json!({"name": "big__huge", "arguments": {"mb": 2}});
+        let r = s.call(10 + id, "call_tool", huge);
+        ids.push(notice_of(&r)["resourceId"].as_str().unwrap().to_owned());
+    }
+    let mut request = 100;
+    let mut readable = |s: &mut Session, id: &str| {
+        request += 1;
+        let lookup = json!({"name": "meta__lookup_full_content", "arguments": {"resource_id": id}});
+        s.call(request, "call_tool", lookup)["result"]["isError"] == false
+    };
+    wait_until("the oldest results to make room", || {
+        (!readable(&mut s, &ids[0]) && readable(&mut s, &ids[5])).then_some(())
+    });
+    let on_disk = || -> u64 {
+        std::fs::read_dir(&tmp)
+            .unwrap()
+            .flatten()
+            .filter_map(|d| std::fs::read_dir(d.path()).ok())
+            .flatten()
+            .filter_map(|f| f.ok()?.metadata().ok())
+            .map(|m| m.len())
+            .sum()
+    };
+    wait_until("spilled results to fit resultMemoryMb", || {
+        (on_disk() <= 4 << 20).then_some(())
+    });
+    assert!(s.finish().success());
 }
