@@ -23,6 +23,9 @@ pub fn config_fingerprint(server: &ServerConfig) -> String {
         TransportConfig::Http { url, headers } => {
             json!({"url": url, "headerKeys": headers.keys().collect::<Vec<_>>()})
         }
+        TransportConfig::Sse { url, headers } => {
+            json!({"sse": url, "headerKeys": headers.keys().collect::<Vec<_>>()})
+        }
     };
     hex_sha256(&launch)
 }
@@ -77,6 +80,7 @@ mod tests {
             allow_tools: vec![],
             deny_tools: vec![],
             max_result_tokens: None,
+            oauth: None,
         }
     }
 

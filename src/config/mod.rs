@@ -80,6 +80,17 @@ pub struct Settings {
     pub results: ResultSettings,
     /// Enabled servers, sorted by name.
     pub servers: Vec<ServerConfig>,
+    /// Entries that cannot be served as written, in file order; the rest still work.
+    pub skipped: Vec<SkippedServer>,
+}
+
+/// A config entry left out because meta-server cannot serve it as written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SkippedServer {
+    /// The config key as the user wrote it.
+    pub key: String,
+    /// What is wrong and what to do, naming the key (the file is [`Settings::source`]).
+    pub reason: String,
 }
 
 /// Global result-handling options (`metaServer` keys).
@@ -182,6 +193,27 @@ pub struct ServerConfig {
     pub allow_tools: Vec<String>,
     pub deny_tools: Vec<String>,
     pub max_result_tokens: Option<u64>,
+    /// OAuth client settings of a remote server (`oauth`, or Cursor's `auth`).
+    pub oauth: Option<OAuthConfig>,
+}
+
+/// How meta-server logs in to a remote server that needs OAuth. Everything is optional:
+/// without a client id, the client registers itself (metadata document, else dynamically).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OAuthConfig {
+    /// A client registered with the authorization server beforehand.
+    pub client_id: Option<String>,
+    /// Its secret, usually `${VAR}`: expanded when used, never written anywhere.
+    pub client_secret: Option<String>,
+    /// Scopes to ask for instead of those the server suggests.
+    pub scopes: Vec<String>,
+    /// Fixed port of the loopback callback (a pre-registered redirect URI needs one).
+    pub callback_port: Option<u16>,
+    /// Authorization-server metadata to use instead of discovering it.
+    pub auth_server_metadata_url: Option<String>,
+    /// An https URL hosting this client's Client ID Metadata Document, used as its client id
+    /// where the authorization server supports that.
+    pub client_metadata_url: Option<String>,
 }
 
 /// How to reach a server. Values may hold `${VAR}` references, expanded by [`ServerConfig::launch`].
@@ -197,6 +229,11 @@ pub enum TransportConfig {
         url: String,
         headers: BTreeMap<String, String>,
     },
+    /// The legacy HTTP+SSE transport (`"type": "sse"`): a GET event stream plus POSTs.
+    Sse {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
 }
 
 /// A transport with every `${VAR}` expanded: what is actually launched. Never persisted.
@@ -209,6 +246,10 @@ pub enum Launch {
         cwd: Option<PathBuf>,
     },
     Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+    Sse {
         url: String,
         headers: BTreeMap<String, String>,
     },
@@ -234,6 +275,15 @@ impl ServerConfig {
             allow_tools: Vec::new(),
             deny_tools: Vec::new(),
             max_result_tokens: None,
+            oauth: None,
+        }
+    }
+
+    /// The URL of a remote (streamable HTTP or SSE) server, as written.
+    pub fn remote_url(&self) -> Option<&str> {
+        match &self.transport {
+            TransportConfig::Http { url, .. } | TransportConfig::Sse { url, .. } => Some(url),
+            TransportConfig::Stdio { .. } => None,
         }
     }
 
@@ -253,6 +303,12 @@ impl ServerConfig {
                 key: key.to_owned(),
                 var,
             })
+        };
+        let expand_headers = |headers: &BTreeMap<String, String>| {
+            headers
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), ex(&format!("headers.{k}"), v)?)))
+                .collect::<Result<BTreeMap<_, _>, ConfigError>>()
         };
         Ok(match &self.transport {
             TransportConfig::Stdio {
@@ -278,10 +334,11 @@ impl ServerConfig {
             },
             TransportConfig::Http { url, headers } => Launch::Http {
                 url: ex("url", url)?,
-                headers: headers
-                    .iter()
-                    .map(|(k, v)| Ok((k.clone(), ex(&format!("headers.{k}"), v)?)))
-                    .collect::<Result<_, ConfigError>>()?,
+                headers: expand_headers(headers)?,
+            },
+            TransportConfig::Sse { url, headers } => Launch::Sse {
+                url: ex("url", url)?,
+                headers: expand_headers(headers)?,
             },
         })
     }
@@ -359,6 +416,7 @@ mod tests {
             allow_tools: vec![],
             deny_tools: vec![],
             max_result_tokens: None,
+            oauth: None,
         };
         let lookup = |v: &str| (v == "TOKEN").then(|| "s3cret".to_owned());
         let Launch::Http { url, headers } = server.launch_with(&lookup).unwrap() else {

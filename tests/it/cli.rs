@@ -153,18 +153,32 @@ fn search_answers_from_catalogs_with_nothing_started() {
 fn config_errors_name_the_file_and_say_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("bad.json");
-    std::fs::write(&config, r#"{"mcpServers": {"gh": {"command": 42}}}"#).unwrap();
+    // One bad entry is reported and skipped; the rest of the config works.
+    std::fs::write(
+        &config,
+        r#"{"mcpServers": {"gh": {"command": 42}, "ok": {"command": "true"}}}"#,
+    )
+    .unwrap();
+    let out = meta_server(&["--config", config.to_str().unwrap(), "search", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.json")
+            && err.contains(r#"mcpServers."gh".command"#)
+            && err.contains("must be a string")
+            && err.contains("the other servers work"),
+        "{err}"
+    );
+    // A file that is wrong as a whole still stops the command.
+    std::fs::write(&config, r#"{"mcpServers": [1]}"#).unwrap();
     let out = meta_server(&["--config", config.to_str().unwrap(), "search", "x"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("bad.json")
-            && err.contains(r#"mcpServers."gh".command"#)
-            && err.contains("must be a string"),
-        "{err}"
-    );
+    assert!(err.contains("bad.json") && err.contains("mcpServers"), "{err}");
 
     let out = meta_server(&["--config", "/nonexistent/c.json", "serve"])
         .output()
