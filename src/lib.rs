@@ -4,6 +4,7 @@
 //! tools of every configured upstream live in a persisted catalog, searched with BM25, and
 //! upstreams are started only when one of their tools is called. See `ARCHITECTURE.md`.
 
+pub mod auth;
 pub mod budget;
 pub mod catalog;
 pub mod cli;

@@ -1,5 +1,7 @@
 //! Command-line interface: one subcommand per file. The clap doc comments are the help text.
 
+mod auth;
+mod call;
 mod eval;
 mod import;
 mod index;
@@ -53,6 +55,8 @@ pub enum Command {
     Serve(serve::Args),
     Index(index::Args),
     Search(search::Args),
+    Call(call::Args),
+    Auth(auth::Args),
     Measure(measure::Args),
     Import(import::Args),
     Install(install::Args),
@@ -91,6 +95,14 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         _ => {}
     }
     let settings = Settings::load(&config, cli.catalog_dir.clone())?;
+    for skipped in &settings.skipped {
+        eprintln!(
+            "warning: {}: server \"{}\" skipped ({}); the other servers work",
+            settings.source.display(),
+            skipped.key,
+            skipped.reason
+        );
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -100,6 +112,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Command::Serve(args) => serve::run(settings, args).await,
             Command::Index(args) => index::run(settings, args).await,
             Command::Search(args) => search::run(settings, args),
+            Command::Call(args) => call::run(settings, args).await,
+            Command::Auth(args) => auth::run(settings, args).await,
             Command::Measure(args) => measure::run(settings, args),
             Command::Eval(_) | Command::Import(_) | Command::Install(_) | Command::Uninstall(_) => {
                 unreachable!("handled before the config is loaded")

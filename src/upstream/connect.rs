@@ -1,7 +1,7 @@
 //! Opening one connection: spawn a stdio child (see `child.rs`) or reach a
 //! streamable-HTTP endpoint, then run the `initialize` handshake.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
@@ -19,6 +19,7 @@ use tokio::sync::Mutex;
 
 use super::child::ChildTransport;
 use super::progress::ProgressRoutes;
+use super::sse::{SseError, SseTransport};
 use super::{Connection, Event, Events, UpstreamError};
 use crate::config::{Launch, ServerConfig};
 
@@ -110,9 +111,11 @@ impl StderrTail {
 }
 
 /// Starts (or reaches) `config`'s server and completes the handshake within its timeout.
+/// With `login`, a remote server gets the stored login's token.
 pub(super) async fn open(
     config: &ServerConfig,
     events: Option<Events>,
+    login: bool,
 ) -> Result<Connection, UpstreamError> {
     let server = config.name.clone();
     let progress = ProgressRoutes::default();
@@ -150,21 +153,42 @@ pub(super) async fn open(
         }
         Launch::Http { url, headers } => {
             ensure_crypto_provider();
-            let mut custom = HashMap::new();
-            for (name, value) in headers {
-                let bad = |what: &str| UpstreamError::Spawn {
-                    server: server.clone(),
-                    message: format!(
-                        "header \"{name}\" has an invalid {what}; fix headers in the config"
-                    ),
-                };
-                let name_ok = HeaderName::try_from(name.as_str()).map_err(|_| bad("name"))?;
-                let value_ok = HeaderValue::try_from(value.as_str()).map_err(|_| bad("value"))?;
-                custom.insert(name_ok, value_ok);
-            }
-            let transport = StreamableHttpClientTransport::from_config(
-                StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom),
+            let custom = header_map(&server, headers)?;
+            let http = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(
+                custom
+                    .into_iter()
+                    .filter_map(|(k, v)| Some((k?, v)))
+                    .collect(),
             );
+            let handshake = match authorized(config, login).await? {
+                Some(auth) => {
+                    let transport = StreamableHttpClientTransport::with_client(auth, http);
+                    tokio::time::timeout(after, client.serve(transport)).await
+                }
+                None => {
+                    let transport = StreamableHttpClientTransport::from_config(http);
+                    tokio::time::timeout(after, client.serve(transport)).await
+                }
+            };
+            (handshake, None)
+        }
+        Launch::Sse { url, headers } => {
+            ensure_crypto_provider();
+            let custom = header_map(&server, headers)?;
+            let auth = authorized(config, login).await?;
+            let opened =
+                tokio::time::timeout(after, SseTransport::connect(&url, custom, auth)).await;
+            let transport = match opened {
+                Err(_) => {
+                    return Err(UpstreamError::ConnectTimeout {
+                        server,
+                        after,
+                        stderr: String::new(),
+                    });
+                }
+                Ok(Err(e)) => return Err(sse_error(&server, e)),
+                Ok(Ok(transport)) => transport,
+            };
             (
                 tokio::time::timeout(after, client.serve(transport)).await,
                 None,
@@ -180,6 +204,9 @@ pub(super) async fn open(
             });
         }
         Ok(Err(e)) => {
+            if let Some(challenge) = e.auth_challenge() {
+                return Err(UpstreamError::needs_login(&server, challenge));
+            }
             return Err(UpstreamError::Initialize {
                 server,
                 message: init_message(&e),
@@ -203,6 +230,78 @@ pub(super) async fn open(
         last_used: StdMutex::new(tokio::time::Instant::now()),
         in_flight: Default::default(),
     })
+}
+
+/// Custom headers as HTTP headers; a bad name or value is the config's fault.
+fn header_map(
+    server: &str,
+    headers: std::collections::BTreeMap<String, String>,
+) -> Result<http::HeaderMap, UpstreamError> {
+    let mut map = http::HeaderMap::new();
+    for (name, value) in headers {
+        let bad = |what: &str| UpstreamError::Spawn {
+            server: server.to_owned(),
+            message: format!("header \"{name}\" has an invalid {what}; fix headers in the config"),
+        };
+        let name_ok = HeaderName::try_from(name.as_str()).map_err(|_| bad("name"))?;
+        let value_ok = HeaderValue::try_from(value.as_str()).map_err(|_| bad("value"))?;
+        map.insert(name_ok, value_ok);
+    }
+    Ok(map)
+}
+
+/// The stored login of a remote server (with `login`), as an HTTP client that sends its token.
+async fn authorized(
+    config: &ServerConfig,
+    login: bool,
+) -> Result<Option<rmcp::transport::AuthClient<reqwest::Client>>, UpstreamError> {
+    if !login {
+        return Ok(None);
+    }
+    crate::auth::client(config)
+        .await
+        .map_err(|e| UpstreamError::Auth {
+            server: config.name.clone(),
+            message: e.to_string(),
+        })
+}
+
+fn sse_error(server: &str, e: SseError) -> UpstreamError {
+    match &e {
+        SseError::AuthRequired(c) => UpstreamError::needs_login(server, &c.www_authenticate_header),
+        SseError::InsufficientScope(c) => {
+            UpstreamError::needs_login(server, &c.www_authenticate_header)
+        }
+        _ => UpstreamError::Initialize {
+            server: server.to_owned(),
+            message: e.to_string(),
+            stderr: String::new(),
+        },
+    }
+}
+
+/// Whether `config`'s server can be started as configured: its variables are set and a
+/// stdio command exists. Says what to fix when not.
+pub fn check_launch(config: &ServerConfig) -> Result<(), String> {
+    let Launch::Stdio {
+        command, env, cwd, ..
+    } = config.launch().map_err(|e| e.to_string())?
+    else {
+        return Ok(());
+    };
+    let path = env
+        .get("PATH")
+        .cloned()
+        .or_else(|| std::env::var("PATH").ok())
+        .unwrap_or_default();
+    let cwd = cwd.unwrap_or_else(|| std::env::current_dir().unwrap_or_default());
+    which::which_in(&command, Some(path), cwd)
+        .map(|_| ())
+        .map_err(|_| {
+            format!(
+                "command \"{command}\" was not found; install it or give its full path in \"command\""
+            )
+        })
 }
 
 fn spawn_message(command: &str, e: &std::io::Error) -> String {

@@ -4,6 +4,7 @@
 mod child;
 mod connect;
 mod progress;
+mod sse;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,7 +23,7 @@ use tokio::time::Instant;
 
 use crate::config::{ConfigError, ServerConfig};
 
-pub use connect::UpstreamClient;
+pub use connect::{UpstreamClient, check_launch};
 
 /// How long a dead server's stderr may take to drain into its error message.
 const STDERR_SETTLE: Duration = Duration::from_millis(500);
@@ -73,6 +74,44 @@ pub enum UpstreamError {
         what: String,
         message: String,
     },
+    /// The server answered 401, or 403 `insufficient_scope`: a login is needed.
+    #[error("{}", login_message(server, scope.as_deref(), *step_up))]
+    NeedsLogin {
+        server: String,
+        /// The server's `WWW-Authenticate` challenge, to seed the login.
+        challenge: String,
+        /// The scope the challenge names, if any.
+        scope: Option<String>,
+        /// A 403: logged in, but without the scope this needs.
+        step_up: bool,
+    },
+    #[error("server \"{server}\": stored login unusable: {message}")]
+    Auth { server: String, message: String },
+}
+
+impl UpstreamError {
+    /// A login error from a 401/403 `WWW-Authenticate` challenge.
+    pub fn needs_login(server: &str, challenge: &str) -> Self {
+        let base = reqwest::Url::parse("http://localhost/").expect("static URL");
+        let params = rmcp::transport::WWWAuthenticateParams::parse(challenge, &base);
+        Self::NeedsLogin {
+            server: server.to_owned(),
+            challenge: challenge.to_owned(),
+            step_up: params.is_insufficient_scope(),
+            scope: params.scope,
+        }
+    }
+}
+
+fn login_message(server: &str, scope: Option<&str>, step_up: bool) -> String {
+    match (step_up, scope) {
+        (true, Some(scope)) => format!(
+            "server \"{server}\" needs more permission (scope \"{scope}\") than the login gave; run `meta-server auth login {server}` to grant it, then call again"
+        ),
+        _ => format!(
+            "server \"{server}\" needs a login: run `meta-server auth login {server}` in a terminal, then call again"
+        ),
+    }
 }
 
 fn stderr_note(stderr: &str) -> String {
@@ -139,6 +178,30 @@ struct Slot {
     config: ServerConfig,
     /// Held while connecting, so concurrent first calls share one connection.
     conn: Mutex<Option<Arc<Connection>>>,
+    /// The `WWW-Authenticate` challenge of the last request the server refused for want of a
+    /// login (or of scope); cleared by the next request it accepts.
+    challenge: StdMutex<Option<String>>,
+}
+
+impl Slot {
+    /// Notes what `result` says about the server's login.
+    fn note<T>(&self, result: &Result<T, UpstreamError>) {
+        let mut challenge = self.challenge.lock().expect("challenge lock");
+        match result {
+            Ok(_) => *challenge = None,
+            Err(UpstreamError::NeedsLogin {
+                challenge: c,
+                step_up,
+                ..
+            }) => {
+                *challenge = Some(c.clone());
+                if *step_up {
+                    crate::auth::remember_step_up(&self.config, c);
+                }
+            }
+            Err(_) => {}
+        }
+    }
 }
 
 /// What happens to upstreams, for whoever keeps catalogs fresh.
@@ -176,6 +239,7 @@ impl Manager {
                 let slot = Slot {
                     config: s.clone(),
                     conn: Mutex::new(None),
+                    challenge: StdMutex::new(None),
                 };
                 (s.name.clone(), Arc::new(slot))
             })
@@ -197,7 +261,9 @@ impl Manager {
             conn.touch();
             return Ok(conn.clone());
         }
-        let conn = Arc::new(connect::open(&slot.config, self.events.clone()).await?);
+        let opened = connect::open(&slot.config, self.events.clone(), true).await;
+        slot.note(&opened);
+        let conn = Arc::new(opened?);
         *guard = Some(conn.clone());
         drop(guard);
         if let Some(events) = &self.events {
@@ -209,6 +275,37 @@ impl Manager {
             slot.config.idle_timeout,
         ));
         Ok(conn)
+    }
+
+    /// The challenge of the last request `server` refused for want of a login, taken: the
+    /// caller is expected to log in (`meta-server call --login` does).
+    pub fn take_login_challenge(&self, server: &str) -> Option<String> {
+        let slot = self.slots.get(server)?;
+        slot.challenge.lock().expect("challenge lock").take()
+    }
+
+    /// Connects to `server` without its stored login and lists its tools: the server's
+    /// `WWW-Authenticate` challenge if it wants a login, `None` if it answers without one.
+    pub async fn probe_login(&self, server: &str) -> Result<Option<String>, UpstreamError> {
+        let slot = self.slot(server)?;
+        let conn = match connect::open(&slot.config, None, false).await {
+            Err(UpstreamError::NeedsLogin { challenge, .. }) => return Ok(Some(challenge)),
+            other => Arc::new(other?),
+        };
+        let listed = self
+            .bounded(
+                slot,
+                &conn,
+                "tools/list",
+                conn.peer.list_all_tools_with_cache_hint(),
+            )
+            .await;
+        conn.close().await;
+        match listed {
+            Ok(_) => Ok(None),
+            Err(UpstreamError::NeedsLogin { challenge, .. }) => Ok(Some(challenge)),
+            Err(e) => Err(e),
+        }
     }
 
     /// Whether `server` has a live connection now.
@@ -285,6 +382,18 @@ impl Manager {
         what: &str,
         request: impl Future<Output = Result<T, ServiceError>>,
     ) -> Result<T, UpstreamError> {
+        let result = self.bounded_inner(slot, conn, what, request).await;
+        slot.note(&result);
+        result
+    }
+
+    async fn bounded_inner<T>(
+        &self,
+        slot: &Slot,
+        conn: &Arc<Connection>,
+        what: &str,
+        request: impl Future<Output = Result<T, ServiceError>>,
+    ) -> Result<T, UpstreamError> {
         let server = &slot.config.name;
         let after = slot.config.call_timeout;
         // Dropping the request future on timeout makes rmcp send notifications/cancelled.
@@ -295,6 +404,10 @@ impl Manager {
                 after,
             }),
             Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) if e.auth_challenge().is_some() => {
+                let challenge = e.auth_challenge().unwrap_or_default();
+                Err(UpstreamError::needs_login(server, challenge))
+            }
             Ok(Err(ServiceError::McpError(e))) => Err(UpstreamError::Protocol {
                 server: server.clone(),
                 what: what.to_owned(),
