@@ -6,6 +6,7 @@ mod builtin;
 mod call_tool;
 mod definitions;
 mod details_tool;
+mod first_run;
 mod freshness;
 mod guard;
 mod http;
@@ -15,8 +16,9 @@ mod reply;
 mod search_tool;
 mod skill_tool;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, DiscoverRequestMethod, DiscoverResult, Implementation,
@@ -41,6 +43,9 @@ pub use library::{Library, LoadReport, qualified_name};
 
 /// URI scheme of skills as resources.
 const SKILL_SCHEME: &str = "skill://";
+/// How long listings still running may finish after the client left, so their catalogs are
+/// written (a one-shot client's servers are not listed again at every start).
+const LISTING_GRACE: Duration = Duration::from_secs(5);
 
 /// Shared state of one serving process.
 pub struct State {
@@ -60,6 +65,12 @@ pub struct State {
     embedder: OnceLock<Option<Arc<crate::search::embed::Embedder>>>,
     /// Held while tool vectors are computed, so only one thread does it.
     embedding: Mutex<()>,
+    /// Listings of servers without a catalog, which outlive the request that started them.
+    tasks: tokio_util::task::TaskTracker,
+    /// One lock per server listed for lack of a catalog, so it is listed once.
+    listing: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Why servers could not be listed (cannot start, needs login, ...), until they are.
+    unavailable: Mutex<BTreeMap<String, String>>,
 }
 
 impl State {
@@ -83,7 +94,85 @@ impl State {
             events: Mutex::new(Some(receiver)),
             embedder: OnceLock::new(),
             embedding: Mutex::new(()),
+            tasks: tokio_util::task::TaskTracker::new(),
+            listing: Mutex::new(HashMap::new()),
+            unavailable: Mutex::new(BTreeMap::new()),
         })
+    }
+
+    /// The state of one process: the library from the catalog dir, upstreams not started.
+    /// Servers that cannot be started as configured are marked unavailable. Also returns the
+    /// servers that have no usable catalog yet and can be started.
+    pub fn open(settings: Settings) -> Result<(Arc<Self>, Vec<String>), SearchError> {
+        let (library, report) = Library::load(&settings)?;
+        for warning in &report.warnings {
+            tracing::warn!("{warning}");
+        }
+        let state = State::new(settings, library);
+        for server in &state.settings.servers {
+            if let Err(reason) = crate::upstream::check_launch(server) {
+                tracing::warn!(server = %server.name, "cannot be started: {reason}");
+                state.set_unavailable(&server.name, Some(reason));
+            }
+        }
+        let unavailable = state.unavailable.lock().expect("unavailable lock").clone();
+        let missing = report
+            .missing
+            .into_iter()
+            .filter(|s| !unavailable.contains_key(s))
+            .collect();
+        Ok((state, missing))
+    }
+
+    /// The lock that makes one listing of `server` at a time.
+    fn listing_lock(&self, server: &str) -> Arc<tokio::sync::Mutex<()>> {
+        self.listing
+            .lock()
+            .expect("listing lock")
+            .entry(server.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    /// Records why `server` cannot be listed, or (`None`) that it can again.
+    fn set_unavailable(&self, server: &str, reason: Option<String>) {
+        let mut unavailable = self.unavailable.lock().expect("unavailable lock");
+        match reason {
+            Some(reason) => unavailable.insert(server.to_owned(), reason),
+            None => unavailable.remove(server),
+        };
+    }
+
+    /// Configured servers meta-server cannot serve now, with why: entries the config could
+    /// not take, then servers whose listing failed. Sorted within each kind.
+    pub fn unavailable(&self) -> Vec<(String, String)> {
+        let skipped = self
+            .settings
+            .skipped
+            .iter()
+            .map(|s| (s.key.clone(), s.reason.clone()));
+        let failed = self
+            .unavailable
+            .lock()
+            .expect("unavailable lock")
+            .clone()
+            .into_iter();
+        skipped.chain(failed).collect()
+    }
+
+    /// Lets listings in flight finish (within [`LISTING_GRACE`]), then stops every upstream.
+    pub async fn stop(&self) {
+        self.tasks.close();
+        if !self.tasks.is_empty() {
+            tracing::info!("letting listings in flight finish");
+            if tokio::time::timeout(LISTING_GRACE, self.tasks.wait())
+                .await
+                .is_err()
+            {
+                tracing::warn!("listings unfinished after {LISTING_GRACE:?}; stopping anyway");
+            }
+        }
+        self.manager.shutdown().await;
     }
 
     /// The embedding model: loaded on first use from `settings.embed_dir`. A build without
@@ -431,6 +520,11 @@ impl ServerHandler for MetaServer {
                 .get_progress_token()
                 .map(|token| (cx.peer.clone(), token)),
         };
+        if let Err(failed) = first_run::prepare(state, request.name.as_ref(), &args).await
+            && request.name != definitions::SEARCH_TOOLS
+        {
+            return Ok(reply::error(failed).into());
+        }
         let result = match request.name.as_ref() {
             definitions::SEARCH_TOOLS => state.shape(
                 definitions::SEARCH_TOOLS,
@@ -471,16 +565,11 @@ pub fn search(state: &State, args: Value) -> rmcp::model::CallToolResult {
 /// freshness watcher, connects alwaysLoad servers, fixes `tools/list` and the `initialize`
 /// instructions, and indexes servers without a catalog in the background.
 async fn start(settings: Settings) -> Result<MetaServer, SearchError> {
-    let (library, report) = Library::load(&settings)?;
-    for warning in &report.warnings {
-        tracing::warn!("{warning}");
-    }
-    let state = State::new(settings, library);
+    let (state, missing) = State::open(settings)?;
     state.embed_in_background();
     tokio::spawn(freshness::watch(state.clone()));
     let server = MetaServer::start(state.clone()).await;
-    let missing: Vec<String> = report
-        .missing
+    let missing: Vec<String> = missing
         .into_iter()
         .filter(|s| !state.library().catalogs.contains_key(s))
         .collect();
@@ -488,6 +577,25 @@ async fn start(settings: Settings) -> Result<MetaServer, SearchError> {
         tokio::spawn(freshness::index_missing(state.clone(), missing));
     }
     Ok(server)
+}
+
+/// Runs one `call_tool` outside any session, as `meta-server call` does: the very path of
+/// the meta-tool (first run, allow/deny, argument validation, lazy connect, result handling).
+pub async fn call(
+    state: &Arc<State>,
+    name: &str,
+    arguments: serde_json::Map<String, Value>,
+) -> rmcp::model::CallToolResult {
+    let args = serde_json::json!({"name": name, "arguments": arguments});
+    if let Err(failed) = first_run::prepare(state, definitions::CALL_TOOL, &args).await {
+        return reply::error(failed);
+    }
+    let caller = call_tool::Caller {
+        client_limit: None,
+        cancelled: tokio_util::sync::CancellationToken::new(),
+        progress_to: None,
+    };
+    call_tool::run(state, &caller, args).await
 }
 
 /// Serves MCP over stdin/stdout until the client closes stdin or a signal arrives, then stops
@@ -503,7 +611,7 @@ pub async fn serve_stdio(settings: Settings) -> anyhow::Result<()> {
         () = shutdown_signal() => tracing::info!("signal received"),
     }
     tracing::info!("stopping upstreams");
-    state.manager.shutdown().await;
+    state.stop().await;
     Ok(())
 }
 

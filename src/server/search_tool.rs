@@ -44,9 +44,18 @@ struct Output {
     hint: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     indexing: Vec<String>,
+    /// Configured servers that cannot be served now, and why (e.g. a login is needed).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    unavailable: Vec<Unavailable>,
     /// With `group_by_server`: servers in the order of their best hit, with their hits' names.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     groups: Vec<Group>,
+}
+
+#[derive(Serialize)]
+struct Unavailable {
+    server: String,
+    reason: String,
 }
 
 #[derive(Serialize)]
@@ -190,6 +199,11 @@ pub(super) fn run(state: &State, args: Value) -> Reply {
         hits,
         hint,
         indexing: state.indexing(),
+        unavailable: state
+            .unavailable()
+            .into_iter()
+            .map(|(server, reason)| Unavailable { server, reason })
+            .collect(),
         groups,
     };
     let text = render(&output);
@@ -308,6 +322,9 @@ fn render(out: &Output) -> String {
             "Still indexing: {} (their tools may be missing; search again shortly).\n",
             out.indexing.join(", ")
         ));
+    }
+    for u in &out.unavailable {
+        text.push_str(&format!("Unavailable: {}: {}\n", u.server, u.reason));
     }
     text
 }
