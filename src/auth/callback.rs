@@ -19,12 +19,19 @@ pub const PATH: &str = "/callback";
 /// What the browser brought back to the listener.
 type Redirect = Result<AuthorizationCallback, AuthError>;
 
-/// How the user completes the authorization.
-#[derive(Debug, Clone)]
+/// How the user is shown the authorization URL.
+pub enum Show {
+    /// Open the system browser (or `$BROWSER`); the URL is printed too.
+    Browser,
+    /// Print the URL and accept the redirect URL pasted on stdin (SSH sessions).
+    Print,
+    /// Hand the URL over, e.g. to an MCP client through URL-mode elicitation.
+    Offer(Box<dyn FnOnce(String) + Send>),
+}
+
+/// How the user completes the authorization, and how long they have.
 pub struct Prompt {
-    /// Print the URL (and accept a pasted redirect URL) instead of opening a browser.
-    pub no_browser: bool,
-    /// How long to wait for the user.
+    pub show: Show,
     pub timeout: Duration,
 }
 
@@ -50,7 +57,7 @@ pub fn redirect_uri(listener: &TcpListener) -> Result<String, AuthError> {
 pub async fn wait(
     listener: TcpListener,
     url: &str,
-    prompt: &Prompt,
+    prompt: Prompt,
 ) -> Result<AuthorizationCallback, AuthError> {
     let (tx, mut rx) = mpsc::channel::<Redirect>(1);
     let app = axum::Router::new()
@@ -60,16 +67,20 @@ pub async fn wait(
         let _ = axum::serve(listener, app).await;
     });
     let _stop = AbortOnDrop(server);
-    if prompt.no_browser {
-        eprintln!(
-            "Open this URL in a browser to log in:\n\n  {url}\n\nThen wait here, or paste the URL the browser was sent to (it starts with http://127.0.0.1) and press Enter:"
-        );
-        tokio::spawn(read_pasted(tx));
-    } else {
-        eprintln!("Opening the browser to log in. If it does not open, visit:\n\n  {url}\n");
-        if let Err(e) = open_browser(url) {
-            eprintln!("(could not open a browser: {e}; open the URL above yourself)");
+    match prompt.show {
+        Show::Print => {
+            eprintln!(
+                "Open this URL in a browser to log in:\n\n  {url}\n\nThen wait here, or paste the URL the browser was sent to (it starts with http://127.0.0.1) and press Enter:"
+            );
+            tokio::spawn(read_pasted(tx));
         }
+        Show::Browser => {
+            eprintln!("Opening the browser to log in. If it does not open, visit:\n\n  {url}\n");
+            if let Err(e) = open_browser(url) {
+                eprintln!("(could not open a browser: {e}; open the URL above yourself)");
+            }
+        }
+        Show::Offer(offer) => offer(url.to_owned()),
     }
     match tokio::time::timeout(prompt.timeout, rx.recv()).await {
         Ok(Some(redirect)) => redirect,

@@ -33,7 +33,7 @@ pub struct Login {
 pub async fn login(
     config: &ServerConfig,
     challenge: Option<&str>,
-    prompt: &Prompt,
+    prompt: Prompt,
 ) -> Result<Login, AuthError> {
     let session = Session::of(config)?;
     let oauth = config.oauth.clone().unwrap_or_default();

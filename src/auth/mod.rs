@@ -13,7 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use rmcp::transport::auth::OAuthClientConfig;
 use rmcp::transport::{AuthClient, AuthorizationManager};
 
-pub use callback::Prompt;
+pub use callback::{Prompt, Show};
 pub use login::{Login, login};
 pub use store::FileStore;
 

@@ -8,7 +8,7 @@ use clap::Subcommand;
 use serde::Serialize;
 
 use super::call::scopes_text;
-use crate::auth::{Prompt, Stored};
+use crate::auth::{Prompt, Show, Stored};
 use crate::config::{ServerConfig, Settings};
 use crate::upstream::Manager;
 
@@ -102,10 +102,14 @@ async fn login(settings: &Settings, args: LoginArgs) -> anyhow::Result<ExitCode>
         return Ok(ExitCode::SUCCESS);
     }
     let prompt = Prompt {
-        no_browser: args.no_browser,
+        show: if args.no_browser {
+            Show::Print
+        } else {
+            Show::Browser
+        },
         timeout: Duration::from_secs(args.timeout),
     };
-    let login = crate::auth::login(server, challenge.as_deref(), &prompt).await?;
+    let login = crate::auth::login(server, challenge.as_deref(), prompt).await?;
     let expiry = match login.expires_in {
         Some(secs) => format!(
             ", token valid for {}{}",

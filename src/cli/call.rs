@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde_json::{Map, Value};
 
-use crate::auth::Prompt;
+use crate::auth::{Prompt, Show};
 use crate::config::Settings;
 use crate::server::State;
 
@@ -60,10 +60,6 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
         .split_once("__")
         .map(|(server, _)| server.to_owned())
         .unwrap_or_default();
-    let prompt = Prompt {
-        no_browser: args.no_browser,
-        timeout: Duration::from_secs(300),
-    };
     let mut logins = 0;
     let result = loop {
         let result = crate::server::call(&state, &args.name, arguments.clone()).await;
@@ -83,7 +79,15 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
             .context("the server is not configured")?;
         // The connection holds the old token; the next call reconnects with the new one.
         state.manager.disconnect(&server).await;
-        let login = crate::auth::login(config, Some(&challenge), &prompt).await?;
+        let prompt = Prompt {
+            show: if args.no_browser {
+                Show::Print
+            } else {
+                Show::Browser
+            },
+            timeout: Duration::from_secs(300),
+        };
+        let login = crate::auth::login(config, Some(&challenge), prompt).await?;
         eprintln!(
             "logged in to {} (scopes: {})",
             login.server,

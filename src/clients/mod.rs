@@ -371,18 +371,24 @@ mod fixture_tests {
         let kept: Vec<&String> = v["mcpServers"].as_object().unwrap().keys().collect();
         assert_eq!(kept, ["meta-server", "browser"]);
         let original: Value = serde_json::from_str(&f.text).unwrap();
-        assert_eq!(v["mcpServers"]["browser"], original["mcpServers"]["browser"]);
+        assert_eq!(
+            v["mcpServers"]["browser"],
+            original["mcpServers"]["browser"]
+        );
     }
 
     #[test]
     fn cursor_file_with_env_variables() {
         let f = read(Client::Cursor, "cursor_mcp.json");
-        assert_eq!(names(&f), ["time", "browser", "meta-server"]);
+        assert_eq!(
+            names(&f),
+            ["time", "browser", "legacy", "socket", "meta-server"]
+        );
         assert_eq!(
             f.servers[1].entry["env"]["BROWSER_TOKEN"],
             "${BROWSER_TOKEN}"
         );
-        assert!(is_meta_server(&f.servers[2].entry));
+        assert!(is_meta_server(&f.servers[4].entry));
     }
 
     #[test]

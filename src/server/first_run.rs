@@ -14,6 +14,14 @@ use super::{State, freshness};
 /// Lists every server that the meta-tool call `tool` with `args` needs and that has no
 /// catalog yet. Returns the first failure as a message the model can act on.
 pub(super) async fn prepare(state: &Arc<State>, tool: &str, args: &Value) -> Result<(), String> {
+    let servers = servers_of(tool, args);
+    let listed = futures::future::join_all(servers.iter().map(|s| ensure(state, s))).await;
+    listed.into_iter().collect()
+}
+
+/// The servers a meta-tool call is about: those of the tools it calls or describes, or the
+/// one a search is filtered to. Sorted, without repeats.
+pub(super) fn servers_of(tool: &str, args: &Value) -> Vec<String> {
     let names: Vec<&str> = match tool {
         CALL_TOOL => args
             .get("name")
@@ -26,21 +34,25 @@ pub(super) async fn prepare(state: &Arc<State>, tool: &str, args: &Value) -> Res
             .map(|names| names.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default(),
         SEARCH_TOOLS => {
-            return match args.get("server").and_then(Value::as_str) {
-                Some(server) => ensure(state, server).await,
-                None => Ok(()),
-            };
+            return args
+                .get("server")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .into_iter()
+                .collect();
         }
         _ => Vec::new(),
     };
-    let mut servers: Vec<&str> = names
+    let mut servers: Vec<String> = names
         .iter()
-        .filter_map(|name| name.split_once(SEPARATOR).map(|(server, _)| server))
+        .filter_map(|name| {
+            name.split_once(SEPARATOR)
+                .map(|(server, _)| server.to_owned())
+        })
         .collect();
     servers.sort_unstable();
     servers.dedup();
-    let listed = futures::future::join_all(servers.iter().map(|s| ensure(state, s))).await;
-    listed.into_iter().collect()
+    servers
 }
 
 /// Makes sure `server` has a catalog: lists it now if it is configured and has none.

@@ -12,6 +12,7 @@ mod guard;
 mod http;
 mod instructions;
 mod library;
+mod login_offer;
 mod reply;
 mod search_tool;
 mod skill_tool;
@@ -71,6 +72,8 @@ pub struct State {
     listing: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Why servers could not be listed (cannot start, needs login, ...), until they are.
     unavailable: Mutex<BTreeMap<String, String>>,
+    /// Servers with a login offered to a client and not finished yet.
+    logins: Mutex<BTreeSet<String>>,
 }
 
 impl State {
@@ -97,6 +100,7 @@ impl State {
             tasks: tokio_util::task::TaskTracker::new(),
             listing: Mutex::new(HashMap::new()),
             unavailable: Mutex::new(BTreeMap::new()),
+            logins: Mutex::new(BTreeSet::new()),
         })
     }
 
@@ -520,10 +524,12 @@ impl ServerHandler for MetaServer {
                 .get_progress_token()
                 .map(|token| (cx.peer.clone(), token)),
         };
+        let servers = first_run::servers_of(request.name.as_ref(), &args);
         if let Err(failed) = first_run::prepare(state, request.name.as_ref(), &args).await
             && request.name != definitions::SEARCH_TOOLS
         {
-            return Ok(reply::error(failed).into());
+            let failed = reply::error(failed);
+            return Ok(self.offer_logins(&servers, failed, &cx.peer).into());
         }
         let result = match request.name.as_ref() {
             definitions::SEARCH_TOOLS => state.shape(
@@ -552,7 +558,33 @@ impl ServerHandler for MetaServer {
                 ));
             }
         };
-        Ok(result.into())
+        Ok(self.offer_logins(&servers, result, &cx.peer).into())
+    }
+}
+
+impl MetaServer {
+    /// When `result` failed because one of `servers` needs a login, offers the login to the
+    /// user (URL-mode elicitation, if the client takes it) and says so in the result.
+    fn offer_logins(
+        &self,
+        servers: &[String],
+        mut result: rmcp::model::CallToolResult,
+        peer: &rmcp::service::Peer<RoleServer>,
+    ) -> rmcp::model::CallToolResult {
+        if result.is_error != Some(true) {
+            return result;
+        }
+        for server in servers {
+            if let Some(challenge) = self.state.manager.take_login_challenge(server)
+                && login_offer::offer(&self.state, server, challenge, peer)
+            {
+                result
+                    .content
+                    .push(rmcp::model::ContentBlock::text(login_offer::OFFERED));
+                break;
+            }
+        }
+        result
     }
 }
 

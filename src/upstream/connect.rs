@@ -17,7 +17,8 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::ChildStderr;
 use tokio::sync::Mutex;
 
-use super::child::ChildTransport;
+use super::child::{ChildTransport, MAX_LINE_BYTES};
+use super::http::Ordered;
 use super::progress::ProgressRoutes;
 use super::sse::{SseError, SseTransport};
 use super::{Connection, Event, Events, UpstreamError};
@@ -154,19 +155,24 @@ pub(super) async fn open(
         Launch::Http { url, headers } => {
             ensure_crypto_provider();
             let custom = header_map(&server, headers)?;
-            let http = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(
+            let mut http = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(
                 custom
                     .into_iter()
                     .filter_map(|(k, v)| Some((k?, v)))
                     .collect(),
             );
+            // As large as a stdio line: results are cut by result handling, not dropped here.
+            http.max_json_response_size = MAX_LINE_BYTES;
+            http.max_sse_event_size = MAX_LINE_BYTES;
             let handshake = match authorized(config, login).await? {
                 Some(auth) => {
-                    let transport = StreamableHttpClientTransport::with_client(auth, http);
+                    let transport =
+                        StreamableHttpClientTransport::with_client(Ordered::new(auth), http);
                     tokio::time::timeout(after, client.serve(transport)).await
                 }
                 None => {
-                    let transport = StreamableHttpClientTransport::from_config(http);
+                    let plain = Ordered::new(reqwest::Client::new());
+                    let transport = StreamableHttpClientTransport::with_client(plain, http);
                     tokio::time::timeout(after, client.serve(transport)).await
                 }
             };

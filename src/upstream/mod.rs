@@ -3,6 +3,7 @@
 
 mod child;
 mod connect;
+mod http;
 mod progress;
 mod sse;
 

@@ -18,6 +18,12 @@ BIN = Path(os.environ.get("META_SERVER_BIN", ROOT / "target" / "debug" / "meta-s
 NPM = PEERS / "npm" / "node_modules" / "@modelcontextprotocol"
 
 
+@pytest.fixture
+def anyio_backend():
+    """The async tests (marked anyio) run on asyncio."""
+    return "asyncio"
+
+
 def pytest_configure(config):
     needed = (BIN, NPM, PEERS / "py" / "bin" / "mcp-server-time", PEERS / "tools" / "node_modules" / ".bin" / "conformance")
     missing = [p for p in needed if not p.exists()]
@@ -70,7 +76,10 @@ def processes() -> dict[int, tuple[int, str]]:
 
 
 def meta_server_pid(cfg: Path) -> int:
-    found = [pid for pid, (_, cmd) in processes().items() if str(cfg) in cmd and cmd.startswith(str(BIN))]
+    procs = processes()
+    found = [pid for pid, (_, cmd) in procs.items() if str(cfg) in cmd and cmd.startswith(str(BIN))]
+    # A child between fork and exec still shows meta-server's command line: not another one.
+    found = [pid for pid in found if procs[pid][0] not in found]
     assert len(found) == 1, f"expected one meta-server for {cfg}, found {found}"
     return found[0]
 

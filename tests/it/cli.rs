@@ -178,7 +178,10 @@ fn config_errors_name_the_file_and_say_what_to_do() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("bad.json") && err.contains("mcpServers"), "{err}");
+    assert!(
+        err.contains("bad.json") && err.contains("mcpServers"),
+        "{err}"
+    );
 
     let out = meta_server(&["--config", "/nonexistent/c.json", "serve"])
         .output()
