@@ -35,6 +35,7 @@ pub async fn login(
     challenge: Option<&str>,
     prompt: Prompt,
 ) -> Result<Login, AuthError> {
+    super::ensure_tls();
     let session = Session::of(config)?;
     let oauth = config.oauth.clone().unwrap_or_default();
     let listener = callback::bind(oauth.callback_port).await?;

@@ -54,6 +54,15 @@ pub enum AuthError {
     Callback(String),
 }
 
+/// Installs ring as rustls' crypto provider, once: reqwest is built without a default one,
+/// and every HTTP client (upstream transports, OAuth) needs it.
+pub fn ensure_tls() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
 /// Where credential files live: `$META_SERVER_AUTH_DIR`, else `<data dir>/meta-server/auth`.
 pub fn auth_dir() -> PathBuf {
     match std::env::var_os(ENV_DIR).filter(|d| !d.is_empty()) {
@@ -116,8 +125,17 @@ impl Session {
 pub async fn client(
     config: &ServerConfig,
 ) -> Result<Option<AuthClient<reqwest::Client>>, AuthError> {
+    client_in(config, &auth_dir()).await
+}
+
+/// [`client`] with the credentials kept in `dir`.
+pub async fn client_in(
+    config: &ServerConfig,
+    dir: &std::path::Path,
+) -> Result<Option<AuthClient<reqwest::Client>>, AuthError> {
+    ensure_tls();
     let session = Session::of(config)?;
-    let store = session.store();
+    let store = FileStore::new(dir, &session.server, &session.configured_url);
     let Some(record) = store.record()? else {
         return Ok(None);
     };

@@ -153,7 +153,7 @@ pub(super) async fn open(
             )
         }
         Launch::Http { url, headers } => {
-            ensure_crypto_provider();
+            crate::auth::ensure_tls();
             let custom = header_map(&server, headers)?;
             let mut http = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(
                 custom
@@ -179,7 +179,7 @@ pub(super) async fn open(
             (handshake, None)
         }
         Launch::Sse { url, headers } => {
-            ensure_crypto_provider();
+            crate::auth::ensure_tls();
             let custom = header_map(&server, headers)?;
             let auth = authorized(config, login).await?;
             let opened =
@@ -331,12 +331,4 @@ fn init_message(e: &ClientInitializeError) -> String {
     } else {
         text
     }
-}
-
-/// reqwest is built without a default TLS provider; install ring's once.
-fn ensure_crypto_provider() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
 }
