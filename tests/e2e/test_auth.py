@@ -110,7 +110,7 @@ def test_login_offered_in_a_session_through_url_elicitation(tmp_path):
     next call works. Tokens stay out of the debug log and the catalog."""
     keep = tmp_path / "keep"
     proc = conformance("auth/metadata-default", tmp_path / "run",
-                       META_SERVER_CONFORMANCE_KEEP=str(keep), META_SERVER_CONFORMANCE_MODE="serve")
+                       META_SERVER_CONFORMANCE_KEEP=str(keep), META_SERVER_CONFORMANCE_MODE="elicit")
     log = (keep / "meta-server.log").read_text()
     assert passed(proc), proc.stdout[-3000:] + log[-3000:]
     assert "first call: server \"conf\" needs a login" in log
@@ -120,3 +120,23 @@ def test_login_offered_in_a_session_through_url_elicitation(tmp_path):
     assert "test-tool" in catalogs
     for secret in secrets_of(record):
         assert secret not in log and secret not in catalogs
+
+
+def test_login_from_another_terminal_reaches_a_running_session(tmp_path):
+    """The session keeps running; `meta-server auth login` in another process writes the
+    credentials, and the session's next call uses them without a restart."""
+    keep = tmp_path / "keep"
+    proc = conformance("auth/scope-from-www-authenticate", tmp_path / "run",
+                       META_SERVER_CONFORMANCE_KEEP=str(keep), META_SERVER_CONFORMANCE_MODE="terminal")
+    assert passed(proc), proc.stdout[-3000:] + (keep / "meta-server.log").read_text()[-3000:]
+
+
+def test_login_over_ssh_with_the_redirect_url_pasted(tmp_path):
+    """`auth login --no-browser` prints the URL and takes the redirect URL pasted on stdin."""
+    keep = tmp_path / "keep"
+    proc = conformance("auth/pre-registration", tmp_path / "run",
+                       META_SERVER_CONFORMANCE_KEEP=str(keep), META_SERVER_CONFORMANCE_MODE="paste")
+    log = (keep / "meta-server.log").read_text()
+    assert passed(proc), proc.stdout[-3000:] + log[-3000:]
+    assert "paste the URL the browser was sent to" in log
+    assert json.loads((keep / "credentials-at-logout.json").read_text())["registration"] == "pre-registered"

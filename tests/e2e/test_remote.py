@@ -40,6 +40,8 @@ async def test_legacy_sse_upstream_is_indexed_searched_and_called(tmp_path, ever
     out = run_cli(cfg, "index", "--json")
     [row] = json.loads(out.stdout)
     assert row["ok"] and row["tools"] >= 10, row
+    out = run_cli(cfg, "auth", "status", "--json")
+    assert [(r["server"], r["state"]) for r in json.loads(out.stdout)] == [("old", "no-login-needed")]
     async with meta_client(cfg) as c:
         r = await c.call_tool("search_tools", {"query": "add two numbers"})
         assert r.structured_content["hits"][0]["name"] == "old__get-sum"
