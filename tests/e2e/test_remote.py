@@ -1,36 +1,12 @@
 """Standing in for the whole config: legacy SSE upstreams (server-everything's real `sse` mode),
 a remote server that needs a login, entries meta-server cannot serve, and `meta-server call`."""
 import json
-import os
-import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 
-from conftest import NPM, free_port, meta_client, run_cli, server_entries, text_of, wait_until, write_config
-
-
-@pytest.fixture
-def everything_sse():
-    """server-everything over the legacy HTTP+SSE transport on a loopback port."""
-    port = free_port()
-    proc = subprocess.Popen(
-        ["node", "--require", str(Path(__file__).with_name("loopback.cjs")),
-         str(NPM / "server-everything" / "dist" / "index.js"), "sse"],
-        env={**os.environ, "PORT": str(port)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    def listening():
-        import socket
-        with socket.socket() as s:
-            return s.connect_ex(("127.0.0.1", port)) == 0
-    try:
-        wait_until(listening, "server-everything to listen over SSE")
-        yield port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+from conftest import meta_client, run_cli, server_entries, text_of, write_config
 
 pytestmark = pytest.mark.anyio
 
