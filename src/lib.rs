@@ -10,6 +10,7 @@ pub mod catalog;
 pub mod cli;
 pub mod clients;
 pub mod config;
+pub mod redact;
 pub mod result;
 pub mod search;
 pub mod server;

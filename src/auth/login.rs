@@ -188,6 +188,6 @@ async fn fetch_metadata(url: &str) -> Result<AuthorizationMetadata, AuthError> {
 fn flow(config: &ServerConfig, e: OAuthError) -> AuthError {
     AuthError::Flow {
         server: config.name.clone(),
-        message: e.to_string(),
+        message: crate::redact::Redactor::new(config.secrets()).apply(&e.to_string()),
     }
 }

@@ -75,10 +75,26 @@ pub fn init_logging(cli: &Cli) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| RedactedStderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .init();
+}
+
+/// Standard error with every line cleaned of the configured servers' secrets: libraries log
+/// URLs and errors as they are.
+struct RedactedStderr;
+
+impl std::io::Write for RedactedStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = crate::redact::process().apply(&String::from_utf8_lossy(buf));
+        std::io::stderr().write_all(text.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
 }
 
 /// Runs the chosen subcommand: `eval` and client setup directly (eval needs no config; setup
@@ -95,6 +111,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         _ => {}
     }
     let settings = Settings::load(&config, cli.catalog_dir.clone())?;
+    crate::redact::set_process(crate::redact::Redactor::new(
+        settings.servers.iter().flat_map(|s| s.secrets()),
+    ));
     for skipped in &settings.skipped {
         eprintln!(
             "warning: {}: server \"{}\" skipped ({}); the other servers work",

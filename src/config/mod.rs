@@ -279,6 +279,76 @@ impl ServerConfig {
         }
     }
 
+    /// What this server's config must never show: the values it takes from the environment
+    /// (`${VAR}` anywhere), and env and header values whose names sound secret (`*TOKEN*`,
+    /// `*KEY*`, `Authorization`, ...). Read from `lookup`.
+    pub fn secrets_with(&self, lookup: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
+        let secret_name = |name: &str| {
+            let name = name.to_ascii_lowercase();
+            [
+                "token",
+                "key",
+                "secret",
+                "password",
+                "passwd",
+                "auth",
+                "credential",
+                "cookie",
+            ]
+            .iter()
+            .any(|word| name.contains(word))
+        };
+        let mut texts: Vec<&str> = Vec::new();
+        let mut named: Vec<&str> = Vec::new();
+        match &self.transport {
+            TransportConfig::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                texts.push(command);
+                texts.extend(args.iter().map(String::as_str));
+                texts.extend(cwd.as_deref());
+                texts.extend(env.values().map(String::as_str));
+                named.extend(
+                    env.iter()
+                        .filter(|(k, _)| secret_name(k))
+                        .map(|(_, v)| v.as_str()),
+                );
+            }
+            TransportConfig::Http { url, headers } | TransportConfig::Sse { url, headers } => {
+                texts.push(url);
+                texts.extend(headers.values().map(String::as_str));
+                named.extend(
+                    headers
+                        .iter()
+                        .filter(|(k, _)| secret_name(k))
+                        .map(|(_, v)| v.as_str()),
+                );
+            }
+        }
+        texts.extend(self.oauth.iter().filter_map(|o| o.client_secret.as_deref()));
+        let mut secrets: Vec<String> = texts
+            .iter()
+            .flat_map(|t| expand::references(t))
+            .filter_map(|var| lookup(&var))
+            .collect();
+        for value in named {
+            if let Ok(value) = expand(value, lookup) {
+                // `Bearer <token>`: the token alone is the secret too.
+                secrets.extend(value.split_whitespace().skip(1).map(str::to_owned));
+                secrets.push(value);
+            }
+        }
+        secrets
+    }
+
+    /// [`Self::secrets_with`] from the process environment.
+    pub fn secrets(&self) -> Vec<String> {
+        self.secrets_with(&|var| std::env::var(var).ok())
+    }
+
     /// The URL of a remote (streamable HTTP or SSE) server, as written.
     pub fn remote_url(&self) -> Option<&str> {
         match &self.transport {
@@ -419,6 +489,10 @@ mod tests {
             oauth: None,
         };
         let lookup = |v: &str| (v == "TOKEN").then(|| "s3cret".to_owned());
+        assert_eq!(
+            server.secrets_with(&lookup),
+            ["s3cret", "s3cret", "Bearer s3cret"]
+        );
         let Launch::Http { url, headers } = server.launch_with(&lookup).unwrap() else {
             panic!("expected http");
         };

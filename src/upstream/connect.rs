@@ -23,6 +23,7 @@ use super::progress::ProgressRoutes;
 use super::sse::{SseError, SseTransport};
 use super::{Connection, Event, Events, UpstreamError};
 use crate::config::{Launch, ServerConfig};
+use crate::redact::Redactor;
 
 const STDERR_LINES: usize = 5;
 
@@ -92,13 +93,14 @@ impl StderrTail {
         self.tail()
     }
 
-    fn follow(&self, server: String, stderr: ChildStderr) {
+    fn follow(&self, server: String, stderr: ChildStderr, redactor: Redactor) {
         let lines = self.lines.clone();
         let finished = self.finished.clone();
         finished.send_replace(false);
         tokio::spawn(async move {
             let mut reader = BufReader::new(stderr).lines();
             while let Ok(Some(line)) = reader.next_line().await {
+                let line = redactor.apply(&line);
                 tracing::debug!(server = %server, "stderr: {line}");
                 let mut lines = lines.lock().expect("stderr lock");
                 if lines.len() == STDERR_LINES {
@@ -145,7 +147,11 @@ pub(super) async fn open(
                     message: spawn_message(&command, &e),
                 })?;
             if let Some(child_stderr) = child_stderr {
-                stderr.follow(server.clone(), child_stderr);
+                stderr.follow(
+                    server.clone(),
+                    child_stderr,
+                    Redactor::new(config.secrets()),
+                );
             }
             (
                 tokio::time::timeout(after, client.serve(transport)).await,
@@ -216,7 +222,8 @@ pub(super) async fn open(
             return Err(UpstreamError::Initialize {
                 server,
                 message: init_message(&e),
-                stderr: stderr.tail(),
+                // A child that died before answering often said why on stderr just before.
+                stderr: stderr.final_tail(super::STDERR_SETTLE).await,
             });
         }
         Ok(Ok(service)) => service,
@@ -304,9 +311,9 @@ pub fn check_launch(config: &ServerConfig) -> Result<(), String> {
     which::which_in(&command, Some(path), cwd)
         .map(|_| ())
         .map_err(|_| {
-            format!(
+            Redactor::new(config.secrets()).apply(&format!(
                 "command \"{command}\" was not found; install it or give its full path in \"command\""
-            )
+            ))
         })
 }
 

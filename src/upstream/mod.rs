@@ -23,6 +23,7 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::config::{ConfigError, ServerConfig};
+use crate::redact::Redactor;
 
 pub use connect::{UpstreamClient, check_launch};
 
@@ -91,6 +92,59 @@ pub enum UpstreamError {
 }
 
 impl UpstreamError {
+    /// The error with every text that could carry a secret (an expanded URL, a command line,
+    /// an upstream's stderr) passed through `redactor`.
+    pub fn redacted(self, redactor: &Redactor) -> Self {
+        let r = |text: String| redactor.apply(&text);
+        match self {
+            Self::Spawn { server, message } => Self::Spawn {
+                server,
+                message: r(message),
+            },
+            Self::ConnectTimeout {
+                server,
+                after,
+                stderr,
+            } => Self::ConnectTimeout {
+                server,
+                after,
+                stderr: r(stderr),
+            },
+            Self::Initialize {
+                server,
+                message,
+                stderr,
+            } => Self::Initialize {
+                server,
+                message: r(message),
+                stderr: r(stderr),
+            },
+            Self::Closed {
+                server,
+                what,
+                stderr,
+            } => Self::Closed {
+                server,
+                what,
+                stderr: r(stderr),
+            },
+            Self::Protocol {
+                server,
+                what,
+                message,
+            } => Self::Protocol {
+                server,
+                what,
+                message: r(message),
+            },
+            Self::Auth { server, message } => Self::Auth {
+                server,
+                message: r(message),
+            },
+            other => other,
+        }
+    }
+
     /// A login error from a 401/403 `WWW-Authenticate` challenge.
     pub fn needs_login(server: &str, challenge: &str) -> Self {
         let base = reqwest::Url::parse("http://localhost/").expect("static URL");
@@ -182,6 +236,8 @@ struct Slot {
     /// The `WWW-Authenticate` challenge of the last request the server refused for want of a
     /// login (or of scope); cleared by the next request it accepts.
     challenge: StdMutex<Option<String>>,
+    /// Masks this server's secrets in everything its errors say.
+    redactor: Redactor,
 }
 
 impl Slot {
@@ -241,6 +297,7 @@ impl Manager {
                     config: s.clone(),
                     conn: Mutex::new(None),
                     challenge: StdMutex::new(None),
+                    redactor: Redactor::new(s.secrets()),
                 };
                 (s.name.clone(), Arc::new(slot))
             })
@@ -262,7 +319,9 @@ impl Manager {
             conn.touch();
             return Ok(conn.clone());
         }
-        let opened = connect::open(&slot.config, self.events.clone(), true).await;
+        let opened = connect::open(&slot.config, self.events.clone(), true)
+            .await
+            .map_err(|e| e.redacted(&slot.redactor));
         slot.note(&opened);
         let conn = Arc::new(opened?);
         *guard = Some(conn.clone());
@@ -289,7 +348,10 @@ impl Manager {
     /// `WWW-Authenticate` challenge if it wants a login, `None` if it answers without one.
     pub async fn probe_login(&self, server: &str) -> Result<Option<String>, UpstreamError> {
         let slot = self.slot(server)?;
-        let conn = match connect::open(&slot.config, None, false).await {
+        let opened = connect::open(&slot.config, None, false)
+            .await
+            .map_err(|e| e.redacted(&slot.redactor));
+        let conn = match opened {
             Err(UpstreamError::NeedsLogin { challenge, .. }) => return Ok(Some(challenge)),
             other => Arc::new(other?),
         };
@@ -383,7 +445,10 @@ impl Manager {
         what: &str,
         request: impl Future<Output = Result<T, ServiceError>>,
     ) -> Result<T, UpstreamError> {
-        let result = self.bounded_inner(slot, conn, what, request).await;
+        let result = self
+            .bounded_inner(slot, conn, what, request)
+            .await
+            .map_err(|e| e.redacted(&slot.redactor));
         slot.note(&result);
         result
     }
@@ -421,7 +486,8 @@ impl Manager {
                 message: "unexpected kind of response".to_owned(),
             }),
             Ok(Err(e)) => {
-                tracing::warn!(server, error = %e, "upstream connection lost");
+                let error = slot.redactor.apply(&e.to_string());
+                tracing::warn!(server, error, "upstream connection lost");
                 forget(slot, conn).await;
                 conn.close().await;
                 Err(UpstreamError::Closed {

@@ -78,7 +78,7 @@ impl SseTransport {
                 }
                 Some(Ok(_)) => continue,
                 Some(Err(e)) => {
-                    tracing::debug!(url, "event stream broke before the endpoint: {e}");
+                    tracing::debug!("event stream broke before the endpoint: {e}");
                     return Err(SseError::NoEndpoint);
                 }
                 None => return Err(SseError::NoEndpoint),

@@ -321,3 +321,60 @@ fn index_stale_relists_catalogs_past_the_ttl_their_server_gave() {
     });
     assert!(marked("fresh"), "a fresh catalog is not re-listed");
 }
+
+#[test]
+fn secrets_never_reach_errors_tables_or_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        json!({
+            // A secret in the URL's query (port 1: nothing listens).
+            "leaky-url": {"type": "http", "url": "http://127.0.0.1:1/mcp?key=${LEAKY_KEY}"},
+            // A secret in the command line.
+            "leaky-cmd": {"command": "/nonexistent/${LEAKY_CMD}"},
+            // An upstream that writes a token to stderr and dies.
+            "chatty": {"command": "sh", "args": ["-c", "echo starting with token=abc123secret >&2; exit 3"]},
+        }),
+        json!({"catalogDir": "catalogs", "timeoutSecs": 5}),
+    );
+    let secrets = ["url-sekrit-4711", "cmd-sekrit-0815", "abc123secret"];
+    let run = |args: &[&str]| {
+        meta_server(&[&["--config", config.to_str().unwrap()], args].concat())
+            .env("LEAKY_KEY", secrets[0])
+            .env("LEAKY_CMD", secrets[1])
+            .env("META_SERVER_LOG", "debug")
+            .output()
+            .unwrap()
+    };
+    let out = run(&["index", "--json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let rows: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(rows.len(), 3, "{stdout}");
+    assert!(stdout.contains("[redacted]"), "{stdout}");
+    for secret in secrets {
+        assert!(!stdout.contains(secret), "{secret} in the table: {stdout}");
+        assert!(!stderr.contains(secret), "{secret} in the log: {stderr}");
+    }
+    let chatty = rows.iter().find(|r| r["server"] == "chatty").unwrap();
+    assert!(
+        chatty["error"]
+            .as_str()
+            .unwrap()
+            .contains("token=[redacted]"),
+        "{chatty}"
+    );
+    for name in ["leaky-url__x", "leaky-cmd__x", "chatty__x"] {
+        let out = run(&["call", name]);
+        assert_eq!(out.status.code(), Some(1));
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for secret in secrets {
+            assert!(!all.contains(secret), "{secret} from `call {name}`: {all}");
+        }
+    }
+}
