@@ -5,11 +5,13 @@
 //! upstreams are started only when one of their tools is called. See `ARCHITECTURE.md`.
 
 pub mod atomic_file;
+pub mod auth;
 pub mod budget;
 pub mod catalog;
 pub mod cli;
 pub mod clients;
 pub mod config;
+pub mod redact;
 pub mod result;
 pub mod search;
 pub mod server;

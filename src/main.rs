@@ -8,7 +8,8 @@ fn main() -> ExitCode {
     match meta_server::cli::run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            let message = meta_server::redact::process().apply(&format!("{e:#}"));
+            eprintln!("error: {message}");
             ExitCode::FAILURE
         }
     }

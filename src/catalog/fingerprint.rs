@@ -23,6 +23,9 @@ pub fn config_fingerprint(server: &ServerConfig) -> String {
         TransportConfig::Http { url, headers } => {
             json!({"url": url, "headerKeys": headers.keys().collect::<Vec<_>>()})
         }
+        TransportConfig::Sse { url, headers } => {
+            json!({"sse": url, "headerKeys": headers.keys().collect::<Vec<_>>()})
+        }
     };
     hex_sha256(&launch)
 }
@@ -76,6 +79,7 @@ mod tests {
             call_timeout: crate::config::DEFAULT_CALL_TIMEOUT,
             tools: Default::default(),
             max_result_tokens: None,
+            oauth: None,
         }
     }
 

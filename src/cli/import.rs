@@ -91,7 +91,7 @@ pub(super) fn print_report(file: &ClientFile, merged: &Merge, dry_run: bool) {
     let verb = if dry_run { "would import" } else { "imported" };
     println!(
         "{verb} {} of {} servers from {} ({}) into {}",
-        merged.added.len() + merged.disabled.len(),
+        merged.added.len(),
         file.servers.len(),
         file.client,
         file.path.display(),
@@ -100,8 +100,11 @@ pub(super) fn print_report(file: &ClientFile, merged: &Merge, dry_run: bool) {
     for name in &merged.added {
         println!("  + {name}");
     }
-    for (name, why) in &merged.disabled {
-        println!("  + {name} (disabled: {why})");
+    for (name, why) in &merged.left {
+        println!(
+            "  - {name}: left in {} (meta-server cannot serve it: {why})",
+            file.path.display()
+        );
     }
     for name in &merged.existing {
         println!(

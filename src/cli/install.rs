@@ -67,7 +67,8 @@ pub fn run(config: &Path, args: Args) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("cannot find the meta-server binary's path")?;
     let entry = MetaEntry::new(&exe, &config);
     let merged = merge_into(&config, &file)?;
-    let installed = file.with_only(&entry)?;
+    let left: Vec<String> = merged.left.iter().map(|(name, _)| name.clone()).collect();
+    let installed = file.with_only(&entry, &left)?;
     let name = args.client.name();
 
     if args.dry_run {
@@ -99,12 +100,22 @@ pub fn run(config: &Path, args: Args) -> anyhow::Result<ExitCode> {
     print_report(&file, &merged, false);
     let backup = write_backup(&path, name)?;
     write_atomic(&path, installed.as_bytes())?;
-    println!(
-        "{} now runs only meta-server ({} --config {} serve)",
-        path.display(),
-        entry.command,
-        config.display()
-    );
+    if left.is_empty() {
+        println!(
+            "{} now runs only meta-server ({} --config {} serve)",
+            path.display(),
+            entry.command,
+            config.display()
+        );
+    } else {
+        println!(
+            "{} now runs meta-server ({} --config {} serve) and, as before, {}",
+            path.display(),
+            entry.command,
+            config.display(),
+            left.join(", ")
+        );
+    }
     println!("backup of the original: {}", backup.display());
     println!(
         "restart {} to use it; to undo: meta-server uninstall --client {name} {}",

@@ -1,5 +1,7 @@
 //! Command-line interface: one subcommand per file. The clap doc comments are the help text.
 
+mod auth;
+mod call;
 mod eval;
 mod import;
 mod index;
@@ -59,6 +61,8 @@ pub enum Command {
     Serve(serve::Args),
     Index(index::Args),
     Search(search::Args),
+    Call(call::Args),
+    Auth(auth::Args),
     Measure(measure::Args),
     Import(import::Args),
     Install(install::Args),
@@ -101,12 +105,28 @@ pub fn init_logging(cli: &Cli) {
     let payloads = std::env::var_os(PAYLOADS_ENV).is_some_and(|v| v == "1");
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| RedactedStderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .finish()
         .with(filter_fn(move |meta| payloads || !carries_payload(meta)))
         .init();
+}
+
+/// Standard error with every line cleaned of the configured servers' secrets: libraries log
+/// URLs and errors as they are.
+struct RedactedStderr;
+
+impl std::io::Write for RedactedStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = crate::redact::process().apply(&String::from_utf8_lossy(buf));
+        std::io::stderr().write_all(text.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
 }
 
 /// Runs the chosen subcommand: `eval` and client setup directly (eval needs no config; setup
@@ -124,11 +144,30 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             guardian::run();
             return Ok(ExitCode::SUCCESS);
         }
-        Command::Serve(_) | Command::Index(_) | Command::Search(_) | Command::Measure(_) => {}
+        Command::Serve(_)
+        | Command::Index(_)
+        | Command::Search(_)
+        | Command::Call(_)
+        | Command::Auth(_)
+        | Command::Measure(_) => {}
     }
     let settings = Settings::load(&config, cli.catalog_dir.clone())?;
+    crate::redact::set_process(crate::redact::Redactor::new(
+        settings.servers.iter().flat_map(|s| s.secrets()),
+    ));
+    for skipped in &settings.skipped {
+        eprintln!(
+            "warning: {}: server \"{}\" skipped ({}); the other servers work",
+            settings.source.display(),
+            skipped.key,
+            skipped.reason
+        );
+    }
     // Commands that start upstreams stop them even if killed.
-    if matches!(cli.command, Command::Serve(_) | Command::Index(_)) {
+    if matches!(
+        cli.command,
+        Command::Serve(_) | Command::Index(_) | Command::Call(_)
+    ) {
         match std::env::current_exe() {
             Ok(exe) => guardian::start(&exe),
             Err(e) => tracing::warn!("cannot start the guardian: {e}"),
@@ -143,6 +182,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Command::Serve(args) => serve::run(settings, args).await,
             Command::Index(args) => index::run(settings, args).await,
             Command::Search(args) => search::run(settings, args),
+            Command::Call(args) => call::run(settings, args).await,
+            Command::Auth(args) => auth::run(settings, args).await,
             Command::Measure(args) => measure::run(settings, args),
             Command::Eval(_)
             | Command::Import(_)

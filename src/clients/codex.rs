@@ -165,8 +165,20 @@ fn convert(
 
 /// The text with every `mcp_servers` entry removed and one `[mcp_servers.meta-server]` table
 /// added where the first server was.
-pub(super) fn with_only(path: &Path, text: &str, entry: &MetaEntry) -> Result<String, ClientError> {
+pub(super) fn with_only(
+    path: &Path,
+    text: &str,
+    entry: &MetaEntry,
+    keep: &[String],
+) -> Result<String, ClientError> {
     let mut doc = parse(path, text)?;
+    let kept: Vec<(String, Item)> = keep
+        .iter()
+        .filter_map(|name| {
+            let item = doc.get("mcp_servers")?.as_table_like()?.get(name)?;
+            Some((name.clone(), item.clone()))
+        })
+        .collect();
     let position = doc.get("mcp_servers").and_then(|item| {
         let table = item.as_table()?;
         if !table.is_implicit() {
@@ -187,6 +199,9 @@ pub(super) fn with_only(path: &Path, text: &str, entry: &MetaEntry) -> Result<St
     let mut servers = Table::new();
     servers.set_implicit(true);
     servers.insert(ENTRY_NAME, Item::Table(meta));
+    for (name, item) in kept {
+        servers.insert(&name, item);
+    }
     doc.insert("mcp_servers", Item::Table(servers));
     Ok(doc.to_string())
 }
@@ -245,7 +260,7 @@ mod tests {
     #[test]
     fn install_keeps_everything_but_the_servers() {
         let entry = MetaEntry::new(Path::new("/bin/meta-server"), Path::new("/c/config.json"));
-        let out = with_only(Path::new("/c.toml"), FIXTURE, &entry).unwrap();
+        let out = with_only(Path::new("/c.toml"), FIXTURE, &entry, &[]).unwrap();
         let doc: DocumentMut = out.parse().unwrap();
         let servers = doc["mcp_servers"].as_table().unwrap();
         assert_eq!(servers.len(), 1);
@@ -277,9 +292,28 @@ mod tests {
     }
 
     #[test]
+    fn servers_to_keep_keep_their_tables() {
+        let entry = MetaEntry::new(Path::new("/m"), Path::new("/c"));
+        let out = with_only(Path::new("/c.toml"), FIXTURE, &entry, &["figma".into()]).unwrap();
+        let doc: DocumentMut = out.parse().unwrap();
+        let names: Vec<&str> = doc["mcp_servers"]
+            .as_table()
+            .unwrap()
+            .iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(names, [ENTRY_NAME, "figma"]);
+        let original: DocumentMut = FIXTURE.parse().unwrap();
+        assert_eq!(
+            doc["mcp_servers"]["figma"].to_string(),
+            original["mcp_servers"]["figma"].to_string()
+        );
+    }
+
+    #[test]
     fn a_file_without_servers_gets_the_entry_appended() {
         let entry = MetaEntry::new(Path::new("/m"), Path::new("/c"));
-        let out = with_only(Path::new("/c.toml"), "model = \"o3\"\n", &entry).unwrap();
+        let out = with_only(Path::new("/c.toml"), "model = \"o3\"\n", &entry, &[]).unwrap();
         assert!(out.starts_with("model = \"o3\"\n"), "{out}");
         assert!(out.contains("[mcp_servers.meta-server]"), "{out}");
         assert!(

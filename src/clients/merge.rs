@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::json::{parse, replace_section};
 use super::{ClientError, Imported, is_meta_server};
@@ -23,8 +23,9 @@ pub struct Merge {
     pub existing: Vec<String>,
     /// Servers left out, with the reason.
     pub skipped: Vec<(String, String)>,
-    /// Servers added but disabled because meta-server could not run them as they are.
-    pub disabled: Vec<(String, String)>,
+    /// Servers meta-server cannot serve as they are, with the reason: not imported, and left
+    /// in the client's file by `install`, so nothing is stranded.
+    pub left: Vec<(String, String)>,
     /// Remarks on added servers (what did not carry over exactly).
     pub notes: Vec<(String, String)>,
 }
@@ -73,10 +74,11 @@ pub fn merge(
             });
         }
     };
+    // The settings the section gives; a config that does not load at all is an error.
     let check = |servers: &Map<String, Value>| {
         let mut doc = root.clone();
         doc.insert(section.to_owned(), Value::Object(servers.clone()));
-        Settings::parse(path, &Value::Object(doc).to_string()).map(|_| ())
+        Settings::parse(path, &Value::Object(doc).to_string())
     };
     // A config that does not load now would be blamed on the import.
     check(&section_value)?;
@@ -97,14 +99,13 @@ pub fn merge(
             continue;
         }
         section_value.insert(name.clone(), server.entry.clone());
-        if let Err(e) = check(&section_value) {
-            // Keep it, switched off, so nothing is lost and the config still loads.
-            section_value[&name]["disabled"] = json!(true);
-            check(&section_value)?;
-            out.disabled.push((name.clone(), e.to_string()));
-        } else {
-            out.added.push(name.clone());
+        let settings = check(&section_value)?;
+        if let Some(skipped) = settings.skipped.iter().find(|s| s.key == name) {
+            section_value.remove(&name);
+            out.left.push((name, skipped.reason.clone()));
+            continue;
         }
+        out.added.push(name.clone());
         out.notes
             .extend(server.notes.iter().map(|n| (name.clone(), n.clone())));
     }
@@ -129,6 +130,7 @@ pub fn merge(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn imported(name: &str, entry: Value) -> Imported {
         Imported {
@@ -192,29 +194,32 @@ mod tests {
     }
 
     #[test]
-    fn servers_meta_server_cannot_run_are_imported_disabled() {
+    fn legacy_sse_servers_are_imported_and_unservable_ones_left_out() {
         let m = merge(
             Path::new(P),
             None,
-            &[imported(
-                "old",
-                json!({"type": "sse", "url": "http://x/sse"}),
-            )],
+            &[
+                imported("old", json!({"type": "sse", "url": "http://x/sse"})),
+                imported("ws", json!({"type": "websocket", "url": "ws://x"})),
+            ],
         )
         .unwrap();
-        assert!(m.added.is_empty());
-        assert_eq!(m.disabled[0].0, "old");
-        assert!(m.disabled[0].1.contains("SSE"), "{}", m.disabled[0].1);
+        assert_eq!(m.added, ["old"]);
+        assert_eq!(m.left.len(), 1);
+        assert_eq!(m.left[0].0, "ws");
+        assert!(m.left[0].1.contains("websocket"), "{}", m.left[0].1);
         let v: Value = serde_json::from_str(&m.after).unwrap();
-        assert_eq!(v["mcpServers"]["old"]["disabled"], true);
-        Settings::parse(Path::new(P), &m.after).unwrap();
+        assert!(v["mcpServers"].get("ws").is_none(), "not imported");
+        let settings = Settings::parse(Path::new(P), &m.after).unwrap();
+        assert!(settings.skipped.is_empty());
+        assert_eq!(settings.servers[0].name, "old");
     }
 
     #[test]
     fn a_broken_config_is_reported_not_overwritten() {
-        let err = merge(Path::new(P), Some("{\"mcpServers\": {\"a\": {}}}"), &[])
+        let err = merge(Path::new(P), Some("{\"mcpServers\": []}"), &[])
             .unwrap_err()
             .to_string();
-        assert!(err.contains("\"command\"") && err.contains(P), "{err}");
+        assert!(err.contains("mcpServers") && err.contains(P), "{err}");
     }
 }

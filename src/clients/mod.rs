@@ -184,12 +184,21 @@ impl ClientFile {
     }
 
     /// The file's text with its servers replaced by the single meta-server `entry`.
-    pub fn with_only(&self, entry: &MetaEntry) -> Result<String, ClientError> {
-        let servers = json!({ ENTRY_NAME: entry.to_json() });
-        match self.client {
-            Client::Codex => codex::with_only(&self.path, &self.text, entry),
-            _ => json::replace_section(&self.path, &self.text, self.client.section(), &servers),
+    /// Servers named in `keep` (those meta-server cannot serve) stay, as they were written.
+    pub fn with_only(&self, entry: &MetaEntry, keep: &[String]) -> Result<String, ClientError> {
+        if self.client == Client::Codex {
+            return codex::with_only(&self.path, &self.text, entry, keep);
         }
+        let section = self.client.section();
+        let original = json::parse(&self.path, &self.text)?;
+        let mut servers = serde_json::Map::new();
+        servers.insert(ENTRY_NAME.to_owned(), entry.to_json());
+        for name in keep {
+            if let Some(raw) = original.get(section).and_then(|s| s.get(name)) {
+                servers.insert(name.clone(), raw.clone());
+            }
+        }
+        json::replace_section(&self.path, &self.text, section, &Value::Object(servers))
     }
 }
 
@@ -343,21 +352,43 @@ mod fixture_tests {
         assert_eq!(names(&f), ["context7", "sequential-thinking"]);
         assert_eq!(f.servers[0].entry["type"], "http");
         let out = f
-            .with_only(&MetaEntry::new(Path::new("/m"), Path::new("/c")))
+            .with_only(&MetaEntry::new(Path::new("/m"), Path::new("/c")), &[])
             .unwrap();
         assert!(out.contains("\"project-only\""), "{out}");
         assert!(out.ends_with("  \"userID\": \"0f3c9a\"\n}\n"), "{out}");
     }
 
     #[test]
+    fn servers_to_keep_stay_as_the_client_wrote_them() {
+        let f = read(Client::Cursor, "cursor_mcp.json");
+        let out = f
+            .with_only(
+                &MetaEntry::new(Path::new("/m"), Path::new("/c")),
+                &["browser".into(), "absent".into()],
+            )
+            .unwrap();
+        let v: Value = serde_json::from_str(&out).unwrap();
+        let kept: Vec<&String> = v["mcpServers"].as_object().unwrap().keys().collect();
+        assert_eq!(kept, ["meta-server", "browser"]);
+        let original: Value = serde_json::from_str(&f.text).unwrap();
+        assert_eq!(
+            v["mcpServers"]["browser"],
+            original["mcpServers"]["browser"]
+        );
+    }
+
+    #[test]
     fn cursor_file_with_env_variables() {
         let f = read(Client::Cursor, "cursor_mcp.json");
-        assert_eq!(names(&f), ["time", "browser", "meta-server"]);
+        assert_eq!(
+            names(&f),
+            ["time", "browser", "legacy", "socket", "meta-server"]
+        );
         assert_eq!(
             f.servers[1].entry["env"]["BROWSER_TOKEN"],
             "${BROWSER_TOKEN}"
         );
-        assert!(is_meta_server(&f.servers[2].entry));
+        assert!(is_meta_server(&f.servers[4].entry));
     }
 
     #[test]
@@ -366,7 +397,7 @@ mod fixture_tests {
         assert_eq!(names(&f), ["fetch", "perplexity", "github"]);
         assert!(f.servers[1].notes[0].contains("${input:"));
         let out = f
-            .with_only(&MetaEntry::new(Path::new("/m"), Path::new("/c")))
+            .with_only(&MetaEntry::new(Path::new("/m"), Path::new("/c")), &[])
             .unwrap();
         assert!(
             out.starts_with("{\n\t// Servers for every workspace.\n"),

@@ -31,6 +31,16 @@ pub fn expand(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Str
     Ok(out)
 }
 
+/// The names of the variables `text` refers to, in order (repeats included).
+pub fn references(text: &str) -> Vec<String> {
+    let names = std::cell::RefCell::new(Vec::new());
+    let _ = expand(text, &|name| {
+        names.borrow_mut().push(name.to_owned());
+        Some(String::new())
+    });
+    names.into_inner()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,5 +65,11 @@ mod tests {
             "a/home/ub/home/u"
         );
         assert_eq!(expand("${NOPE}", &env).unwrap_err(), "NOPE");
+    }
+
+    #[test]
+    fn references_name_every_variable() {
+        assert_eq!(references("a${X}b${Y:-d}${X}$Z"), ["X", "Y", "X"]);
+        assert!(references("plain").is_empty());
     }
 }

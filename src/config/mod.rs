@@ -82,6 +82,17 @@ pub struct Settings {
     pub results: ResultSettings,
     /// Enabled servers, sorted by name.
     pub servers: Vec<ServerConfig>,
+    /// Entries that cannot be served as written, in file order; the rest still work.
+    pub skipped: Vec<SkippedServer>,
+}
+
+/// A config entry left out because meta-server cannot serve it as written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SkippedServer {
+    /// The config key as the user wrote it.
+    pub key: String,
+    /// What is wrong and what to do, naming the key (the file is [`Settings::source`]).
+    pub reason: String,
 }
 
 /// Global result-handling options (`metaServer` keys).
@@ -184,6 +195,27 @@ pub struct ServerConfig {
     /// `allowTools` / `denyTools`, compiled.
     pub tools: ToolFilter,
     pub max_result_tokens: Option<u64>,
+    /// OAuth client settings of a remote server (`oauth`, or Cursor's `auth`).
+    pub oauth: Option<OAuthConfig>,
+}
+
+/// How meta-server logs in to a remote server that needs OAuth. Everything is optional:
+/// without a client id, the client registers itself (metadata document, else dynamically).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OAuthConfig {
+    /// A client registered with the authorization server beforehand.
+    pub client_id: Option<String>,
+    /// Its secret, usually `${VAR}`: expanded when used, never written anywhere.
+    pub client_secret: Option<String>,
+    /// Scopes to ask for instead of those the server suggests.
+    pub scopes: Vec<String>,
+    /// Fixed port of the loopback callback (a pre-registered redirect URI needs one).
+    pub callback_port: Option<u16>,
+    /// Authorization-server metadata to use instead of discovering it.
+    pub auth_server_metadata_url: Option<String>,
+    /// An https URL hosting this client's Client ID Metadata Document, used as its client id
+    /// where the authorization server supports that.
+    pub client_metadata_url: Option<String>,
 }
 
 /// How to reach a server. Values may hold `${VAR}` references, expanded by [`ServerConfig::launch`].
@@ -199,6 +231,11 @@ pub enum TransportConfig {
         url: String,
         headers: BTreeMap<String, String>,
     },
+    /// The legacy HTTP+SSE transport (`"type": "sse"`): a GET event stream plus POSTs.
+    Sse {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
 }
 
 /// A transport with every `${VAR}` expanded: what is actually launched. Never persisted.
@@ -211,6 +248,10 @@ pub enum Launch {
         cwd: Option<PathBuf>,
     },
     Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+    Sse {
         url: String,
         headers: BTreeMap<String, String>,
     },
@@ -235,6 +276,85 @@ impl ServerConfig {
             call_timeout: DEFAULT_CALL_TIMEOUT,
             tools: ToolFilter::default(),
             max_result_tokens: None,
+            oauth: None,
+        }
+    }
+
+    /// What this server's config must never show: the values it takes from the environment
+    /// (`${VAR}` anywhere), and env and header values whose names sound secret (`*TOKEN*`,
+    /// `*KEY*`, `Authorization`, ...). Read from `lookup`.
+    pub fn secrets_with(&self, lookup: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
+        let secret_name = |name: &str| {
+            let name = name.to_ascii_lowercase();
+            [
+                "token",
+                "key",
+                "secret",
+                "password",
+                "passwd",
+                "auth",
+                "credential",
+                "cookie",
+            ]
+            .iter()
+            .any(|word| name.contains(word))
+        };
+        let mut texts: Vec<&str> = Vec::new();
+        let mut named: Vec<&str> = Vec::new();
+        match &self.transport {
+            TransportConfig::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                texts.push(command);
+                texts.extend(args.iter().map(String::as_str));
+                texts.extend(cwd.as_deref());
+                texts.extend(env.values().map(String::as_str));
+                named.extend(
+                    env.iter()
+                        .filter(|(k, _)| secret_name(k))
+                        .map(|(_, v)| v.as_str()),
+                );
+            }
+            TransportConfig::Http { url, headers } | TransportConfig::Sse { url, headers } => {
+                texts.push(url);
+                texts.extend(headers.values().map(String::as_str));
+                named.extend(
+                    headers
+                        .iter()
+                        .filter(|(k, _)| secret_name(k))
+                        .map(|(_, v)| v.as_str()),
+                );
+            }
+        }
+        texts.extend(self.oauth.iter().filter_map(|o| o.client_secret.as_deref()));
+        let mut secrets: Vec<String> = texts
+            .iter()
+            .flat_map(|t| expand::references(t))
+            .filter_map(|var| lookup(&var))
+            .collect();
+        for value in named {
+            if let Ok(value) = expand(value, lookup) {
+                // `Bearer <token>`: the token alone is the secret too.
+                secrets.extend(value.split_whitespace().skip(1).map(str::to_owned));
+                secrets.push(value);
+            }
+        }
+        secrets
+    }
+
+    /// [`Self::secrets_with`] from the process environment.
+    pub fn secrets(&self) -> Vec<String> {
+        self.secrets_with(&|var| std::env::var(var).ok())
+    }
+
+    /// The URL of a remote (streamable HTTP or SSE) server, as written.
+    pub fn remote_url(&self) -> Option<&str> {
+        match &self.transport {
+            TransportConfig::Http { url, .. } | TransportConfig::Sse { url, .. } => Some(url),
+            TransportConfig::Stdio { .. } => None,
         }
     }
 
@@ -254,6 +374,12 @@ impl ServerConfig {
                 key: key.to_owned(),
                 var,
             })
+        };
+        let expand_headers = |headers: &BTreeMap<String, String>| {
+            headers
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), ex(&format!("headers.{k}"), v)?)))
+                .collect::<Result<BTreeMap<_, _>, ConfigError>>()
         };
         Ok(match &self.transport {
             TransportConfig::Stdio {
@@ -279,10 +405,11 @@ impl ServerConfig {
             },
             TransportConfig::Http { url, headers } => Launch::Http {
                 url: ex("url", url)?,
-                headers: headers
-                    .iter()
-                    .map(|(k, v)| Ok((k.clone(), ex(&format!("headers.{k}"), v)?)))
-                    .collect::<Result<_, ConfigError>>()?,
+                headers: expand_headers(headers)?,
+            },
+            TransportConfig::Sse { url, headers } => Launch::Sse {
+                url: ex("url", url)?,
+                headers: expand_headers(headers)?,
             },
         })
     }
@@ -359,8 +486,13 @@ mod tests {
             call_timeout: DEFAULT_CALL_TIMEOUT,
             tools: ToolFilter::default(),
             max_result_tokens: None,
+            oauth: None,
         };
         let lookup = |v: &str| (v == "TOKEN").then(|| "s3cret".to_owned());
+        assert_eq!(
+            server.secrets_with(&lookup),
+            ["s3cret", "s3cret", "Bearer s3cret"]
+        );
         let Launch::Http { url, headers } = server.launch_with(&lookup).unwrap() else {
             panic!("expected http");
         };

@@ -9,8 +9,9 @@ use serde_json::{Map, Value};
 
 use super::{
     ConfigError, DEFAULT_CALL_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_INDEX_CONCURRENCY,
-    DEFAULT_RESULT_MEMORY, DEFAULT_RESULT_TTL, ResultSettings, ServerConfig, Settings, Tokenizer,
-    ToolFilter, TransportConfig, default_catalog_dir, default_skills_dirs, server_identifier,
+    DEFAULT_RESULT_MEMORY, DEFAULT_RESULT_TTL, OAuthConfig, ResultSettings, ServerConfig, Settings,
+    SkippedServer, Tokenizer, ToolFilter, TransportConfig, default_catalog_dir,
+    default_skills_dirs, server_identifier,
 };
 
 const GLOBAL_KEYS: &[&str] = &[
@@ -283,26 +284,43 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
         ));
     };
 
+    // One entry meta-server cannot serve is reported and skipped; it never sinks the rest.
     let mut out: Vec<ServerConfig> = Vec::new();
+    let mut skipped: Vec<SkippedServer> = Vec::new();
     for (key, entry) in servers {
         let at = format!("{section}.\"{key}\"");
-        let Value::Object(entry) = entry else {
-            return Err(cx.err(at, format!("must be an object, found {}", kind(entry))));
+        let parsed = match entry {
+            Value::Object(entry) if entry.get("disabled") == Some(&Value::Bool(true)) => continue,
+            Value::Object(entry) => {
+                server_identifier(key)
+                    .map_err(|m| cx.err(&at, m))
+                    .and_then(|name| {
+                        match out.iter().find(|s| s.name == name) {
+                    Some(twin) => Err(cx.err(
+                        &at,
+                        format!(
+                            "maps to the same name \"{name}\" as server \"{}\"; rename one of them",
+                            twin.key
+                        ),
+                    )),
+                    None => parse_server(&cx, &at, key, name, entry, &defaults),
+                }
+                    })
+            }
+            other => Err(cx.err(&at, format!("must be an object, found {}", kind(other)))),
         };
-        if cx.bool(entry, &at, "disabled")? {
-            continue;
+        match parsed {
+            Ok(server) => out.push(server),
+            Err(e) => skipped.push(SkippedServer {
+                key: key.clone(),
+                reason: match e {
+                    ConfigError::Invalid {
+                        location, message, ..
+                    } => format!("{location}: {message}"),
+                    other => other.to_string(),
+                },
+            }),
         }
-        let name = server_identifier(key).map_err(|m| cx.err(&at, m))?;
-        if let Some(twin) = out.iter().find(|s| s.name == name) {
-            return Err(cx.err(
-                &at,
-                format!(
-                    "maps to the same name \"{name}\" as server \"{}\"; rename one of them",
-                    twin.key
-                ),
-            ));
-        }
-        out.push(parse_server(&cx, &at, key, name, entry, &defaults)?);
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(Settings {
@@ -313,6 +331,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
         embed_dir,
         results,
         servers: out,
+        skipped,
     })
 }
 
@@ -334,7 +353,7 @@ fn parse_server(
         (None, None) => {
             return Err(cx.err(
                 at,
-                "needs \"command\" (a local stdio server) or \"url\" (a streamable HTTP server)",
+                "needs \"command\" (a local stdio server) or \"url\" (a remote server)",
             ));
         }
         (Some(command), None) => {
@@ -355,15 +374,15 @@ fn parse_server(
             }
         }
         (None, Some(url)) => {
-            match kind.as_deref() {
-                None | Some("http" | "streamable-http" | "streamableHttp" | "streamable_http") => {}
-                Some("sse") => {
-                    return Err(cx.err(format!("{at}.type"), "is \"sse\": the legacy SSE transport is not supported; use the server's streamable HTTP endpoint (usually ending in /mcp) with \"type\": \"http\""));
+            let sse = match kind.as_deref() {
+                None | Some("http" | "streamable-http" | "streamableHttp" | "streamable_http") => {
+                    false
                 }
+                Some("sse") => true,
                 Some(t) => {
-                    return Err(cx.err(format!("{at}.type"), format!("\"{t}\" is not a known transport; use \"http\" for a url or \"stdio\" for a command")));
+                    return Err(cx.err(format!("{at}.type"), format!("\"{t}\" is not a known transport; use \"http\" (streamable HTTP) or \"sse\" (legacy HTTP+SSE) for a url, \"stdio\" for a command")));
                 }
-            }
+            };
             if !(url.starts_with("http://") || url.starts_with("https://") || url.starts_with("${"))
             {
                 return Err(cx.err(
@@ -371,12 +390,22 @@ fn parse_server(
                     format!("\"{url}\" must start with http:// or https://"),
                 ));
             }
-            TransportConfig::Http {
-                url,
-                headers: cx.string_map(entry, at, "headers")?,
+            let headers = cx.string_map(entry, at, "headers")?;
+            if sse {
+                TransportConfig::Sse { url, headers }
+            } else {
+                TransportConfig::Http { url, headers }
             }
         }
     };
+    let oauth = parse_oauth(cx, at, entry)?;
+    if oauth.is_some() && matches!(transport, TransportConfig::Stdio { .. }) {
+        return Err(cx.err(
+            format!("{at}.oauth"),
+            "applies to remote servers only (\"url\"); a stdio server gets its credentials from \"env\"",
+        ));
+    }
+    cx.bool(entry, at, "disabled")?;
     Ok(ServerConfig {
         name,
         key: key.to_owned(),
@@ -397,7 +426,81 @@ fn parse_server(
         max_result_tokens: cx
             .positive(entry, at, "maxResultTokens")?
             .or(defaults.max_result_tokens),
+        oauth,
     })
+}
+
+const OAUTH_KEYS: &[&str] = &[
+    "clientId",
+    "clientSecret",
+    "scopes",
+    "callbackPort",
+    "authServerMetadataUrl",
+    "clientMetadataUrl",
+];
+
+/// The `oauth` block (meta-server's and Claude Code's keys), or Cursor's `auth` block
+/// (`CLIENT_ID`, `CLIENT_SECRET`, `scopes`).
+fn parse_oauth(
+    cx: &Cx<'_>,
+    at: &str,
+    entry: &Map<String, Value>,
+) -> Result<Option<OAuthConfig>, ConfigError> {
+    if let Some(Value::Object(auth)) = entry.get("auth").filter(|_| !entry.contains_key("oauth")) {
+        let at = format!("{at}.auth");
+        return Ok(Some(OAuthConfig {
+            client_id: cx.string(auth, &at, "CLIENT_ID")?,
+            client_secret: cx.string(auth, &at, "CLIENT_SECRET")?,
+            scopes: cx.strings(auth, &at, "scopes")?,
+            ..OAuthConfig::default()
+        }));
+    }
+    let block = match entry.get("oauth") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(block)) => block,
+        Some(other) => {
+            return Err(cx.err(
+                format!("{at}.oauth"),
+                format!("must be an object, found {}", kind(other)),
+            ));
+        }
+    };
+    let at = format!("{at}.oauth");
+    if let Some(unknown) = block.keys().find(|k| !OAUTH_KEYS.contains(&k.as_str())) {
+        return Err(cx.err(
+            format!("{at}.{unknown}"),
+            format!("unknown key; known keys are {}", OAUTH_KEYS.join(", ")),
+        ));
+    }
+    let callback_port = match cx.positive(block, &at, "callbackPort")? {
+        None => None,
+        Some(port) => Some(u16::try_from(port).map_err(|_| {
+            cx.err(
+                format!("{at}.callbackPort"),
+                format!("must be a port number (1 to 65535), found {port}"),
+            )
+        })?),
+    };
+    let url = |key: &str| -> Result<Option<String>, ConfigError> {
+        let value = cx.string(block, &at, key)?;
+        if let Some(v) = &value
+            && !(v.starts_with("https://") || v.starts_with("http://"))
+        {
+            return Err(cx.err(
+                format!("{at}.{key}"),
+                format!("\"{v}\" must be an http(s) URL"),
+            ));
+        }
+        Ok(value)
+    };
+    Ok(Some(OAuthConfig {
+        client_id: cx.string(block, &at, "clientId")?,
+        client_secret: cx.string(block, &at, "clientSecret")?,
+        scopes: cx.strings(block, &at, "scopes")?,
+        callback_port,
+        auth_server_metadata_url: url("authServerMetadataUrl")?,
+        client_metadata_url: url("clientMetadataUrl")?,
+    }))
 }
 
 #[cfg(test)]
@@ -496,36 +599,106 @@ mod tests {
         err.to_string()
     }
 
+    /// The reason an entry was skipped; the config itself loads.
+    fn skipped(text: &str) -> String {
+        let settings = parse_str(text).unwrap();
+        assert_eq!(settings.skipped.len(), 1, "{:?}", settings.skipped);
+        settings.skipped[0].reason.clone()
+    }
+
     #[test]
-    fn errors_name_file_server_and_key() {
-        let e = invalid(r#"{"mcpServers": {"s": {"command": "x", "args": "a b"}}}"#);
+    fn bad_entries_are_skipped_with_a_reason_naming_server_and_key() {
+        let e = skipped(r#"{"mcpServers": {"s": {"command": "x", "args": "a b"}}}"#);
         assert!(
-            e.contains("/cfg/config.json")
-                && e.contains(r#"mcpServers."s".args"#)
-                && e.contains("array of strings"),
+            e.contains(r#"mcpServers."s".args"#) && e.contains("array of strings"),
             "{e}"
         );
-        let e = invalid(r#"{"mcpServers": {"s": {"args": []}}}"#);
+        let e = skipped(r#"{"mcpServers": {"s": {"args": []}}}"#);
         assert!(
             e.contains(r#""s""#) && e.contains("\"command\"") && e.contains("\"url\""),
             "{e}"
         );
-        let e = invalid(r#"{"mcpServers": {"a__b": {"command": "x"}}}"#);
+        let e = skipped(r#"{"mcpServers": {"a__b": {"command": "x"}}}"#);
         assert!(e.contains("__"), "{e}");
-        let e = invalid(r#"{"mcpServers": {"meta": {"command": "x"}}}"#);
+        let e = skipped(r#"{"mcpServers": {"meta": {"command": "x"}}}"#);
         assert!(e.contains("reserved"), "{e}");
-        let e = invalid(r#"{"mcpServers": {"a b": {"command": "x"}, "a-b": {"command": "y"}}}"#);
+        let e = skipped(r#"{"mcpServers": {"a b": {"command": "x"}, "a-b": {"command": "y"}}}"#);
         assert!(e.contains("same name"), "{e}");
-        let e = invalid(r#"{"mcpServers": {"s": {"url": "http://x/sse", "type": "sse"}}}"#);
-        assert!(e.contains("streamable HTTP"), "{e}");
-        let e = invalid(r#"{"mcpServers": {"s": {"command": "x", "timeoutSecs": -1}}}"#);
+        let e = skipped(r#"{"mcpServers": {"s": {"url": "ws://x", "type": "websocket"}}}"#);
+        assert!(e.contains("\"websocket\" is not a known transport"), "{e}");
+        let e = skipped(r#"{"mcpServers": {"s": {"command": "x", "timeoutSecs": -1}}}"#);
         assert!(e.contains("timeoutSecs") && e.contains("above 0"), "{e}");
+        let e = skipped(r#"{"mcpServers": {"s": {"command": "x", "oauth": {"clientId": "c"}}}}"#);
+        assert!(e.contains("remote servers only"), "{e}");
+        let e =
+            skipped(r#"{"mcpServers": {"s": {"url": "http://x", "oauth": {"clientid": "c"}}}}"#);
+        assert!(
+            e.contains("oauth.clientid") && e.contains("clientId"),
+            "{e}"
+        );
+        let e = skipped(r#"{"mcpServers": {"s": 3}}"#);
+        assert!(e.contains("must be an object"), "{e}");
+        let e = skipped(r#"{"mcpServers": {"s": {"command": "x", "disabled": "yes"}}}"#);
+        assert!(e.contains("disabled") && e.contains("true or false"), "{e}");
+    }
+
+    #[test]
+    fn one_bad_entry_leaves_the_others_working() {
+        let s = parse_str(
+            r#"{"mcpServers": {"good": {"command": "x"}, "bad": {"type": "ws", "url": "ws://x"}, "off": {"command": "y", "disabled": true}}}"#,
+        )
+        .unwrap();
+        let names: Vec<_> = s.servers.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["good"]);
+        assert_eq!(s.skipped.len(), 1, "disabled entries are not skipped ones");
+        assert_eq!(s.skipped[0].key, "bad");
+    }
+
+    #[test]
+    fn legacy_sse_and_oauth_blocks_are_read() {
+        let s = parse_str(
+            r#"{"mcpServers": {
+                "old": {"type": "sse", "url": "http://127.0.0.1:1/sse", "headers": {"X": "1"}},
+                "notion": {"type": "http", "url": "https://mcp.notion.com/mcp", "oauth": {"clientId": "c", "clientSecret": "${SECRET}", "scopes": ["a", "b"], "callbackPort": 8765}},
+                "cursor-style": {"url": "https://x/mcp", "auth": {"CLIENT_ID": "id", "CLIENT_SECRET": "s", "scopes": ["r"]}}
+            }}"#,
+        )
+        .unwrap();
+        assert!(s.skipped.is_empty(), "{:?}", s.skipped);
+        let old = s.server("old").unwrap();
+        assert!(
+            matches!(&old.transport, TransportConfig::Sse { url, headers } if url.ends_with("/sse") && headers["X"] == "1")
+        );
+        let oauth = s.server("notion").unwrap().oauth.clone().unwrap();
+        assert_eq!(oauth.client_id.as_deref(), Some("c"));
+        assert_eq!(
+            oauth.client_secret.as_deref(),
+            Some("${SECRET}"),
+            "expanded only when used"
+        );
+        assert_eq!(oauth.scopes, ["a", "b"]);
+        assert_eq!(oauth.callback_port, Some(8765));
+        let cursor = s.server("cursor-style").unwrap().oauth.clone().unwrap();
+        assert_eq!(cursor.client_id.as_deref(), Some("id"));
+        assert_eq!(cursor.scopes, ["r"]);
+        let e = skipped(
+            r#"{"mcpServers": {"s": {"url": "http://x", "oauth": {"callbackPort": 70000}}}}"#,
+        );
+        assert!(e.contains("port number"), "{e}");
+    }
+
+    #[test]
+    fn whole_file_errors_still_stop_loading() {
         let e = invalid(r#"{"metaServer": {"catalogdir": "x"}, "mcpServers": {}}"#);
         assert!(
-            e.contains("metaServer.catalogdir") && e.contains("catalogDir"),
+            e.contains("/cfg/config.json")
+                && e.contains("metaServer.catalogdir")
+                && e.contains("catalogDir"),
             "{e}"
         );
         let e = invalid(r#"{"servers_typo": {}}"#);
+        assert!(e.contains("mcpServers"), "{e}");
+        let e = invalid(r#"{"mcpServers": []}"#);
         assert!(e.contains("mcpServers"), "{e}");
         let e = invalid("{\"mcpServers\": {\n  \"s\": {\"command\": \"x\",}\n}}");
         assert!(e.contains("line 2"), "{e}");

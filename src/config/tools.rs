@@ -1,5 +1,6 @@
 //! A server's `allowTools` and `denyTools`: globs compiled once, when the config is read, so a
-//! bad glob is a config error and matching a name costs linear time whatever the pattern.
+//! bad glob is caught with the config (its entry is skipped and reported) and matching a name
+//! costs linear time whatever the pattern.
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 

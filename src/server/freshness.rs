@@ -11,7 +11,7 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::State;
+use super::{State, first_run};
 use crate::catalog::{self, Catalog, tools_hash};
 use crate::upstream::Event;
 
@@ -19,6 +19,7 @@ use crate::upstream::Event;
 const DEBOUNCE: Duration = Duration::from_millis(300);
 
 /// Indexes `servers` (no catalog yet) with bounded concurrency, then disconnects them.
+/// Each listing is a tracked task, so it finishes even when the client leaves meanwhile.
 pub(super) async fn index_missing(state: Arc<State>, servers: Vec<String>) {
     state
         .indexing
@@ -29,9 +30,9 @@ pub(super) async fn index_missing(state: Arc<State>, servers: Vec<String>) {
     futures::stream::iter(servers)
         .for_each_concurrent(concurrency, |server| {
             let state = state.clone();
-            async move {
+            let task = state.tasks.clone().spawn(async move {
                 tracing::info!(server, "indexing in the background");
-                if let Err(e) = refresh(&state, &server).await {
+                if let Err(e) = first_run::list(&state, &server).await {
                     tracing::warn!(server, "background indexing failed: {e}");
                 }
                 state.manager.disconnect_if_idle(&server).await;
@@ -40,6 +41,9 @@ pub(super) async fn index_missing(state: Arc<State>, servers: Vec<String>) {
                     .lock()
                     .expect("indexing lock")
                     .remove(&server);
+            });
+            async move {
+                let _ = task.await;
             }
         })
         .await;

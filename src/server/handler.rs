@@ -13,13 +13,15 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
+use serde_json::Value;
 
 use crate::budget::{self, Route};
 use crate::config::RESERVED_SERVER;
 use crate::result::Owner;
 
 use super::{
-    State, always, call_tool, definitions, details_tool, instructions, reply, search_tool,
+    State, always, call_tool, definitions, details_tool, first_run, instructions, login_offer,
+    reply, search_tool,
 };
 
 /// URI scheme of skills as resources.
@@ -237,11 +239,46 @@ impl ServerHandler for MetaServer {
                 .get_progress_token()
                 .map(|token| (cx.peer.clone(), token)),
         };
-        let arguments = request.arguments.unwrap_or_default();
-        Ok(self
-            .dispatch(&request.name, arguments, &caller)
-            .await?
-            .into())
+        // Servers without a catalog that this call needs are listed first (first run).
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let servers = first_run::servers_of(&request.name, &args);
+        if let Err(failed) = first_run::prepare(&self.state, &request.name, &args).await
+            && request.name != definitions::SEARCH_TOOLS
+        {
+            let failed = reply::error(failed);
+            return Ok(self.offer_logins(&servers, failed, &cx.peer).into());
+        }
+        let Value::Object(arguments) = args else {
+            unreachable!("built from an object above")
+        };
+        let result = self.dispatch(&request.name, arguments, &caller).await?;
+        Ok(self.offer_logins(&servers, result, &cx.peer).into())
+    }
+}
+
+impl MetaServer {
+    /// When `result` failed because one of `servers` needs a login, offers the login to the
+    /// user (URL-mode elicitation, if the client takes it) and says so in the result.
+    fn offer_logins(
+        &self,
+        servers: &[String],
+        mut result: CallToolResult,
+        peer: &rmcp::service::Peer<RoleServer>,
+    ) -> CallToolResult {
+        if result.is_error != Some(true) {
+            return result;
+        }
+        for server in servers {
+            if let Some(challenge) = self.state.manager.take_login_challenge(server)
+                && login_offer::offer(&self.state, server, challenge, peer)
+            {
+                result
+                    .content
+                    .push(rmcp::model::ContentBlock::text(login_offer::OFFERED));
+                break;
+            }
+        }
+        result
     }
 }
 

@@ -39,6 +39,15 @@ pub(super) fn overview(settings: &Settings, library: &Library) -> String {
             clip(&line, LINE_CHARS)
         })
         .collect();
+    let lines: Vec<String> = lines
+        .into_iter()
+        .chain(settings.skipped.iter().map(|s| {
+            clip(
+                &format!("- {} (not available: {})", s.key, s.reason),
+                LINE_CHARS,
+            )
+        }))
+        .collect();
     for (i, line) in lines.iter().enumerate() {
         if text.len() + line.len() + 60 > MAX_CHARS {
             text.push_str(&format!(

@@ -9,6 +9,7 @@ mod builtin;
 mod call_tool;
 mod definitions;
 mod details_tool;
+mod first_run;
 mod freshness;
 #[cfg(test)]
 mod freshness_tests;
@@ -17,6 +18,7 @@ mod handler;
 mod http;
 mod instructions;
 mod library;
+mod login_offer;
 mod reply;
 mod search_tool;
 mod skill_tool;
@@ -24,6 +26,8 @@ mod state;
 mod stdio;
 #[cfg(test)]
 mod tests;
+
+use std::sync::Arc;
 
 use crate::config::Settings;
 use crate::search::SearchError;
@@ -50,16 +54,11 @@ pub fn search(state: &State, args: SearchArgs) -> rmcp::model::CallToolResult {
 /// freshness watcher, connects alwaysLoad servers, fixes `tools/list` and the `initialize`
 /// instructions, and indexes servers without a catalog in the background.
 async fn start(settings: Settings) -> Result<MetaServer, SearchError> {
-    let (library, report) = Library::load(&settings)?;
-    for warning in &report.warnings {
-        tracing::warn!("{warning}");
-    }
-    let state = State::new(settings, library);
+    let (state, missing) = State::open(settings)?;
     state.embed_in_background();
     tokio::spawn(freshness::watch(state.clone()));
     let server = MetaServer::start(state.clone()).await;
-    let missing: Vec<String> = report
-        .missing
+    let missing: Vec<String> = missing
         .into_iter()
         .filter(|s| !state.library().catalogs.contains_key(s))
         .collect();
@@ -67,6 +66,30 @@ async fn start(settings: Settings) -> Result<MetaServer, SearchError> {
         tokio::spawn(freshness::index_missing(state.clone(), missing));
     }
     Ok(server)
+}
+
+/// Runs one `call_tool` outside any session, as `meta-server call` does: the very path of
+/// the meta-tool (first run, allow/deny, argument validation, lazy connect, result handling).
+pub async fn call(
+    state: &Arc<State>,
+    name: &str,
+    arguments: serde_json::Map<String, serde_json::Value>,
+) -> rmcp::model::CallToolResult {
+    let args = serde_json::json!({"name": name, "arguments": arguments});
+    if let Err(failed) = first_run::prepare(state, definitions::CALL_TOOL, &args).await {
+        return reply::error(failed);
+    }
+    let caller = call_tool::Caller {
+        client_limit: None,
+        owner: crate::result::Owner::session(),
+        cancelled: tokio_util::sync::CancellationToken::new(),
+        progress_to: None,
+    };
+    let args = call_tool::Args {
+        name: name.to_owned(),
+        arguments: args.get("arguments").and_then(|a| a.as_object()).cloned(),
+    };
+    call_tool::run(state, &caller, args).await
 }
 
 /// Resolves on Ctrl-C or SIGTERM. Without a SIGTERM handler (it cannot be installed), Ctrl-C

@@ -61,9 +61,18 @@ struct Output {
     hint: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     indexing: Vec<String>,
+    /// Configured servers that cannot be served now, and why (e.g. a login is needed).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    unavailable: Vec<Unavailable>,
     /// With `group_by_server`: servers in the order of their best hit, with their hits' names.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     groups: Vec<Group>,
+}
+
+#[derive(Serialize, Clone)]
+struct Unavailable {
+    server: String,
+    reason: String,
 }
 
 #[derive(Serialize)]
@@ -197,6 +206,11 @@ pub(super) fn run(state: &State, soft: usize, args: Args) -> Reply {
         (!confident).then(|| weak_hint(&library, &args.query, &hits, &servers))
     };
     let indexing = state.indexing();
+    let unavailable: Vec<Unavailable> = state
+        .unavailable()
+        .into_iter()
+        .map(|(server, reason)| Unavailable { server, reason })
+        .collect();
     reply::fitted(&state.results, soft, 0, hits.len(), |shown| {
         let mut hint = hint.clone();
         let left_out = hits.len() - shown;
@@ -218,6 +232,7 @@ pub(super) fn run(state: &State, soft: usize, args: Args) -> Reply {
             hits,
             hint,
             indexing: indexing.clone(),
+            unavailable: unavailable.clone(),
             groups,
         };
         let text = render(&output);
@@ -338,6 +353,9 @@ fn render(out: &Output) -> String {
             "Still indexing: {} (their tools may be missing; search again shortly).\n",
             out.indexing.join(", ")
         ));
+    }
+    for u in &out.unavailable {
+        text.push_str(&format!("Unavailable: {}: {}\n", u.server, u.reason));
     }
     text
 }

@@ -1,16 +1,22 @@
 //! The state one serving process shares between sessions: settings, upstream connections,
 //! the library (swapped whole on a refresh), the result store, and budgets resolved once.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::Duration;
 
 use crate::budget::{self, Budgets, ByteEstimate, Limits, O200k, Route, TokenCounter};
 use crate::config::{ServerConfig, Settings, Tokenizer};
 use crate::result::{ResultHandler, SpillStore, store::DEFAULT_SPILL_BYTES};
+use crate::search::SearchError;
 use crate::upstream::{Events, Manager};
 
 use super::Library;
 use super::call_tool::Caller;
+
+/// How long listings still running may finish after the client left, so their catalogs are
+/// written (a one-shot client's servers are not listed again at every start).
+const LISTING_GRACE: Duration = Duration::from_secs(5);
 
 /// Shared state of one serving process.
 pub struct State {
@@ -32,6 +38,14 @@ pub struct State {
     embedder: OnceLock<Option<Arc<crate::search::embed::Embedder>>>,
     /// Held while tool vectors are computed, so only one thread does it.
     embedding: Mutex<()>,
+    /// Listings of servers without a catalog, which outlive the request that started them.
+    pub(super) tasks: tokio_util::task::TaskTracker,
+    /// One lock per server listed for lack of a catalog, so it is listed once.
+    listing: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Why servers could not be listed (cannot start, needs login, ...), until they are.
+    unavailable: Mutex<BTreeMap<String, String>>,
+    /// Servers with a login offered to a client and not finished yet.
+    pub(super) logins: Mutex<BTreeSet<String>>,
 }
 
 impl State {
@@ -66,7 +80,86 @@ impl State {
             events: Mutex::new(Some(receiver)),
             embedder: OnceLock::new(),
             embedding: Mutex::new(()),
+            tasks: tokio_util::task::TaskTracker::new(),
+            listing: Mutex::new(HashMap::new()),
+            unavailable: Mutex::new(BTreeMap::new()),
+            logins: Mutex::new(BTreeSet::new()),
         })
+    }
+
+    /// The state of one process: the library from the catalog dir, upstreams not started.
+    /// Servers that cannot be started as configured are marked unavailable. Also returns the
+    /// servers that have no usable catalog yet and can be started.
+    pub fn open(settings: Settings) -> Result<(Arc<Self>, Vec<String>), SearchError> {
+        let (library, report) = Library::load(&settings)?;
+        for warning in &report.warnings {
+            tracing::warn!("{warning}");
+        }
+        let state = State::new(settings, library);
+        for server in &state.settings.servers {
+            if let Err(reason) = crate::upstream::check_launch(server) {
+                tracing::warn!(server = %server.name, "cannot be started: {reason}");
+                state.set_unavailable(&server.name, Some(reason));
+            }
+        }
+        let unavailable = state.unavailable.lock().expect("unavailable lock").clone();
+        let missing = report
+            .missing
+            .into_iter()
+            .filter(|s| !unavailable.contains_key(s))
+            .collect();
+        Ok((state, missing))
+    }
+
+    /// The lock that makes one listing of `server` at a time.
+    pub(super) fn listing_lock(&self, server: &str) -> Arc<tokio::sync::Mutex<()>> {
+        self.listing
+            .lock()
+            .expect("listing lock")
+            .entry(server.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    /// Records why `server` cannot be listed, or (`None`) that it can again.
+    pub(super) fn set_unavailable(&self, server: &str, reason: Option<String>) {
+        let mut unavailable = self.unavailable.lock().expect("unavailable lock");
+        match reason {
+            Some(reason) => unavailable.insert(server.to_owned(), reason),
+            None => unavailable.remove(server),
+        };
+    }
+
+    /// Configured servers meta-server cannot serve now, with why: entries the config could
+    /// not take, then servers whose listing failed. Sorted within each kind.
+    pub fn unavailable(&self) -> Vec<(String, String)> {
+        let skipped = self
+            .settings
+            .skipped
+            .iter()
+            .map(|s| (s.key.clone(), s.reason.clone()));
+        let failed = self
+            .unavailable
+            .lock()
+            .expect("unavailable lock")
+            .clone()
+            .into_iter();
+        skipped.chain(failed).collect()
+    }
+
+    /// Lets listings in flight finish (within [`LISTING_GRACE`]), then stops every upstream.
+    pub async fn stop(&self) {
+        self.tasks.close();
+        if !self.tasks.is_empty() {
+            tracing::info!("letting listings in flight finish");
+            if tokio::time::timeout(LISTING_GRACE, self.tasks.wait())
+                .await
+                .is_err()
+            {
+                tracing::warn!("listings unfinished after {LISTING_GRACE:?}; stopping anyway");
+            }
+        }
+        self.manager.shutdown().await;
     }
 
     /// The embedding model: loaded on first use from `settings.embed_dir`. A build without

@@ -33,6 +33,6 @@ pub async fn serve_stdio(settings: Settings) -> Result<(), StdioError> {
         () = super::shutdown_signal() => tracing::info!("signal received"),
     }
     tracing::info!("stopping upstreams");
-    state.manager.shutdown().await;
+    state.stop().await;
     Ok(())
 }

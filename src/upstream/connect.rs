@@ -1,7 +1,7 @@
 //! Opening one connection: spawn a stdio child (see `child.rs`) or reach a
 //! streamable-HTTP endpoint, then run the `initialize` handshake.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
@@ -17,10 +17,13 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::ChildStderr;
 use tokio::sync::Mutex;
 
-use super::child::ChildTransport;
+use super::child::{ChildTransport, MAX_LINE_BYTES};
+use super::http::Ordered;
 use super::progress::ProgressRoutes;
+use super::sse::{SseError, SseTransport};
 use super::{Connection, Event, Events, UpstreamError};
 use crate::config::{Launch, ServerConfig};
+use crate::redact::Redactor;
 
 const STDERR_LINES: usize = 5;
 
@@ -100,13 +103,14 @@ impl StderrTail {
         self.tail()
     }
 
-    fn follow(&self, server: String, stderr: ChildStderr) {
+    fn follow(&self, server: String, stderr: ChildStderr, redactor: Redactor) {
         let lines = self.lines.clone();
         let finished = self.finished.clone();
         finished.send_replace(false);
         tokio::spawn(async move {
             let mut reader = BufReader::new(stderr).lines();
             while let Ok(Some(line)) = reader.next_line().await {
+                let line = redactor.apply(&line);
                 tracing::debug!(server = %server, "stderr: {line}");
                 let mut lines = lines.lock().expect("stderr lock");
                 if lines.len() == STDERR_LINES {
@@ -120,9 +124,11 @@ impl StderrTail {
 }
 
 /// Starts (or reaches) `config`'s server and completes the handshake within its timeout.
+/// With `login`, a remote server gets the stored login's token.
 pub(super) async fn open(
     config: &ServerConfig,
     events: Option<Events>,
+    login: bool,
 ) -> Result<Connection, UpstreamError> {
     let server = config.name.clone();
     let progress = ProgressRoutes::default();
@@ -147,7 +153,11 @@ pub(super) async fn open(
                     message: spawn_message(&command, &e),
                 })?;
             if let Some(child_stderr) = child_stderr {
-                stderr.follow(server.clone(), child_stderr);
+                stderr.follow(
+                    server.clone(),
+                    child_stderr,
+                    Redactor::new(config.secrets()),
+                );
             }
             (
                 tokio::time::timeout(after, client.serve(transport)).await,
@@ -155,22 +165,48 @@ pub(super) async fn open(
             )
         }
         Launch::Http { url, headers } => {
-            ensure_crypto_provider();
-            let mut custom = HashMap::new();
-            for (name, value) in headers {
-                let bad = |what: &str| UpstreamError::Spawn {
-                    server: server.clone(),
-                    message: format!(
-                        "header \"{name}\" has an invalid {what}; fix headers in the config"
-                    ),
-                };
-                let name_ok = HeaderName::try_from(name.as_str()).map_err(|_| bad("name"))?;
-                let value_ok = HeaderValue::try_from(value.as_str()).map_err(|_| bad("value"))?;
-                custom.insert(name_ok, value_ok);
-            }
-            let transport = StreamableHttpClientTransport::from_config(
-                StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom),
+            crate::auth::ensure_tls();
+            let custom = header_map(&server, headers)?;
+            let mut http = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(
+                custom
+                    .into_iter()
+                    .filter_map(|(k, v)| Some((k?, v)))
+                    .collect(),
             );
+            // As large as a stdio line: results are cut by result handling, not dropped here.
+            http.max_json_response_size = MAX_LINE_BYTES;
+            http.max_sse_event_size = MAX_LINE_BYTES;
+            let handshake = match authorized(config, login).await? {
+                Some(auth) => {
+                    let transport =
+                        StreamableHttpClientTransport::with_client(Ordered::new(auth), http);
+                    tokio::time::timeout(after, client.serve(transport)).await
+                }
+                None => {
+                    let plain = Ordered::new(reqwest::Client::new());
+                    let transport = StreamableHttpClientTransport::with_client(plain, http);
+                    tokio::time::timeout(after, client.serve(transport)).await
+                }
+            };
+            (handshake, None)
+        }
+        Launch::Sse { url, headers } => {
+            crate::auth::ensure_tls();
+            let custom = header_map(&server, headers)?;
+            let auth = authorized(config, login).await?;
+            let opened =
+                tokio::time::timeout(after, SseTransport::connect(&url, custom, auth)).await;
+            let transport = match opened {
+                Err(_) => {
+                    return Err(UpstreamError::ConnectTimeout {
+                        server,
+                        after,
+                        stderr: String::new(),
+                    });
+                }
+                Ok(Err(e)) => return Err(sse_error(&server, e)),
+                Ok(Ok(transport)) => transport,
+            };
             (
                 tokio::time::timeout(after, client.serve(transport)).await,
                 None,
@@ -186,10 +222,14 @@ pub(super) async fn open(
             });
         }
         Ok(Err(e)) => {
+            if let Some(challenge) = e.auth_challenge() {
+                return Err(UpstreamError::needs_login(&server, challenge));
+            }
             return Err(UpstreamError::Initialize {
                 server,
                 message: init_message(&e),
-                stderr: stderr.tail(),
+                // A child that died before answering often said why on stderr just before.
+                stderr: stderr.final_tail(super::STDERR_SETTLE).await,
             });
         }
         Ok(Ok(service)) => service,
@@ -209,6 +249,78 @@ pub(super) async fn open(
         last_used: StdMutex::new(tokio::time::Instant::now()),
         in_flight: Default::default(),
     })
+}
+
+/// Custom headers as HTTP headers; a bad name or value is the config's fault.
+fn header_map(
+    server: &str,
+    headers: std::collections::BTreeMap<String, String>,
+) -> Result<http::HeaderMap, UpstreamError> {
+    let mut map = http::HeaderMap::new();
+    for (name, value) in headers {
+        let bad = |what: &str| UpstreamError::Spawn {
+            server: server.to_owned(),
+            message: format!("header \"{name}\" has an invalid {what}; fix headers in the config"),
+        };
+        let name_ok = HeaderName::try_from(name.as_str()).map_err(|_| bad("name"))?;
+        let value_ok = HeaderValue::try_from(value.as_str()).map_err(|_| bad("value"))?;
+        map.insert(name_ok, value_ok);
+    }
+    Ok(map)
+}
+
+/// The stored login of a remote server (with `login`), as an HTTP client that sends its token.
+async fn authorized(
+    config: &ServerConfig,
+    login: bool,
+) -> Result<Option<rmcp::transport::AuthClient<reqwest::Client>>, UpstreamError> {
+    if !login {
+        return Ok(None);
+    }
+    crate::auth::client(config)
+        .await
+        .map_err(|e| UpstreamError::Auth {
+            server: config.name.clone(),
+            message: e.to_string(),
+        })
+}
+
+fn sse_error(server: &str, e: SseError) -> UpstreamError {
+    match &e {
+        SseError::AuthRequired(c) => UpstreamError::needs_login(server, &c.www_authenticate_header),
+        SseError::InsufficientScope(c) => {
+            UpstreamError::needs_login(server, &c.www_authenticate_header)
+        }
+        _ => UpstreamError::Initialize {
+            server: server.to_owned(),
+            message: e.to_string(),
+            stderr: String::new(),
+        },
+    }
+}
+
+/// Whether `config`'s server can be started as configured: its variables are set and a
+/// stdio command exists. Says what to fix when not.
+pub fn check_launch(config: &ServerConfig) -> Result<(), String> {
+    let Launch::Stdio {
+        command, env, cwd, ..
+    } = config.launch().map_err(|e| e.to_string())?
+    else {
+        return Ok(());
+    };
+    let path = env
+        .get("PATH")
+        .cloned()
+        .or_else(|| std::env::var("PATH").ok())
+        .unwrap_or_default();
+    let cwd = cwd.unwrap_or_else(|| std::env::current_dir().unwrap_or_default());
+    which::which_in(&command, Some(path), cwd)
+        .map(|_| ())
+        .map_err(|_| {
+            Redactor::new(config.secrets()).apply(&format!(
+                "command \"{command}\" was not found; install it or give its full path in \"command\""
+            ))
+        })
 }
 
 fn spawn_message(command: &str, e: &std::io::Error) -> String {
@@ -232,12 +344,4 @@ fn init_message(e: &ClientInitializeError) -> String {
     } else {
         text
     }
-}
-
-/// reqwest is built without a default TLS provider; install ring's once.
-fn ensure_crypto_provider() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
 }

@@ -4,9 +4,11 @@
 mod child;
 mod connect;
 pub mod guardian;
+mod http;
 #[cfg(test)]
 pub(crate) mod in_process;
 mod progress;
+mod sse;
 #[cfg(test)]
 mod tests;
 
@@ -26,8 +28,9 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::config::{ConfigError, ServerConfig};
+use crate::redact::Redactor;
 
-pub use connect::UpstreamClient;
+pub use connect::{UpstreamClient, check_launch};
 
 /// How long a dead server's stderr may take to drain into its error message.
 const STDERR_SETTLE: Duration = Duration::from_millis(500);
@@ -78,6 +81,97 @@ pub enum UpstreamError {
         what: String,
         message: String,
     },
+    /// The server answered 401, or 403 `insufficient_scope`: a login is needed.
+    #[error("{}", login_message(server, scope.as_deref(), *step_up))]
+    NeedsLogin {
+        server: String,
+        /// The server's `WWW-Authenticate` challenge, to seed the login.
+        challenge: String,
+        /// The scope the challenge names, if any.
+        scope: Option<String>,
+        /// A 403: logged in, but without the scope this needs.
+        step_up: bool,
+    },
+    #[error("server \"{server}\": stored login unusable: {message}")]
+    Auth { server: String, message: String },
+}
+
+impl UpstreamError {
+    /// The error with every text that could carry a secret (an expanded URL, a command line,
+    /// an upstream's stderr) passed through `redactor`.
+    pub fn redacted(self, redactor: &Redactor) -> Self {
+        let r = |text: String| redactor.apply(&text);
+        match self {
+            Self::Spawn { server, message } => Self::Spawn {
+                server,
+                message: r(message),
+            },
+            Self::ConnectTimeout {
+                server,
+                after,
+                stderr,
+            } => Self::ConnectTimeout {
+                server,
+                after,
+                stderr: r(stderr),
+            },
+            Self::Initialize {
+                server,
+                message,
+                stderr,
+            } => Self::Initialize {
+                server,
+                message: r(message),
+                stderr: r(stderr),
+            },
+            Self::Closed {
+                server,
+                what,
+                stderr,
+            } => Self::Closed {
+                server,
+                what,
+                stderr: r(stderr),
+            },
+            Self::Protocol {
+                server,
+                what,
+                message,
+            } => Self::Protocol {
+                server,
+                what,
+                message: r(message),
+            },
+            Self::Auth { server, message } => Self::Auth {
+                server,
+                message: r(message),
+            },
+            other => other,
+        }
+    }
+
+    /// A login error from a 401/403 `WWW-Authenticate` challenge.
+    pub fn needs_login(server: &str, challenge: &str) -> Self {
+        let base = reqwest::Url::parse("http://localhost/").expect("static URL");
+        let params = rmcp::transport::WWWAuthenticateParams::parse(challenge, &base);
+        Self::NeedsLogin {
+            server: server.to_owned(),
+            challenge: challenge.to_owned(),
+            step_up: params.is_insufficient_scope(),
+            scope: params.scope,
+        }
+    }
+}
+
+fn login_message(server: &str, scope: Option<&str>, step_up: bool) -> String {
+    match (step_up, scope) {
+        (true, Some(scope)) => format!(
+            "server \"{server}\" needs more permission (scope \"{scope}\") than the login gave; run `meta-server auth login {server}` to grant it, then call again"
+        ),
+        _ => format!(
+            "server \"{server}\" needs a login: run `meta-server auth login {server}` in a terminal, then call again"
+        ),
+    }
 }
 
 fn stderr_note(stderr: &str) -> String {
@@ -144,6 +238,32 @@ struct Slot {
     config: ServerConfig,
     /// Held while connecting, so concurrent first calls share one connection.
     conn: Mutex<Option<Arc<Connection>>>,
+    /// The `WWW-Authenticate` challenge of the last request the server refused for want of a
+    /// login (or of scope); cleared by the next request it accepts.
+    challenge: StdMutex<Option<String>>,
+    /// Masks this server's secrets in everything its errors say.
+    redactor: Redactor,
+}
+
+impl Slot {
+    /// Notes what `result` says about the server's login.
+    fn note<T>(&self, result: &Result<T, UpstreamError>) {
+        let mut challenge = self.challenge.lock().expect("challenge lock");
+        match result {
+            Ok(_) => *challenge = None,
+            Err(UpstreamError::NeedsLogin {
+                challenge: c,
+                step_up,
+                ..
+            }) => {
+                *challenge = Some(c.clone());
+                if *step_up {
+                    crate::auth::remember_step_up(&self.config, c);
+                }
+            }
+            Err(_) => {}
+        }
+    }
 }
 
 /// What happens to upstreams, for whoever keeps catalogs fresh.
@@ -204,6 +324,8 @@ impl Manager {
                 let slot = Slot {
                     config: s.clone(),
                     conn: Mutex::new(None),
+                    challenge: StdMutex::new(None),
+                    redactor: Redactor::new(s.secrets()),
                 };
                 (s.name.clone(), Arc::new(slot))
             })
@@ -229,13 +351,16 @@ impl Manager {
             conn.touch();
             return Ok(conn.clone());
         }
-        let conn = Arc::new(match &self.opener {
-            Opener::Launch => connect::open(&slot.config, self.events.clone()).await?,
+        let opened = match &self.opener {
+            Opener::Launch => connect::open(&slot.config, self.events.clone(), true).await,
             #[cfg(test)]
             Opener::InProcess(serve) => {
-                in_process::open(&slot.config, self.events.clone(), serve).await?
+                in_process::open(&slot.config, self.events.clone(), serve).await
             }
-        });
+        }
+        .map_err(|e| e.redacted(&slot.redactor));
+        slot.note(&opened);
+        let conn = Arc::new(opened?);
         *guard = Some(conn.clone());
         drop(guard);
         if let Some(events) = &self.events {
@@ -247,6 +372,40 @@ impl Manager {
             slot.config.idle_timeout,
         ));
         Ok(conn)
+    }
+
+    /// The challenge of the last request `server` refused for want of a login, taken: the
+    /// caller is expected to log in (`meta-server call --login` does).
+    pub fn take_login_challenge(&self, server: &str) -> Option<String> {
+        let slot = self.slots.get(server)?;
+        slot.challenge.lock().expect("challenge lock").take()
+    }
+
+    /// Connects to `server` without its stored login and lists its tools: the server's
+    /// `WWW-Authenticate` challenge if it wants a login, `None` if it answers without one.
+    pub async fn probe_login(&self, server: &str) -> Result<Option<String>, UpstreamError> {
+        let slot = self.slot(server)?;
+        let opened = connect::open(&slot.config, None, false)
+            .await
+            .map_err(|e| e.redacted(&slot.redactor));
+        let conn = match opened {
+            Err(UpstreamError::NeedsLogin { challenge, .. }) => return Ok(Some(challenge)),
+            other => Arc::new(other?),
+        };
+        let listed = self
+            .bounded(
+                slot,
+                &conn,
+                "tools/list",
+                conn.peer.list_all_tools_with_cache_hint(),
+            )
+            .await;
+        conn.close().await;
+        match listed {
+            Ok(_) => Ok(None),
+            Err(UpstreamError::NeedsLogin { challenge, .. }) => Ok(Some(challenge)),
+            Err(e) => Err(e),
+        }
     }
 
     /// Whether `server` has a live connection now.
@@ -323,6 +482,21 @@ impl Manager {
         what: &str,
         request: impl Future<Output = Result<T, ServiceError>>,
     ) -> Result<T, UpstreamError> {
+        let result = self
+            .bounded_inner(slot, conn, what, request)
+            .await
+            .map_err(|e| e.redacted(&slot.redactor));
+        slot.note(&result);
+        result
+    }
+
+    async fn bounded_inner<T>(
+        &self,
+        slot: &Slot,
+        conn: &Arc<Connection>,
+        what: &str,
+        request: impl Future<Output = Result<T, ServiceError>>,
+    ) -> Result<T, UpstreamError> {
         let server = &slot.config.name;
         let after = slot.config.call_timeout;
         // Dropping the request future on timeout makes rmcp send notifications/cancelled.
@@ -333,6 +507,10 @@ impl Manager {
                 after,
             }),
             Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) if e.auth_challenge().is_some() => {
+                let challenge = e.auth_challenge().unwrap_or_default();
+                Err(UpstreamError::needs_login(server, challenge))
+            }
             Ok(Err(ServiceError::McpError(e))) => Err(UpstreamError::Protocol {
                 server: server.clone(),
                 what: what.to_owned(),
@@ -345,7 +523,8 @@ impl Manager {
                 message: "unexpected kind of response".to_owned(),
             }),
             Ok(Err(e)) => {
-                tracing::warn!(server, error = %e, "upstream connection lost");
+                let error = slot.redactor.apply(&e.to_string());
+                tracing::warn!(server, error, "upstream connection lost");
                 forget(slot, conn).await;
                 conn.close().await;
                 Err(UpstreamError::Closed {

@@ -6,7 +6,7 @@ import socket
 import subprocess
 import sys
 import time
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import pytest
@@ -16,6 +16,12 @@ ROOT = Path(__file__).resolve().parents[2]
 PEERS = Path(os.environ.get("META_SERVER_PEERS", ROOT / ".peers"))
 BIN = Path(os.environ.get("META_SERVER_BIN", ROOT / "target" / "debug" / "meta-server"))
 NPM = PEERS / "npm" / "node_modules" / "@modelcontextprotocol"
+
+
+@pytest.fixture
+def anyio_backend():
+    """The async tests (marked anyio) run on asyncio."""
+    return "asyncio"
 
 
 def pytest_configure(config):
@@ -70,7 +76,10 @@ def processes() -> dict[int, tuple[int, str]]:
 
 
 def meta_server_pid(cfg: Path) -> int:
-    found = [pid for pid, (_, cmd) in processes().items() if str(cfg) in cmd and cmd.startswith(str(BIN))]
+    procs = processes()
+    found = [pid for pid, (_, cmd) in procs.items() if str(cfg) in cmd and cmd.startswith(str(BIN))]
+    # A child between fork and exec still shows meta-server's command line: not another one.
+    found = [pid for pid in found if procs[pid][0] not in found]
     assert len(found) == 1, f"expected one meta-server for {cfg}, found {found}"
     return found[0]
 
@@ -115,24 +124,39 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def everything_http():
-    """server-everything over streamable HTTP on a loopback port; yields the port."""
+@contextmanager
+def everything_over(transport: str):
+    """server-everything over `streamableHttp` or the legacy `sse` transport on a loopback
+    port; yields the port."""
     port = free_port()
     proc = subprocess.Popen(
         ["node", "--require", str(Path(__file__).with_name("loopback.cjs")),
-         str(NPM / "server-everything" / "dist" / "index.js"), "streamableHttp"],
+         str(NPM / "server-everything" / "dist" / "index.js"), transport],
         env={**os.environ, "PORT": str(port)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def listening():
         with socket.socket() as s:
             return s.connect_ex(("127.0.0.1", port)) == 0
     try:
-        wait_until(listening, "server-everything to listen over HTTP")
+        wait_until(listening, f"server-everything to listen ({transport})")
         yield port
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@pytest.fixture
+def everything_http():
+    """server-everything over streamable HTTP on a loopback port; yields the port."""
+    with everything_over("streamableHttp") as port:
+        yield port
+
+
+@pytest.fixture
+def everything_sse():
+    """server-everything over the legacy HTTP+SSE transport on a loopback port."""
+    with everything_over("sse") as port:
+        yield port
 
 
 @pytest.fixture

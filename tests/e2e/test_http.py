@@ -6,6 +6,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -321,7 +322,10 @@ def call_tool(url: str, sid: str, name: str, arguments: dict, request_id: int = 
 @pytest.mark.parametrize("shared", [False, True])
 def test_a_stored_result_is_read_only_by_its_session_unless_shared(tmp_path, shared):
     everything = server_entries(tmp_path)["everything"]
-    cfg = write_config(tmp_path, {"everything": everything}, catalogDir=str(ROOT / "catalogs"), maxResultTokens=300)
+    # A copy: the upstream really starts, and its catalog is re-listed and written.
+    (tmp_path / "catalogs").mkdir()
+    shutil.copy(ROOT / "catalogs" / "everything.json", tmp_path / "catalogs" / "everything.json")
+    cfg = write_config(tmp_path, {"everything": everything}, maxResultTokens=300)
     with http_server(cfg, extra_args=("--share-results",) if shared else ()) as (proc, url):
         mine, other = initialize(url), initialize(url)
         message = "".join(f"line {i} of a long echo\n" for i in range(400))

@@ -153,16 +153,33 @@ fn search_answers_from_catalogs_with_nothing_started() {
 fn config_errors_name_the_file_and_say_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("bad.json");
-    std::fs::write(&config, r#"{"mcpServers": {"gh": {"command": 42}}}"#).unwrap();
+    // One bad entry is reported and skipped; the rest of the config works.
+    std::fs::write(
+        &config,
+        r#"{"mcpServers": {"gh": {"command": 42}, "ok": {"command": "true"}}}"#,
+    )
+    .unwrap();
+    let out = meta_server(&["--config", config.to_str().unwrap(), "search", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.json")
+            && err.contains(r#"mcpServers."gh".command"#)
+            && err.contains("must be a string")
+            && err.contains("the other servers work"),
+        "{err}"
+    );
+    // A file that is wrong as a whole still stops the command.
+    std::fs::write(&config, r#"{"mcpServers": [1]}"#).unwrap();
     let out = meta_server(&["--config", config.to_str().unwrap(), "search", "x"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("bad.json")
-            && err.contains(r#"mcpServers."gh".command"#)
-            && err.contains("must be a string"),
+        err.contains("bad.json") && err.contains("mcpServers"),
         "{err}"
     );
 
@@ -303,4 +320,61 @@ fn index_stale_relists_catalogs_past_the_ttl_their_server_gave() {
         (!marked("lapsed")).then_some(())
     });
     assert!(marked("fresh"), "a fresh catalog is not re-listed");
+}
+
+#[test]
+fn secrets_never_reach_errors_tables_or_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        json!({
+            // A secret in the URL's query (port 1: nothing listens).
+            "leaky-url": {"type": "http", "url": "http://127.0.0.1:1/mcp?key=${LEAKY_KEY}"},
+            // A secret in the command line.
+            "leaky-cmd": {"command": "/nonexistent/${LEAKY_CMD}"},
+            // An upstream that writes a token to stderr and dies.
+            "chatty": {"command": "sh", "args": ["-c", "echo starting with token=abc123secret >&2; exit 3"]},
+        }),
+        json!({"catalogDir": "catalogs", "timeoutSecs": 5}),
+    );
+    let secrets = ["url-sekrit-4711", "cmd-sekrit-0815", "abc123secret"];
+    let run = |args: &[&str]| {
+        meta_server(&[&["--config", config.to_str().unwrap()], args].concat())
+            .env("LEAKY_KEY", secrets[0])
+            .env("LEAKY_CMD", secrets[1])
+            .env("META_SERVER_LOG", "debug")
+            .output()
+            .unwrap()
+    };
+    let out = run(&["index", "--json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let rows: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(rows.len(), 3, "{stdout}");
+    assert!(stdout.contains("[redacted]"), "{stdout}");
+    for secret in secrets {
+        assert!(!stdout.contains(secret), "{secret} in the table: {stdout}");
+        assert!(!stderr.contains(secret), "{secret} in the log: {stderr}");
+    }
+    let chatty = rows.iter().find(|r| r["server"] == "chatty").unwrap();
+    assert!(
+        chatty["error"]
+            .as_str()
+            .unwrap()
+            .contains("token=[redacted]"),
+        "{chatty}"
+    );
+    for name in ["leaky-url__x", "leaky-cmd__x", "chatty__x"] {
+        let out = run(&["call", name]);
+        assert_eq!(out.status.code(), Some(1));
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for secret in secrets {
+            assert!(!all.contains(secret), "{secret} from `call {name}`: {all}");
+        }
+    }
 }

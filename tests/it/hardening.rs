@@ -4,28 +4,35 @@
 use serde_json::{Value, json};
 
 use crate::support::{
-    Session, everything_entry, fails, fault_entry, fault_server, meta_server, processes_with, repo,
+    Session, everything_entry, fault_entry, fault_server, meta_server, processes_with, repo,
     succeeds, time_entry, unstartable, wait_until, write_config,
 };
 
 #[test]
-fn a_bad_glob_is_a_config_error_and_many_stars_do_not_hang() {
+fn a_bad_glob_is_caught_with_the_config_and_many_stars_do_not_hang() {
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(
         dir.path(),
         json!({"time": {"command": "/nonexistent", "allowTools": ["get_*", "[oops"]}}),
         json!({}),
     );
-    let err = fails(&mut meta_server(&[
+    // An entry meta-server cannot serve: skipped and reported, the rest keeps working.
+    let out = succeeds(&mut meta_server(&[
         "--config",
         config.to_str().unwrap(),
+        "--catalog-dir",
+        repo().join("catalogs").to_str().unwrap(),
         "search",
-        "time",
+        "current time",
     ]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains(r#"mcpServers."time".allowTools[1]"#) && err.contains("[oops"),
-        "{err}"
+        stderr.contains(r#"server "time" skipped"#)
+            && stderr.contains(r#"mcpServers."time".allowTools[1]"#)
+            && stderr.contains("[oops"),
+        "{stderr}"
     );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("time__get_current_time"));
 
     // A backtracking matcher takes exponential time on this glob against a name of many a's.
     let catalogs = dir.path().join("catalogs");
@@ -129,7 +136,15 @@ fn session_with_a_stored_result(dir: &std::path::Path) -> (Session, String) {
         json!({"everything": everything_entry()}),
         json!({"maxResultTokens": 300}),
     );
-    let mut s = Session::start(&config, &repo().join("catalogs"));
+    // A copy: the upstream really starts, and its catalog is re-listed and written.
+    let catalogs = dir.join("catalogs");
+    std::fs::create_dir_all(&catalogs).unwrap();
+    std::fs::copy(
+        repo().join("catalogs/everything.json"),
+        catalogs.join("everything.json"),
+    )
+    .unwrap();
+    let mut s = Session::start(&config, &catalogs);
     s.initialize();
     let message: String = (0..400).map(|i| format!("line {i} says ab\n")).collect();
     let r = s.call(

@@ -9,6 +9,11 @@ fn help_of_every_command() {
         "serve",
         "index",
         "search",
+        "call",
+        "auth",
+        "auth login",
+        "auth status",
+        "auth logout",
         "measure",
         "import",
         "install",
@@ -19,8 +24,12 @@ fn help_of_every_command() {
         args.push("--help");
         let out = succeeds(meta_server(&args).env("COLUMNS", "100"));
         let help = String::from_utf8(out.stdout).unwrap();
-        let name = if command.is_empty() { "main" } else { command };
-        insta::with_settings!({prepend_module_to_snapshot => false, snapshot_suffix => name}, {
+        let name = if command.is_empty() {
+            "main".to_owned()
+        } else {
+            command.replace(' ', "-")
+        };
+        insta::with_settings!({prepend_module_to_snapshot => false, snapshot_suffix => name.as_str()}, {
             insta::assert_snapshot!("help", help);
         });
     }

@@ -18,6 +18,8 @@ struct Case {
     expect: Value,
     /// Servers that must not be imported.
     absent: &'static [&'static str],
+    /// Servers meta-server cannot serve: not imported, and kept in the client's file.
+    left: &'static [&'static str],
     /// Text outside the servers section that must survive install.
     kept: &'static [&'static str],
 }
@@ -33,6 +35,7 @@ fn cases() -> Vec<Case> {
                 "memory": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"], "env": {"MEMORY_FILE_PATH": "/Users/me/.memory.jsonl"}},
             }),
             absent: &[],
+            left: &[],
             kept: &["  \"globalShortcut\": \"Alt+Space\"\n}\n"],
         },
         Case {
@@ -44,6 +47,7 @@ fn cases() -> Vec<Case> {
                 "sequential-thinking": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-sequential-thinking"], "env": {}},
             }),
             absent: &["project-only"],
+            left: &[],
             kept: &[
                 "{\n  \"numStartups\": 42,\n  \"installMethod\": \"native\",\n",
                 "      \"mcpServers\": {\n        \"project-only\": {\n",
@@ -57,8 +61,10 @@ fn cases() -> Vec<Case> {
             expect: json!({
                 "time": {"command": "uvx", "args": ["mcp-server-time", "--local-timezone", "UTC"]},
                 "browser": {"command": "npx", "env": {"BROWSER_TOKEN": "${BROWSER_TOKEN}"}},
+                "legacy": {"type": "sse", "url": "http://localhost:3001/sse"},
             }),
-            absent: &["meta-server"],
+            absent: &["meta-server", "socket"],
+            left: &["socket"],
             kept: &[],
         },
         Case {
@@ -71,6 +77,7 @@ fn cases() -> Vec<Case> {
                 "github": {"type": "http", "url": "https://api.githubcopilot.com/mcp/"},
             }),
             absent: &[],
+            left: &[],
             kept: &[
                 "{\n\t// Servers for every workspace.\n\t\"inputs\": [\n",
                 "\t\t\t\"password\": true\n",
@@ -88,6 +95,7 @@ fn cases() -> Vec<Case> {
                 "docs": {"command": "uvx", "disabled": true},
             }),
             absent: &[],
+            left: &[],
             kept: &[
                 "# Codex settings\nmodel = \"gpt-5-codex\"\n",
                 "[tui]\nnotifications = true\n",
@@ -230,8 +238,40 @@ fn import_install_uninstall_round_trip_for_every_client() {
         let installed = std::fs::read_to_string(&client_file).unwrap();
         let client: Client = case.client.parse().unwrap();
         let parsed = ClientFile::parse(client, &client_file, installed.clone()).unwrap();
-        assert_eq!(parsed.servers.len(), 1, "{}: {installed}", case.client);
-        assert_eq!(parsed.servers[0].name, ENTRY_NAME);
+        let names: Vec<&str> = parsed.servers.iter().map(|s| s.name.as_str()).collect();
+        let expected: Vec<&str> = std::iter::once(ENTRY_NAME)
+            .chain(case.left.iter().copied())
+            .collect();
+        assert_eq!(names, expected, "{}: {installed}", case.client);
+        let before = ClientFile::parse(
+            client,
+            &client_file,
+            String::from_utf8(original.clone()).unwrap(),
+        )
+        .unwrap();
+        for name in case.left {
+            let entry = |f: &ClientFile| {
+                f.servers
+                    .iter()
+                    .find(|s| s.name == *name)
+                    .unwrap()
+                    .entry
+                    .clone()
+            };
+            assert_eq!(
+                entry(&parsed),
+                entry(&before),
+                "{}: {name} kept as it was",
+                case.client
+            );
+        }
+        if !case.left.is_empty() {
+            assert!(
+                stdout.contains("cannot serve it"),
+                "{}: {stdout}",
+                case.client
+            );
+        }
         assert_eq!(
             parsed.servers[0].entry,
             json!({"command": exe.to_str().unwrap(), "args": ["--config", cfg, "serve"]}),

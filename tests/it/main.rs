@@ -1,6 +1,7 @@
 //! Integration tests: the real `meta-server` binary, driven over stdio and on the command line.
 //! Tests that talk to upstream servers use the pinned ones from `scripts/install-peers`.
 
+mod auth;
 mod cli;
 #[cfg(feature = "embeddings")]
 mod embed;

