@@ -26,6 +26,9 @@ pub const DEFAULT_RESULT_MEMORY: u64 = 256 << 20;
 pub const RESERVED_SERVER: &str = "meta";
 /// Server name under which skills are listed.
 pub const SKILL_SERVER: &str = "skill";
+/// Environment variable naming the directory of the embedding runtime and model (wins over
+/// `metaServer.embeddings.dir`).
+pub const EMBED_DIR_ENV: &str = "META_SERVER_EMBED_DIR";
 
 /// Errors in reading or checking the configuration.
 #[derive(Debug, thiserror::Error)]
@@ -121,8 +124,7 @@ impl Settings {
         if let Some(dir) = catalog_dir {
             settings.catalog_dir = dir;
         }
-        if let Some(dir) = std::env::var_os(crate::search::embed::ENV_DIR).filter(|d| !d.is_empty())
-        {
+        if let Some(dir) = std::env::var_os(EMBED_DIR_ENV).filter(|d| !d.is_empty()) {
             settings.embed_dir = Some(PathBuf::from(dir));
         }
         Ok(settings)

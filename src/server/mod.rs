@@ -95,7 +95,7 @@ impl State {
                     if cfg!(feature = "embeddings") {
                         tracing::info!(
                             "embeddings not configured (set {} or metaServer.embeddings.dir); BM25 only",
-                            crate::search::embed::ENV_DIR
+                            crate::config::EMBED_DIR_ENV
                         );
                     }
                     return None;

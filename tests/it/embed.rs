@@ -8,7 +8,7 @@ use meta_server::search::embed::{self, Embedder};
 use meta_server::search::{SearchIndex, ToolDoc};
 
 fn embed_dir() -> PathBuf {
-    let dir = std::env::var_os(embed::ENV_DIR)
+    let dir = std::env::var_os(meta_server::config::EMBED_DIR_ENV)
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".peers/embed"));
     assert!(
@@ -113,7 +113,7 @@ fn index_computes_tool_vectors_once_so_serve_starts_hybrid() {
     let index = || {
         let out = crate::support::succeeds(
             crate::support::meta_server(&["--config", config.to_str().unwrap(), "index"])
-                .env_remove(embed::ENV_DIR),
+                .env_remove(meta_server::config::EMBED_DIR_ENV),
         );
         String::from_utf8_lossy(&out.stderr).into_owned()
     };

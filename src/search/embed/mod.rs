@@ -14,8 +14,6 @@ pub use store::{DocVectors, VectorFile, text_hash, update_vectors};
 
 use super::ToolDoc;
 
-/// Environment variable naming the directory of the runtime and model (wins over the config).
-pub const ENV_DIR: &str = "META_SERVER_EMBED_DIR";
 /// Sub-directory of the embedding directory holding the model files.
 pub const MODEL_DIR: &str = "all-minilm-l6-v2-int8";
 /// ONNX Runtime library file in the embedding directory.
