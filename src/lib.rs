@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod cli;
 pub mod clients;
 pub mod config;
+pub mod library;
 pub mod result;
 pub mod search;
 pub mod server;

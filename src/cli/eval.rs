@@ -11,10 +11,10 @@ use serde_json::Value;
 
 use crate::catalog::Catalog;
 use crate::config::{ServerConfig, Settings, default_catalog_dir, server_identifier};
+use crate::library::{Library, qualified_name};
 use crate::search::embed::EmbedError;
 use crate::search::metrics::{self, Mean, Scores};
 use crate::search::{self, SearchOptions};
-use crate::server::{Library, qualified_name};
 
 /// Measure search quality: run every query of a query file through the search that
 /// search_tools uses and print Recall@1/5/10, MRR and nDCG@10.
@@ -156,7 +156,7 @@ pub fn run(args: Args, config: &Path, catalog_dir: Option<PathBuf>) -> anyhow::R
         .map(|s| ServerConfig::catalog_only(s))
         .collect();
     let embed = options.embeddings;
-    let library = Library::catalogs_only(&servers, catalogs, options)?;
+    let library = Library::build_with(&servers, catalogs, None, Vec::new(), options)?;
     if library.entries.is_empty() {
         match &args.tools {
             Some(path) => bail!("no tools to search in {}", path.display()),

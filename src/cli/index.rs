@@ -11,7 +11,6 @@ use serde::Serialize;
 
 use crate::catalog::{self, Catalog};
 use crate::config::{ServerConfig, Settings};
-use crate::server::Library;
 use crate::upstream::Manager;
 
 /// Build catalogs: connect each configured server, page through tools/list, write
@@ -160,7 +159,7 @@ fn embed_catalogs(settings: &Settings) {
         return;
     };
     let started = Instant::now();
-    let embedded = Library::load(settings)
+    let embedded = crate::server::load_library(settings)
         .map_err(|e| e.to_string())
         .and_then(|(library, _)| {
             library

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use serde_json::json;
 
 use crate::config::Settings;
-use crate::server::{Library, State};
+use crate::server::{load_library, search_tools};
 
 /// Search the catalogs the way search_tools does, without starting any server.
 #[derive(clap::Args, Debug)]
@@ -37,7 +37,7 @@ pub struct Args {
 
 #[allow(clippy::print_stdout)]
 pub fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
-    let (library, report) = Library::load(&settings)?;
+    let (library, report) = load_library(&settings)?;
     for warning in &report.warnings {
         eprintln!("warning: {warning}");
     }
@@ -47,8 +47,11 @@ pub fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
             report.missing.join(", ")
         );
     }
-    let state = State::new(settings, library);
-    state.embed_library();
+    if let Some(dir) = &settings.embed_dir
+        && let Err(e) = library.embed_with_model_in(dir, Some(&settings.catalog_dir))
+    {
+        tracing::warn!("embeddings off, BM25 only: {e}");
+    }
     let mut request = json!({
         "query": args.query,
         "limit": args.limit,
@@ -58,7 +61,7 @@ pub fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
     if let Some(server) = args.server {
         request["server"] = server.into();
     }
-    let result = crate::server::search(&state, request);
+    let result = search_tools(&library, &settings, request);
     let text = result
         .content
         .iter()

@@ -10,7 +10,6 @@ mod freshness;
 mod guard;
 mod http;
 mod instructions;
-mod library;
 mod reply;
 mod search_tool;
 mod skill_tool;
@@ -31,13 +30,13 @@ use serde_json::Value;
 
 use crate::budget::{self, Budgets, ByteEstimate, Limits, O200k, Route, TokenCounter};
 use crate::config::{Settings, Tokenizer};
+use crate::library::{Library, LoadReport};
 use crate::result::{ResultHandler, SpillStore, store::DEFAULT_SPILL_BYTES};
 use crate::search::SearchError;
 use crate::upstream::Manager;
 
 pub use definitions::definitions;
 pub use http::{HttpError, HttpOptions, HttpServer, PATH as HTTP_PATH, Token};
-pub use library::{Library, LoadReport, qualified_name};
 
 /// URI scheme of skills as resources.
 const SKILL_SCHEME: &str = "skill://";
@@ -462,16 +461,32 @@ impl ServerHandler for MetaServer {
     }
 }
 
-/// Runs `search_tools` with these arguments: the CLI's `search` uses the very same code.
-pub fn search(state: &State, args: Value) -> rmcp::model::CallToolResult {
-    search_tool::run(state, args)
+/// Runs `search_tools` with these arguments over `library`, as a session that has read no
+/// skill: the CLI's `search` answers with the very same code, without a server.
+pub fn search_tools(
+    library: &Library,
+    settings: &Settings,
+    args: Value,
+) -> rmcp::model::CallToolResult {
+    let scope = search_tool::Scope {
+        library,
+        servers: settings.servers.iter().map(|s| s.name.as_str()).collect(),
+        boosted: Default::default(),
+        indexing: Vec::new(),
+    };
+    search_tool::answer(&scope, args)
+}
+
+/// The library of the configured servers' catalogs, skills and the built-in `meta` tools.
+pub fn load_library(settings: &Settings) -> Result<(Library, LoadReport), SearchError> {
+    Library::load(settings, Some(builtin::catalog()))
 }
 
 /// Start-up shared by stdio and HTTP: loads the library from the catalogs, starts the
 /// freshness watcher, connects alwaysLoad servers, fixes `tools/list` and the `initialize`
 /// instructions, and indexes servers without a catalog in the background.
 async fn start(settings: Settings) -> Result<MetaServer, SearchError> {
-    let (library, report) = Library::load(&settings)?;
+    let (library, report) = load_library(&settings)?;
     for warning in &report.warnings {
         tracing::warn!("{warning}");
     }

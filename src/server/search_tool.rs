@@ -1,12 +1,15 @@
 //! `search_tools`: ranked hits from the catalog, without connecting anything.
 
+use std::collections::BTreeSet;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::{RESERVED_SERVER, SKILL_SERVER};
+use crate::library::Library;
 
+use super::State;
 use super::reply::{self, Reply};
-use super::{Library, State};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -82,7 +85,35 @@ const SKILL_BOOST: f32 = 1.5;
 /// Length of the one-line description in a hit (`detail: "full"` gives all of it).
 const SUMMARY_CHARS: usize = 160;
 
+/// What `search_tools` answers from: the library and what the session knows around it.
+pub struct Scope<'a> {
+    pub library: &'a Library,
+    /// Configured servers, with or without a catalog yet.
+    pub servers: Vec<&'a str>,
+    /// Servers whose tools rank higher because a skill that needs them was read.
+    pub boosted: BTreeSet<String>,
+    /// Servers being indexed in the background right now.
+    pub indexing: Vec<String>,
+}
+
 pub(super) fn run(state: &State, args: Value) -> Reply {
+    let library = state.library();
+    let scope = Scope {
+        library: &library,
+        servers: state
+            .settings
+            .servers
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect(),
+        boosted: state.boosted.lock().expect("boosted lock").clone(),
+        indexing: state.indexing(),
+    };
+    answer(&scope, args)
+}
+
+/// `search_tools` over `scope`: the MCP server and the CLI's `search` both answer with it.
+pub fn answer(scope: &Scope, args: Value) -> Reply {
     let args: Args = match reply::parse_args(super::definitions::SEARCH_TOOLS, args) {
         Ok(args) => args,
         Err(e) => return reply::error(e),
@@ -93,14 +124,9 @@ pub(super) fn run(state: &State, args: Value) -> Reply {
             args.limit
         ));
     }
-    let library = state.library();
+    let library = scope.library;
     // Configured servers (with or without a catalog yet), then built-in ones (`meta`, skills).
-    let mut servers: Vec<&str> = state
-        .settings
-        .servers
-        .iter()
-        .map(|s| s.name.as_str())
-        .collect();
+    let mut servers = scope.servers.clone();
     for builtin in [RESERVED_SERVER, SKILL_SERVER] {
         if library.has_server(builtin) {
             servers.push(builtin);
@@ -114,7 +140,7 @@ pub(super) fn run(state: &State, args: Value) -> Reply {
             servers.join(", ")
         ));
     }
-    let boosted = state.boosted.lock().expect("boosted lock").clone();
+    let boosted = &scope.boosted;
     // With boosted servers, look further down the ranking so their tools can move up.
     let wanted = if boosted.is_empty() {
         args.limit
@@ -177,7 +203,7 @@ pub(super) fn run(state: &State, args: Value) -> Reply {
             close.join(" or ")
         ))
     } else {
-        (!confident).then(|| weak_hint(&library, &args.query, &hits, &servers))
+        (!confident).then(|| weak_hint(library, &args.query, &hits, &servers))
     };
     let (hits, groups) = if args.group_by_server {
         group(hits)
@@ -189,7 +215,7 @@ pub(super) fn run(state: &State, args: Value) -> Reply {
         confident,
         hits,
         hint,
-        indexing: state.indexing(),
+        indexing: scope.indexing.clone(),
         groups,
     };
     let text = render(&output);

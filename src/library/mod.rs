@@ -2,11 +2,12 @@
 //! name, with the search index over them. Immutable: a changed catalog gives a new library
 //! ([`Library::with_catalog`]) that the server swaps in.
 
+mod entry;
+mod filter;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
-
-use serde_json::Value;
 
 use crate::catalog::{Catalog, CatalogError, ToolDef};
 use crate::config::{SKILL_SERVER, ServerConfig, Settings};
@@ -14,35 +15,10 @@ use crate::search::embed::{self, DocVectors, EmbedError, Embedder, VectorFile};
 use crate::search::{Hit, SearchError, SearchIndex, SearchOptions, ToolDoc};
 use crate::skills::Skill;
 
-/// Separator between server and tool in a qualified name.
-pub const SEPARATOR: &str = "__";
+pub use entry::{Entry, SEPARATOR, qualified_name};
 
-/// One upstream tool as the client sees it.
-pub struct Entry {
-    /// `<server>__<tool>`, valid as an MCP tool name.
-    pub qualified: String,
-    pub server: String,
-    pub def: ToolDef,
-    /// Set when this entry is a skill rather than a tool.
-    pub skill: Option<Arc<Skill>>,
-    validator: OnceLock<Option<jsonschema::Validator>>,
-}
-
-impl Entry {
-    /// The compiled input schema; `None` if the upstream's schema does not compile.
-    pub fn validator(&self) -> Option<&jsonschema::Validator> {
-        self.validator
-            .get_or_init(|| {
-                let schema = Value::Object(self.def.input_schema().clone());
-                jsonschema::validator_for(&schema)
-                    .inspect_err(|e| {
-                        tracing::warn!(tool = %self.qualified, "input schema does not compile, arguments go unchecked: {e}");
-                    })
-                    .ok()
-            })
-            .as_ref()
-    }
-}
+/// How the built-in tools' server is described to search.
+const BUILTIN_ABOUT: &str = "meta-server built-in tools";
 
 /// What loading the catalogs found.
 #[derive(Default)]
@@ -58,6 +34,8 @@ pub struct Library {
     pub entries: BTreeMap<String, Arc<Entry>>,
     pub catalogs: BTreeMap<String, Catalog>,
     pub skills: Vec<Arc<Skill>>,
+    /// meta-server's own tools, indexed like a server's catalog (see [`Self::load`]).
+    builtin: Option<Catalog>,
     pub index: SearchIndex,
     /// (key, server, embedded text) of every tool, for [`Self::embed`].
     texts: Vec<(String, String, String)>,
@@ -80,8 +58,12 @@ pub struct EmbedStats {
 }
 
 impl Library {
-    /// Loads the catalog of every configured server from the catalog dir.
-    pub fn load(settings: &Settings) -> Result<(Self, LoadReport), SearchError> {
+    /// Loads the catalog of every configured server from the catalog dir, plus the skills and
+    /// `builtin`, the catalog of tools meta-server serves itself (the server's `meta` tools).
+    pub fn load(
+        settings: &Settings,
+        builtin: Option<&Catalog>,
+    ) -> Result<(Self, LoadReport), SearchError> {
         let mut report = LoadReport::default();
         let mut catalogs = BTreeMap::new();
         for server in &settings.servers {
@@ -106,6 +88,7 @@ impl Library {
             Self::build_with(
                 &settings.servers,
                 catalogs,
+                builtin.cloned(),
                 skills,
                 SearchOptions::default(),
             )?,
@@ -113,42 +96,29 @@ impl Library {
         ))
     }
 
-    /// Builds entries and the index from `catalogs` (one per server name), plus the built-in
-    /// `meta` tools.
+    /// Builds entries and the index from `catalogs` (one per server name) alone, with the
+    /// default ranking: what `eval` scores, so its numbers describe the catalogs alone.
     pub fn build(
         servers: &[ServerConfig],
         catalogs: BTreeMap<String, Catalog>,
     ) -> Result<Self, SearchError> {
-        Self::build_with(servers, catalogs, Vec::new(), SearchOptions::default())
+        Self::build_with(
+            servers,
+            catalogs,
+            None,
+            Vec::new(),
+            SearchOptions::default(),
+        )
     }
 
-    /// Like [`Self::build`], with skills listed under the `skill` server and the given ranking
-    /// options.
+    /// Like [`Self::build`], with the `builtin` catalog under its own server name, skills
+    /// listed under the `skill` server, and the given ranking options.
     pub fn build_with(
         servers: &[ServerConfig],
         catalogs: BTreeMap<String, Catalog>,
+        builtin: Option<Catalog>,
         skills: Vec<Arc<Skill>>,
         options: SearchOptions,
-    ) -> Result<Self, SearchError> {
-        Self::assemble(servers, catalogs, skills, options, true)
-    }
-
-    /// Only the given catalogs, without built-in tools or skills: what `eval` scores, so its
-    /// numbers describe the catalog alone.
-    pub fn catalogs_only(
-        servers: &[ServerConfig],
-        catalogs: BTreeMap<String, Catalog>,
-        options: SearchOptions,
-    ) -> Result<Self, SearchError> {
-        Self::assemble(servers, catalogs, Vec::new(), options, false)
-    }
-
-    fn assemble(
-        servers: &[ServerConfig],
-        catalogs: BTreeMap<String, Catalog>,
-        skills: Vec<Arc<Skill>>,
-        options: SearchOptions,
-        builtins: bool,
     ) -> Result<Self, SearchError> {
         let mut entries = BTreeMap::new();
         let mut docs = Vec::new();
@@ -157,14 +127,13 @@ impl Library {
                 add_catalog(&mut entries, &mut docs, server, catalog);
             }
         }
-        if builtins {
-            let builtin = super::builtin::catalog();
+        if let Some(builtin) = &builtin {
             let tools = builtin.tool_defs().into_iter();
             add(
                 &mut entries,
                 &mut docs,
                 &builtin.server,
-                "meta-server built-in tools",
+                BUILTIN_ABOUT,
                 tools,
             );
         }
@@ -191,6 +160,7 @@ impl Library {
             entries,
             catalogs,
             skills,
+            builtin,
             index: SearchIndex::build_with(docs, options)?,
             texts,
             semantic: OnceLock::new(),
@@ -231,6 +201,7 @@ impl Library {
             entries,
             catalogs,
             skills: self.skills.clone(),
+            builtin: self.builtin.clone(),
             index,
             texts,
             semantic: OnceLock::new(),
@@ -245,6 +216,7 @@ impl Library {
         Self::build_with(
             servers,
             catalogs,
+            self.builtin.clone(),
             self.skills.clone(),
             self.index.options().clone(),
         )
@@ -399,7 +371,7 @@ fn add_catalog(
     let tools = catalog
         .tool_defs()
         .into_iter()
-        .filter(|def| allowed(server, &def.name));
+        .filter(|def| filter::allowed(server, &def.name));
     add(entries, docs, &server.name, &about, tools);
 }
 
@@ -437,68 +409,16 @@ fn add(
                 .join(" "),
             server_text: format!("{server} {about}"),
         });
-        let entry = Entry {
-            qualified: qualified.clone(),
-            server: server.to_owned(),
-            def,
-            skill: None,
-            validator: OnceLock::new(),
-        };
+        let entry = Entry::new(qualified.clone(), server.to_owned(), def);
         entries.insert(qualified.clone(), Arc::new(entry));
         added.push(qualified);
     }
     added
 }
 
-/// `<server>__<tool>`, with characters outside `[A-Za-z0-9_.-]` in the tool name made `-`.
-pub fn qualified_name(server: &str, tool: &str) -> String {
-    let tool: String = tool
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    format!("{server}{SEPARATOR}{tool}")
-}
-
-/// Applies the server's `allowTools` / `denyTools` globs (`*` and `?`) to a tool name.
-fn allowed(server: &ServerConfig, tool: &str) -> bool {
-    let allow = server.allow_tools.is_empty() || server.allow_tools.iter().any(|g| glob(g, tool));
-    allow && !server.deny_tools.iter().any(|g| glob(g, tool))
-}
-
-fn glob(pattern: &str, text: &str) -> bool {
-    fn go(p: &[char], t: &[char]) -> bool {
-        match (p.first(), t.first()) {
-            (None, None) => true,
-            (Some('*'), _) => go(&p[1..], t) || (!t.is_empty() && go(p, &t[1..])),
-            (Some('?'), Some(_)) => go(&p[1..], &t[1..]),
-            (Some(a), Some(b)) if a == b => go(&p[1..], &t[1..]),
-            _ => false,
-        }
-    }
-    let p: Vec<char> = pattern.chars().collect();
-    let t: Vec<char> = text.chars().collect();
-    go(&p, &t)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn qualified_names_are_valid_mcp_tool_names() {
-        assert_eq!(qualified_name("fs", "read_text_file"), "fs__read_text_file");
-        assert_eq!(
-            qualified_name("everything", "get-sum"),
-            "everything__get-sum"
-        );
-        assert_eq!(qualified_name("x", "weird name/op:1"), "x__weird-name-op-1");
-    }
 
     fn catalog(server: &str, tools: &[&str]) -> Catalog {
         let tools = tools
@@ -549,14 +469,5 @@ mod tests {
         assert_eq!(top(&updated, "does gamma"), "a__gamma");
         assert_eq!(top(&updated, "does bravo"), "b__bravo");
         assert_eq!(updated.index.len(), full.index.len());
-    }
-
-    #[test]
-    fn globs() {
-        assert!(glob("read_*", "read_text_file"));
-        assert!(glob("*file*", "read_text_file"));
-        assert!(glob("get?sum", "get-sum"));
-        assert!(!glob("write_*", "read_text_file"));
-        assert!(glob("*", ""));
     }
 }
