@@ -214,7 +214,7 @@ fn metatool_numbers_in_the_documents_reproduce() {
         .collect();
     assert_eq!(
         got,
-        ["0.440", "0.639", "0.698", "0.525", "0.567"],
+        ["0.441", "0.638", "0.699", "0.525", "0.567"],
         "{report}"
     );
 }
@@ -256,12 +256,18 @@ fn eval_reports_every_set_side_by_side() {
     assert!((r3 - 0.9).abs() < 1e-9, "{all}");
     let two = report(&["--set", "two", "--every", "2"]);
     assert_eq!(two.as_array().unwrap().len(), 1);
-    assert_eq!((&two[0]["set"], &two[0]["queries"]), (&"two".into(), &2.into()));
+    assert_eq!(
+        (&two[0]["set"], &two[0]["queries"]),
+        (&"two".into(), &2.into())
+    );
 
     // The table has a row per set.
     let out = succeeds(&mut meta_server(&base));
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("| one | 5 | 6 | bm25 |") && text.contains("| two |"), "{text}");
+    assert!(
+        text.contains("| one | 5 | 6 | bm25 |") && text.contains("| two |"),
+        "{text}"
+    );
 
     let stderr = fails(&mut meta_server(&[&base[..], &["--set", "three"]].concat()));
     assert!(stderr.contains("no set \"three\""), "{stderr}");
