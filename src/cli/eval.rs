@@ -150,6 +150,10 @@ pub fn run(args: Args, config: &Path, catalog_dir: Option<PathBuf>) -> anyhow::R
     for setting in &args.options {
         options.set(setting).map_err(anyhow::Error::msg)?;
     }
+    // Like search_tools: META_SERVER_EMBEDDINGS=off means BM25 only.
+    if crate::config::embeddings_from_env()? == Some(false) {
+        options.embeddings = false;
+    }
     let embedder = if options.embeddings {
         load_embedder(&args.embed_dir)
     } else {
@@ -202,7 +206,9 @@ pub fn run(args: Args, config: &Path, catalog_dir: Option<PathBuf>) -> anyhow::R
     let name = queries
         .file_name()
         .and_then(|n| n.to_str())
-        .map_or("queries", |n| n.trim_end_matches(".jsonl").trim_end_matches(".queries"))
+        .map_or("queries", |n| {
+            n.trim_end_matches(".jsonl").trim_end_matches(".queries")
+        })
         .to_owned();
     let report = measure(&name, queries, catalogs, store, &options, &embedder, &args)?;
     print(&report, args.json)?;

@@ -47,10 +47,10 @@ pub fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
             report.missing.join(", ")
         );
     }
-    if let Some(dir) = &settings.embed_dir
-        && let Err(e) = library.embed_with_model_in(dir, Some(&settings.catalog_dir))
+    if let Some(embedder) = crate::library::embedder(&settings)
+        && let Err(e) = library.embed(embedder, Some(&settings.catalog_dir))
     {
-        tracing::warn!("embeddings off, BM25 only: {e}");
+        tracing::warn!("tool vectors not computed, BM25 only: {e}");
     }
     let mut request = json!({
         "query": args.query,

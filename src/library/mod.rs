@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use crate::catalog::{Catalog, CatalogError, ToolDef};
-use crate::config::{SKILL_SERVER, ServerConfig, Settings};
+use crate::config::{EMBEDDINGS_ENV, SKILL_SERVER, ServerConfig, Settings};
 use crate::search::embed::{self, DocVectors, EmbedError, Embedder, VectorFile};
 use crate::search::{Hit, SearchError, SearchIndex, SearchOptions, ToolDoc};
 use crate::skills::Skill;
@@ -19,6 +19,33 @@ pub use entry::{Entry, SEPARATOR, qualified_name};
 
 /// How the built-in tools' server is described to search.
 const BUILTIN_ABOUT: &str = "meta-server built-in tools";
+
+/// The embedding model `settings` ask for, loaded from `settings.embed_dir`; `None` (BM25
+/// only) when embeddings are off, the build has none, or the model cannot be loaded, which is
+/// said in one warning line.
+pub fn embedder(settings: &Settings) -> Option<Arc<Embedder>> {
+    if !settings.embeddings {
+        tracing::info!(
+            "hybrid search is off ({EMBEDDINGS_ENV} or metaServer.search.embeddings); BM25 only"
+        );
+        return None;
+    }
+    let started = std::time::Instant::now();
+    match Embedder::load(&settings.embed_dir) {
+        Ok(e) => {
+            tracing::info!(dir = %settings.embed_dir.display(), took = ?started.elapsed(), "embedding model loaded");
+            Some(Arc::new(e))
+        }
+        Err(e @ EmbedError::NotBuilt) => {
+            tracing::info!("{e}");
+            None
+        }
+        Err(e) => {
+            tracing::warn!("search is BM25 only: {e}");
+            None
+        }
+    }
+}
 
 /// What loading the catalogs found.
 #[derive(Default)]
@@ -259,6 +286,21 @@ impl Library {
         embedder: Arc<Embedder>,
         store: Option<&Path>,
     ) -> Result<EmbedStats, EmbedError> {
+        Ok(self
+            .embed_within(embedder, store, usize::MAX)?
+            .unwrap_or_default())
+    }
+
+    /// Like [`Self::embed`], unless more than `most` tools lack a stored vector: then nothing is
+    /// done (`None`) and the caller embeds them elsewhere. With `most` small this is cheap (the
+    /// vector files are read, a few tools embedded), so a server can be hybrid from its first
+    /// search when `index` wrote the vectors.
+    pub fn embed_within(
+        &self,
+        embedder: Arc<Embedder>,
+        store: Option<&Path>,
+        most: usize,
+    ) -> Result<Option<EmbedStats>, EmbedError> {
         let mut by_server: BTreeMap<&str, Vec<(String, String)>> = BTreeMap::new();
         for (key, server, text) in &self.texts {
             by_server
@@ -266,9 +308,9 @@ impl Library {
                 .or_default()
                 .push((key.clone(), text.clone()));
         }
-        let mut stats = EmbedStats::default();
-        let mut all: HashMap<String, Vec<f32>> = HashMap::with_capacity(self.texts.len());
-        let mut dim = 0;
+        // The stored vectors of each server first, to count what is missing.
+        let mut servers = Vec::with_capacity(by_server.len());
+        let mut missing = 0;
         for (server, tools) in by_server {
             let path = store
                 .filter(|_| self.catalogs.contains_key(server))
@@ -279,6 +321,16 @@ impl Library {
                     .ok()
                     .flatten()
             });
+            missing += embed::missing(old.as_ref(), &tools, embedder.model_id());
+            servers.push((path, old, tools));
+        }
+        if missing > most {
+            return Ok(None);
+        }
+        let mut stats = EmbedStats::default();
+        let mut all: HashMap<String, Vec<f32>> = HashMap::with_capacity(self.texts.len());
+        let mut dim = 0;
+        for (path, old, tools) in servers {
             let old_len = old.as_ref().map(|f| f.vectors.len());
             let (file, embedded) =
                 embed::update_vectors(old, &tools, embedder.model_id(), |texts| {
@@ -297,16 +349,7 @@ impl Library {
         }
         let vectors = DocVectors::new(dim, self.index.keys(), &all);
         let _ = self.semantic.set(Semantic { embedder, vectors });
-        Ok(stats)
-    }
-
-    /// [`Self::embed`] with the model loaded from the embedding directory `dir`.
-    pub fn embed_with_model_in(
-        &self,
-        dir: &Path,
-        store: Option<&Path>,
-    ) -> Result<EmbedStats, EmbedError> {
-        self.embed(Arc::new(Embedder::load(dir)?), store)
+        Ok(Some(stats))
     }
 
     /// Whether any entry belongs to `server`.
@@ -401,10 +444,12 @@ fn add(
             name: def.name.clone(),
             title: def.title.clone().unwrap_or_default(),
             description: def.description.clone(),
+            // Example values are not what a tool does: "e.g. 'Asia/Tokyo'" in `convert_time`
+            // made it the answer to "current time in Tokyo" (EVAL.md).
             params: def
                 .params()
                 .iter()
-                .map(|p| format!("{} {}", p.name, p.description))
+                .map(|p| format!("{} {}", p.name, without_examples(&p.description)))
                 .collect::<Vec<_>>()
                 .join(" "),
             server_text: format!("{server} {about}"),
@@ -414,6 +459,39 @@ fn add(
         added.push(qualified);
     }
     added
+}
+
+/// `text` without the example values it gives: a parenthesised part that starts with "e.g.",
+/// "eg", "for example", "example" or "such as", and such a phrase outside parentheses up to the
+/// end of its sentence.
+fn without_examples(text: &str) -> String {
+    let starts = |rest: &str| {
+        let lower = rest.trim_start().to_lowercase();
+        ["e.g", "eg.", "eg,", "for example", "example:", "such as"]
+            .iter()
+            .any(|p| lower.starts_with(p))
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if let Some(inner) = rest.strip_prefix('(')
+            && starts(inner)
+            && let Some(end) = inner.find(')')
+        {
+            rest = &inner[end + 1..];
+            continue;
+        }
+        if (out.is_empty() || out.ends_with([' ', ',', ';', ':'])) && starts(rest) {
+            // The marker itself may end in a dot ("e.g. main."): look past its first word.
+            let skip = rest.trim_start().find(' ').map_or(rest.len(), |i| i + 1);
+            let tail = &rest[skip.min(rest.len())..];
+            rest = tail.find(". ").map_or("", |i| &tail[i + 1..]);
+            continue;
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
 }
 
 #[cfg(test)]
@@ -426,6 +504,23 @@ mod tests {
             .map(|t| Arc::new(serde_json::json!({"name": t, "description": format!("does {t}"), "inputSchema": {"type": "object"}})))
             .collect();
         Catalog::new(server, tools)
+    }
+
+    #[test]
+    fn example_values_are_cut_from_parameter_text() {
+        assert_eq!(
+            without_examples("IANA timezone name (e.g., 'Asia/Tokyo', 'UTC'). Use 'UTC' if unsure"),
+            "IANA timezone name . Use 'UTC' if unsure"
+        );
+        assert_eq!(
+            without_examples("Branch name, e.g. main. Defaults to the default branch"),
+            "Branch name, Defaults to the default branch"
+        );
+        assert_eq!(without_examples("First number"), "First number");
+        assert_eq!(
+            without_examples("an (optional) count"),
+            "an (optional) count"
+        );
     }
 
     #[test]

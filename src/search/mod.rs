@@ -48,7 +48,7 @@ pub struct ToolDoc {
     pub name: String,
     pub title: String,
     pub description: String,
-    /// Parameter names and their descriptions.
+    /// Parameter names and their descriptions (the library cuts example values, see EVAL.md).
     pub params: String,
     /// Server name, display key and description.
     pub server_text: String,

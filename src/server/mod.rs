@@ -38,6 +38,10 @@ use crate::upstream::Manager;
 pub use definitions::definitions;
 pub use http::{HttpError, HttpOptions, HttpServer, PATH as HTTP_PATH, Token};
 
+/// Tools without a stored vector that start-up embeds before serving (a few ms each); with
+/// more, they are embedded in the background.
+const START_EMBED_MOST: usize = 64;
+
 /// URI scheme of skills as resources.
 const SKILL_SCHEME: &str = "skill://";
 
@@ -85,33 +89,37 @@ impl State {
         })
     }
 
-    /// The embedding model: loaded on first use from `settings.embed_dir`. A build without
-    /// the feature, no configured directory, or missing files give `None` (BM25 only).
+    /// The embedding model, loaded on first use (see [`crate::library::embedder`]); `None`:
+    /// BM25 only.
     fn embedder(&self) -> Option<Arc<crate::search::embed::Embedder>> {
         self.embedder
-            .get_or_init(|| {
-                let Some(dir) = &self.settings.embed_dir else {
-                    if cfg!(feature = "embeddings") {
-                        tracing::info!(
-                            "embeddings not configured (set {} or metaServer.embeddings.dir); BM25 only",
-                            crate::config::EMBED_DIR_ENV
-                        );
-                    }
-                    return None;
-                };
-                let started = std::time::Instant::now();
-                match crate::search::embed::Embedder::load(dir) {
-                    Ok(e) => {
-                        tracing::info!(dir = %dir.display(), took = ?started.elapsed(), "embedding model loaded");
-                        Some(Arc::new(e))
-                    }
-                    Err(e) => {
-                        tracing::warn!("embeddings off, BM25 only: {e}");
-                        None
-                    }
-                }
-            })
+            .get_or_init(|| crate::library::embedder(&self.settings))
             .clone()
+    }
+
+    /// At start-up, before the first search: loads the model and attaches the tool vectors
+    /// that `index` persisted (embedding at most [`START_EMBED_MOST`] tools that have none, such
+    /// as the built-in ones), so the first search is hybrid. Anything more is embedded in the
+    /// background while BM25 answers.
+    pub fn embed_at_start(self: &Arc<Self>) {
+        let Some(embedder) = self.embedder() else {
+            return;
+        };
+        let started = std::time::Instant::now();
+        let library = self.library();
+        match library.embed_within(embedder, Some(&self.settings.catalog_dir), START_EMBED_MOST) {
+            Ok(Some(stats)) => tracing::info!(
+                tools = stats.tools,
+                embedded = stats.embedded,
+                took = ?started.elapsed(),
+                "tool vectors loaded; search is hybrid"
+            ),
+            Ok(None) => {
+                tracing::info!("tool vectors missing; BM25 answers until they are computed");
+                self.embed_in_background();
+            }
+            Err(e) => tracing::warn!("tool vectors not loaded, BM25 only: {e}"),
+        }
     }
 
     /// Loads the model if needed and computes the tool vectors of the current library (and of
@@ -147,9 +155,6 @@ impl State {
     /// [`Self::embed_library`] on a thread of its own: BM25 answers until vectors are ready.
     /// After a library swap this is quick: unchanged tools come from the vector files.
     pub fn embed_in_background(self: &Arc<Self>) {
-        if self.settings.embed_dir.is_none() && !cfg!(feature = "embeddings") {
-            return;
-        }
         if self.embedder.get().is_some_and(Option::is_none) {
             return;
         }
@@ -491,7 +496,8 @@ async fn start(settings: Settings) -> Result<MetaServer, SearchError> {
         tracing::warn!("{warning}");
     }
     let state = State::new(settings, library);
-    state.embed_in_background();
+    let loading = state.clone();
+    tokio::task::block_in_place(move || loading.embed_at_start());
     tokio::spawn(freshness::watch(state.clone()));
     let server = MetaServer::start(state.clone()).await;
     let missing: Vec<String> = report

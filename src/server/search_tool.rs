@@ -42,6 +42,9 @@ enum Detail {
 struct Output {
     query: String,
     confident: bool,
+    /// `hybrid` when the hits were ranked with tool vectors, `bm25` otherwise (vectors off,
+    /// not loaded yet, or the query could not be embedded).
+    mode: &'static str,
     hits: Vec<Hit>,
     #[serde(skip_serializing_if = "Option::is_none")]
     hint: Option<String>,
@@ -210,9 +213,13 @@ pub fn answer(scope: &Scope, args: Value) -> Reply {
     } else {
         (hits, Vec::new())
     };
+    let hybrid = found
+        .first()
+        .map_or(library.is_hybrid(), |h| h.similarity.is_some());
     let output = Output {
         query: args.query,
         confident,
+        mode: if hybrid { "hybrid" } else { "bm25" },
         hits,
         hint,
         indexing: scope.indexing.clone(),

@@ -61,11 +61,14 @@ pub fn unstartable(names: &[&str]) -> Value {
         .into()
 }
 
+/// The binary with `args`, BM25 only (`META_SERVER_EMBEDDINGS=off`) so results do not depend
+/// on whether model assets are installed; tests of the hybrid path set it `on`.
 pub fn meta_server(args: &[&str]) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.args(args)
         .env_remove("META_SERVER_CONFIG")
-        .env_remove("META_SERVER_CATALOG_DIR");
+        .env_remove("META_SERVER_CATALOG_DIR")
+        .env(meta_server::config::EMBEDDINGS_ENV, "off");
     cmd
 }
 
@@ -105,6 +108,11 @@ impl Session {
     }
 
     pub fn start(config: &Path, catalog_dir: &Path) -> Self {
+        Self::start_with(config, catalog_dir, &[])
+    }
+
+    /// Like [`Self::start`], with these environment variables set.
+    pub fn start_with(config: &Path, catalog_dir: &Path, env: &[(&str, &str)]) -> Self {
         let mut child = meta_server(&[
             "--config",
             config.to_str().unwrap(),
@@ -112,6 +120,7 @@ impl Session {
             catalog_dir.to_str().unwrap(),
             "serve",
         ])
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

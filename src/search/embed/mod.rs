@@ -10,7 +10,7 @@ mod store;
 use std::path::{Path, PathBuf};
 
 pub use imp::Embedder;
-pub use store::{DocVectors, VectorFile, text_hash, update_vectors};
+pub use store::{DocVectors, VectorFile, missing, text_hash, update_vectors};
 
 use super::ToolDoc;
 
@@ -24,9 +24,7 @@ pub const SLICE: usize = 512;
 /// Errors of the embedding path; every one means "fall back to BM25".
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {
-    #[error(
-        "this build has no embeddings (BM25 only); rebuild with `cargo build --release --features embeddings`"
-    )]
+    #[error("this build has no embeddings (built with --no-default-features); search is BM25 only")]
     NotBuilt,
     #[error("no ONNX Runtime library at {0}; run scripts/fetch-embed-assets or set ORT_DYLIB_PATH")]
     MissingRuntime(PathBuf),
