@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod cli;
 pub mod clients;
 pub mod config;
+pub mod library;
 pub mod redact;
 pub mod result;
 pub mod search;

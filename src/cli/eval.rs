@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -11,23 +12,37 @@ use serde_json::Value;
 
 use crate::catalog::Catalog;
 use crate::config::{ServerConfig, Settings, default_catalog_dir, server_identifier};
-use crate::search::embed::EmbedError;
+use crate::library::{Library, qualified_name};
+use crate::search::embed::{EmbedError, Embedder};
 use crate::search::metrics::{self, Mean, Scores};
 use crate::search::{self, SearchOptions};
-use crate::server::{Library, qualified_name};
 
 /// Measure search quality: run every query of a query file through the search that
-/// search_tools uses and print Recall@1/5/10, MRR and nDCG@10.
+/// search_tools uses and print Recall@1/3/5/10, MRR and nDCG@10.
 ///
-/// Query file: JSON lines {"id", "query", "gold": [{"server", "name", "alt"?: [{"server",
-/// "name"}]}]}; a gold item counts as found when it or one of its alts is retrieved. Tools come
-/// from --tools (JSON lines, one MCP tool per line plus its "server") or from the catalogs in
-/// --catalog-dir. No config file is needed.
+/// Without --queries, every evaluation set in --sets is measured and shown side by side: each
+/// NAME.queries.jsonl with its tools in NAME.catalog.jsonl. Query file: JSON lines {"id",
+/// "query", "gold": [{"server", "name", "alt"?: [{"server", "name"}]}]}; a gold item counts as
+/// found when it or one of its alts is retrieved. With --queries, tools come from --tools (JSON
+/// lines, one MCP tool per line plus its "server") or from the catalogs in --catalog-dir. No
+/// config file is needed.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Queries with their gold tools (JSON lines).
+    /// Queries with their gold tools (JSON lines). Default: every set in --sets.
     #[arg(long, value_name = "FILE")]
-    queries: PathBuf,
+    queries: Option<PathBuf>,
+
+    /// Directory of evaluation sets, measured when --queries is not given.
+    #[arg(long, value_name = "DIR", default_value = "evaldata")]
+    sets: PathBuf,
+
+    /// Only this set of --sets (repeatable), e.g. --set azure.
+    #[arg(long = "set", value_name = "NAME", conflicts_with = "queries")]
+    only: Vec<String>,
+
+    /// Score every Nth query only (1: all), for quick comparisons on big sets.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    every: u32,
 
     /// Tools as JSON lines: {"server", "name", "description", "inputSchema", ...}. Default: the
     /// catalogs in --catalog-dir.
@@ -78,6 +93,8 @@ struct GoldLine {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Report {
+    /// The set's name (its file name without `.queries.jsonl`).
+    set: String,
     queries: usize,
     tools: usize,
     limit: u16,
@@ -133,6 +150,29 @@ pub fn run(args: Args, config: &Path, catalog_dir: Option<PathBuf>) -> anyhow::R
     for setting in &args.options {
         options.set(setting).map_err(anyhow::Error::msg)?;
     }
+    // Like search_tools: META_SERVER_EMBEDDINGS=off means BM25 only.
+    if crate::config::embeddings_from_env()? == Some(false) {
+        options.embeddings = false;
+    }
+    let embedder = if options.embeddings {
+        load_embedder(&args.embed_dir)
+    } else {
+        None
+    };
+    if embedder.is_none() && args.options.iter().any(|o| o.starts_with("fusion=")) {
+        eprintln!("note: this search is BM25 only, so the fusion option changes nothing");
+    }
+    let Some(queries) = &args.queries else {
+        let mut reports = Vec::new();
+        for (name, queries, tools) in sets(&args.sets, &args.only)? {
+            let catalogs = catalogs_from_jsonl(&tools)?;
+            let report = measure(&name, &queries, catalogs, None, &options, &embedder, &args)
+                .with_context(|| format!("set {name}"))?;
+            reports.push(report);
+        }
+        print_sets(&reports, args.json)?;
+        return Ok(ExitCode::SUCCESS);
+    };
     let catalog_dir = match catalog_dir {
         Some(dir) => dir,
         None if args.tools.is_none() && config.exists() => {
@@ -151,13 +191,7 @@ pub fn run(args: Args, config: &Path, catalog_dir: Option<PathBuf>) -> anyhow::R
         Some(path) => catalogs_from_jsonl(path)?,
         None => catalogs_from_dir(&catalog_dir)?,
     };
-    let servers: Vec<ServerConfig> = catalogs
-        .keys()
-        .map(|s| ServerConfig::catalog_only(s))
-        .collect();
-    let embed = options.embeddings;
-    let library = Library::catalogs_only(&servers, catalogs, options)?;
-    if library.entries.is_empty() {
+    if catalogs.values().all(|c| c.tools.is_empty()) {
         match &args.tools {
             Some(path) => bail!("no tools to search in {}", path.display()),
             None => bail!(
@@ -166,17 +200,94 @@ pub fn run(args: Args, config: &Path, catalog_dir: Option<PathBuf>) -> anyhow::R
             ),
         }
     }
-    if embed {
-        // Vectors persist next to catalogs read from a directory; JSON-lines tools are
-        // embedded on every run.
-        let store = args.tools.is_none().then_some(catalog_dir.as_path());
-        embed_tools(&library, &args.embed_dir, store);
-    }
-    if !library.is_hybrid() && args.options.iter().any(|o| o.starts_with("fusion=")) {
-        eprintln!("note: this search is BM25 only, so the fusion option changes nothing");
-    }
-    let queries = read_queries(&args.queries)?;
+    // Vectors persist next to catalogs read from a directory; JSON-lines tools are embedded on
+    // every run.
+    let store = args.tools.is_none().then_some(catalog_dir.as_path());
+    let name = queries
+        .file_name()
+        .and_then(|n| n.to_str())
+        .map_or("queries", |n| {
+            n.trim_end_matches(".jsonl").trim_end_matches(".queries")
+        })
+        .to_owned();
+    let report = measure(&name, queries, catalogs, store, &options, &embedder, &args)?;
+    print(&report, args.json)?;
+    Ok(ExitCode::SUCCESS)
+}
 
+/// The sets in `dir` (name, queries file, tools file), sorted by name; only those named in
+/// `only` if it is not empty.
+fn sets(dir: &Path, only: &[String]) -> anyhow::Result<Vec<(String, PathBuf, PathBuf)>> {
+    let entries = std::fs::read_dir(dir).with_context(|| {
+        format!(
+            "cannot read the evaluation sets in {}; pass --sets DIR or --queries FILE",
+            dir.display()
+        )
+    })?;
+    let mut sets = Vec::new();
+    for entry in entries {
+        let path = entry?.path();
+        let Some(name) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".queries.jsonl"))
+        else {
+            continue;
+        };
+        if !only.is_empty() && !only.iter().any(|o| o == name) {
+            continue;
+        }
+        let tools = dir.join(format!("{name}.catalog.jsonl"));
+        if !tools.exists() {
+            bail!("{} has no tools file {}", path.display(), tools.display());
+        }
+        sets.push((name.to_owned(), path, tools));
+    }
+    sets.sort();
+    if let Some(missing) = only.iter().find(|o| !sets.iter().any(|(n, ..)| n == *o)) {
+        bail!(
+            "no set \"{missing}\" in {} (a set is NAME.queries.jsonl with NAME.catalog.jsonl)",
+            dir.display()
+        );
+    }
+    if sets.is_empty() {
+        bail!("no NAME.queries.jsonl in {}", dir.display());
+    }
+    Ok(sets)
+}
+
+/// Scores the queries of `queries_path` (every `--every`th) over `catalogs`, hybrid when
+/// `embedder` is there (tool vectors kept in `store` when given).
+fn measure(
+    name: &str,
+    queries_path: &Path,
+    catalogs: BTreeMap<String, Catalog>,
+    store: Option<&Path>,
+    options: &SearchOptions,
+    embedder: &Option<Arc<Embedder>>,
+    args: &Args,
+) -> anyhow::Result<Report> {
+    let servers: Vec<ServerConfig> = catalogs
+        .keys()
+        .map(|s| ServerConfig::catalog_only(s))
+        .collect();
+    let library = Library::build_with(&servers, catalogs, None, Vec::new(), options.clone())?;
+    if let Some(embedder) = embedder {
+        embed_tools(&library, embedder.clone(), store);
+    }
+    let every = args.every as usize;
+    let queries: Vec<Query> = read_queries(queries_path)?
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| (i + 1) % every == 0)
+        .map(|(_, q)| q)
+        .collect();
+    if queries.is_empty() {
+        bail!(
+            "{} has fewer than --every {every} queries",
+            queries_path.display()
+        );
+    }
     let limit = usize::from(args.limit);
     let (mut all, mut sure, mut unsure) = (Mean::default(), Mean::default(), Mean::default());
     let mut times = Vec::with_capacity(queries.len());
@@ -186,7 +297,7 @@ pub fn run(args: Args, config: &Path, catalog_dir: Option<PathBuf>) -> anyhow::R
     for Query { line, text, gold } in &queries {
         for keys in gold {
             if !keys.iter().any(|k| library.entries.contains_key(k)) {
-                unknown_gold.push(format!("{}:{line}: {}", args.queries.display(), keys[0]));
+                unknown_gold.push(format!("{}:{line}: {}", queries_path.display(), keys[0]));
             }
         }
         let started = Instant::now();
@@ -233,7 +344,8 @@ pub fn run(args: Args, config: &Path, catalog_dir: Option<PathBuf>) -> anyhow::R
     }
     report_unknown(&unknown_gold);
     times.sort();
-    let report = Report {
+    Ok(Report {
+        set: name.to_owned(),
         queries: queries.len(),
         tools: library.entries.len(),
         limit: args.limit,
@@ -257,9 +369,7 @@ pub fn run(args: Args, config: &Path, catalog_dir: Option<PathBuf>) -> anyhow::R
             p99: millis(percentile(&times, 0.99)),
             max: millis(times.last().copied().unwrap_or_default()),
         },
-    };
-    print(&report, args.json)?;
-    Ok(ExitCode::SUCCESS)
+    })
 }
 
 #[allow(clippy::print_stdout)]
@@ -274,6 +384,7 @@ fn print(r: &Report, json: bool) -> anyhow::Result<()> {
         r.queries, r.tools, r.limit, r.ranking
     );
     println!("R@1      {:.3}", m.recall_1);
+    println!("R@3      {:.3}", m.recall_3);
     println!("R@5      {:.3}", m.recall_5);
     println!("R@10     {:.3}", m.recall_10);
     println!("MRR      {:.3}", m.mrr);
@@ -310,6 +421,39 @@ fn print(r: &Report, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Every set's report: as a JSON array, or one table row per set.
+#[allow(clippy::print_stdout)]
+fn print_sets(reports: &[Report], json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(reports)?);
+        return Ok(());
+    }
+    println!(
+        "| set | queries | tools | ranking | R@1 | R@3 | R@5 | R@10 | MRR | nDCG@10 | confident | p50 / p99 ms |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for r in reports {
+        let m = &r.metrics;
+        println!(
+            "| {} | {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1}% | {:.2} / {:.2} |",
+            r.set,
+            r.queries,
+            r.tools,
+            r.ranking,
+            m.recall_1,
+            m.recall_3,
+            m.recall_5,
+            m.recall_10,
+            m.mrr,
+            m.ndcg_10,
+            r.confidence.share * 100.0,
+            r.latency_ms.p50,
+            r.latency_ms.p99
+        );
+    }
+    Ok(())
+}
+
 /// Warns on stderr about gold items (`file:line: qualified name`) not in the catalog: they
 /// count as misses.
 #[allow(clippy::print_stderr)]
@@ -330,19 +474,37 @@ fn report_unknown(unknown: &[String]) {
     }
 }
 
-/// Loads the model from `dir` and computes the tool vectors; on any failure says why on stderr
-/// and leaves the library BM25 only.
+/// The embedding model in `dir`; on failure says why on stderr (BM25 only).
 #[allow(clippy::print_stderr)]
-fn embed_tools(library: &Library, dir: &Path, store: Option<&Path>) {
+fn load_embedder(dir: &Path) -> Option<Arc<Embedder>> {
     let started = Instant::now();
-    match library.embed_with_model_in(dir, store) {
+    match Embedder::load(dir) {
+        Ok(embedder) => {
+            eprintln!(
+                "embedding model loaded in {:.1} s",
+                started.elapsed().as_secs_f64()
+            );
+            Some(Arc::new(embedder))
+        }
+        Err(EmbedError::NotBuilt) => None,
+        Err(e) => {
+            eprintln!("note: {e}; measuring BM25 only");
+            None
+        }
+    }
+}
+
+/// Computes the tool vectors; on failure says why on stderr and leaves the library BM25 only.
+#[allow(clippy::print_stderr)]
+fn embed_tools(library: &Library, embedder: Arc<Embedder>, store: Option<&Path>) {
+    let started = Instant::now();
+    match library.embed(embedder, store) {
         Ok(stats) => eprintln!(
-            "tool vectors: {} tools, {} embedded now, {:.1} s (model load included)",
+            "tool vectors: {} tools, {} embedded now, {:.1} s",
             stats.tools,
             stats.embedded,
             started.elapsed().as_secs_f64()
         ),
-        Err(EmbedError::NotBuilt) => {}
         Err(e) => eprintln!("note: {e}; measuring BM25 only"),
     }
 }

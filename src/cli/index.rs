@@ -11,7 +11,6 @@ use serde::Serialize;
 
 use crate::catalog::{self, Catalog};
 use crate::config::{ServerConfig, Settings};
-use crate::server::Library;
 use crate::upstream::Manager;
 
 /// Build catalogs: connect each configured server, page through tools/list, write
@@ -147,24 +146,20 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// In a build with embeddings and assets configured, computes the tool vectors of the catalogs
+/// In a build with embeddings, with them on and the assets there, computes the tool vectors of the catalogs
 /// now on disk into `<catalog-dir>/<server>.vectors` (unchanged tools are kept), so `serve`
 /// is hybrid from its first search. Problems are reported, never fatal: search falls back to
 /// BM25.
 fn embed_catalogs(settings: &Settings) {
-    let Some(dir) = settings
-        .embed_dir
-        .as_deref()
-        .filter(|_| cfg!(feature = "embeddings"))
-    else {
+    let Some(embedder) = crate::library::embedder(settings) else {
         return;
     };
     let started = Instant::now();
-    let embedded = Library::load(settings)
+    let embedded = crate::server::load_library(settings)
         .map_err(|e| e.to_string())
         .and_then(|(library, _)| {
             library
-                .embed_with_model_in(dir, Some(&settings.catalog_dir))
+                .embed(embedder, Some(&settings.catalog_dir))
                 .map_err(|e| e.to_string())
         });
     match embedded {

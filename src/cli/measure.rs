@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::budget::{O200k, TokenCounter};
 use crate::config::Settings;
-use crate::server::{Library, definitions};
+use crate::server::{definitions, load_library};
 
 /// Count the prompt tokens of every server's tool definitions (from the catalogs, starting
 /// nothing) with the o200k_base tokenizer, and compare them with meta-server's three tools.
@@ -49,7 +49,7 @@ fn share(tokens: usize, context: usize) -> f64 {
 
 #[allow(clippy::print_stdout)]
 pub fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
-    let (library, load) = Library::load(&settings)?;
+    let (library, load) = load_library(&settings)?;
     let counter = O200k;
     let servers: Vec<Row> = library
         .catalogs

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use crate::config::Settings;
-use crate::server::{Detail, Library, SearchArgs, State};
+use crate::server::{Detail, SearchArgs, load_library, search_tools};
 
 /// Search the catalogs the way search_tools does, without starting any server.
 #[derive(clap::Args, Debug)]
@@ -35,7 +35,7 @@ pub struct Args {
 
 #[allow(clippy::print_stdout)]
 pub fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
-    let (library, report) = Library::load(&settings)?;
+    let (library, report) = load_library(&settings)?;
     for warning in &report.warnings {
         eprintln!("warning: {warning}");
     }
@@ -45,8 +45,11 @@ pub fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
             report.missing.join(", ")
         );
     }
-    let state = State::new(settings, library);
-    state.embed_library();
+    if let Some(embedder) = crate::library::embedder(&settings)
+        && let Err(e) = library.embed(embedder, Some(&settings.catalog_dir))
+    {
+        tracing::warn!("tool vectors not computed, BM25 only: {e}");
+    }
     let request = SearchArgs {
         query: args.query,
         limit: args.limit,
@@ -54,7 +57,7 @@ pub fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
         detail: args.detail.parse::<Detail>().map_err(anyhow::Error::msg)?,
         group_by_server: args.group_by_server,
     };
-    let result = crate::server::search(&state, request);
+    let result = search_tools(&library, &settings, request);
     let text = result
         .content
         .iter()

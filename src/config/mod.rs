@@ -28,6 +28,12 @@ pub const DEFAULT_RESULT_MEMORY: u64 = 256 << 20;
 pub const RESERVED_SERVER: &str = "meta";
 /// Server name under which skills are listed.
 pub const SKILL_SERVER: &str = "skill";
+/// Environment variable naming the directory of the embedding runtime and model (wins over
+/// `metaServer.embeddings.dir`).
+pub const EMBED_DIR_ENV: &str = "META_SERVER_EMBED_DIR";
+/// Environment variable turning hybrid search `off` (BM25 only) or `on` (wins over
+/// `metaServer.search.embeddings`).
+pub const EMBEDDINGS_ENV: &str = "META_SERVER_EMBEDDINGS";
 
 /// Errors in reading or checking the configuration.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +60,8 @@ pub enum ConfigError {
         location: String,
         message: String,
     },
+    #[error("{var}={value} is not understood; set it to on or off")]
+    Switch { var: &'static str, value: String },
     #[error(
         "server \"{server}\": {key} uses ${{{var}}}, which is not set; export {var} or write ${{{var}:-default}}"
     )]
@@ -75,9 +83,12 @@ pub struct Settings {
     pub index_concurrency: usize,
     /// Directories searched for `<skill>/SKILL.md`.
     pub skills_dirs: Vec<PathBuf>,
-    /// Where the embedding runtime and model are (`metaServer.embeddings.dir`, overridden by
-    /// `META_SERVER_EMBED_DIR`); `None`: BM25 only.
-    pub embed_dir: Option<PathBuf>,
+    /// Where the embedding runtime and model are: `META_SERVER_EMBED_DIR`, else
+    /// `metaServer.embeddings.dir`, else [`default_embed_dir`].
+    pub embed_dir: PathBuf,
+    /// Hybrid search (BM25 fused with tool vectors) when the build and the assets allow it:
+    /// `META_SERVER_EMBEDDINGS`, else `metaServer.search.embeddings`, else on.
+    pub embeddings: bool,
     /// Result budgets and the result store.
     pub results: ResultSettings,
     /// Enabled servers, sorted by name.
@@ -134,9 +145,11 @@ impl Settings {
         if let Some(dir) = catalog_dir {
             settings.catalog_dir = dir;
         }
-        if let Some(dir) = std::env::var_os(crate::search::embed::ENV_DIR).filter(|d| !d.is_empty())
-        {
-            settings.embed_dir = Some(PathBuf::from(dir));
+        if let Some(dir) = std::env::var_os(EMBED_DIR_ENV).filter(|d| !d.is_empty()) {
+            settings.embed_dir = PathBuf::from(dir);
+        }
+        if let Some(on) = embeddings_from_env()? {
+            settings.embeddings = on;
         }
         Ok(settings)
     }
@@ -173,6 +186,31 @@ pub fn default_skills_dirs() -> Vec<PathBuf> {
 }
 
 /// The default catalog directory: `$XDG_DATA_HOME/meta-server/catalogs` or the platform equivalent.
+/// `META_SERVER_EMBEDDINGS` read as a switch: `None` when unset or empty.
+pub fn embeddings_from_env() -> Result<Option<bool>, ConfigError> {
+    let Some(value) = std::env::var_os(EMBEDDINGS_ENV).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    let value = value.to_string_lossy().to_lowercase();
+    match value.as_str() {
+        "off" | "false" | "0" | "no" => Ok(Some(false)),
+        "on" | "true" | "1" | "yes" => Ok(Some(true)),
+        _ => Err(ConfigError::Switch {
+            var: EMBEDDINGS_ENV,
+            value,
+        }),
+    }
+}
+
+/// Where `scripts/fetch-embed-assets` puts the embedding runtime and model for a user who sets
+/// nothing: `<data dir>/meta-server/embed`, next to the default catalog dir.
+pub fn default_embed_dir() -> PathBuf {
+    dirs::data_dir()
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join("meta-server")
+        .join("embed")
+}
+
 pub fn default_catalog_dir() -> PathBuf {
     dirs::data_dir()
         .unwrap_or_else(|| PathBuf::from("."))
@@ -455,6 +493,29 @@ pub fn server_identifier(key: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hybrid_search_is_on_by_default_and_the_model_has_a_default_place() {
+        let parse = |text: &str| Settings::parse(Path::new("/cfg/config.json"), text);
+        let s = parse(r#"{"mcpServers": {}}"#).unwrap();
+        assert!(s.embeddings);
+        assert_eq!(s.embed_dir, default_embed_dir());
+        assert!(s.embed_dir.ends_with("meta-server/embed"));
+        let s = parse(
+            r#"{"metaServer": {"search": {"embeddings": false}, "embeddings": {"dir": "m"}}, "mcpServers": {}}"#,
+        )
+        .unwrap();
+        assert!(!s.embeddings);
+        assert_eq!(s.embed_dir, Path::new("/cfg/m"));
+        let e = parse(r#"{"metaServer": {"search": {"embedings": false}}, "mcpServers": {}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("metaServer.search.embedings"), "{e}");
+        let e = parse(r#"{"metaServer": {"search": true}, "mcpServers": {}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("{\"embeddings\": false}"), "{e}");
+    }
 
     #[test]
     fn identifiers_are_name_safe_and_deterministic() {

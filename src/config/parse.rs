@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use super::{
     ConfigError, DEFAULT_CALL_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_INDEX_CONCURRENCY,
     DEFAULT_RESULT_MEMORY, DEFAULT_RESULT_TTL, OAuthConfig, ResultSettings, ServerConfig, Settings,
-    SkippedServer, Tokenizer, ToolFilter, TransportConfig, default_catalog_dir,
+    SkippedServer, Tokenizer, ToolFilter, TransportConfig, default_catalog_dir, default_embed_dir,
     default_skills_dirs, server_identifier,
 };
 
@@ -22,6 +22,7 @@ const GLOBAL_KEYS: &[&str] = &[
     "indexConcurrency",
     "skillsDirs",
     "embeddings",
+    "search",
     "hardResultTokens",
     "resultTtlSecs",
     "resultMemoryMb",
@@ -213,7 +214,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
             .collect(),
     };
     let embed_dir = match global.get("embeddings") {
-        None | Some(Value::Null) => None,
+        None | Some(Value::Null) => default_embed_dir(),
         Some(Value::Object(e)) => {
             if let Some(unknown) = e.keys().find(|k| k.as_str() != "dir") {
                 return Err(cx.err(
@@ -222,13 +223,35 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
                 ));
             }
             cx.string(e, "metaServer.embeddings", "dir")?
-                .map(|d| base.join(d))
+                .map_or_else(default_embed_dir, |d| base.join(d))
         }
         Some(other) => {
             return Err(cx.err(
                 "metaServer.embeddings",
                 format!(
                     "must be an object like {{\"dir\": \"...\"}}, found {}",
+                    kind(other)
+                ),
+            ));
+        }
+    };
+    let embeddings = match global.get("search") {
+        None | Some(Value::Null) => true,
+        Some(Value::Object(s)) => {
+            if let Some(unknown) = s.keys().find(|k| k.as_str() != "embeddings") {
+                return Err(cx.err(
+                    format!("metaServer.search.{unknown}"),
+                    "unknown key; the only key is \"embeddings\"",
+                ));
+            }
+            s.get("embeddings").is_none_or(Value::is_null)
+                || cx.bool(s, "metaServer.search", "embeddings")?
+        }
+        Some(other) => {
+            return Err(cx.err(
+                "metaServer.search",
+                format!(
+                    "must be an object like {{\"embeddings\": false}}, found {}",
                     kind(other)
                 ),
             ));
@@ -329,6 +352,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
         index_concurrency,
         skills_dirs,
         embed_dir,
+        embeddings,
         results,
         servers: out,
         skipped,

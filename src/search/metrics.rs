@@ -10,6 +10,9 @@ use serde::Serialize;
 pub struct Scores {
     #[serde(rename = "recall@1")]
     pub recall_1: f64,
+    /// Share of the gold items in the top 3: what a model reading the first hits gets.
+    #[serde(rename = "recall@3")]
+    pub recall_3: f64,
     #[serde(rename = "recall@5")]
     pub recall_5: f64,
     #[serde(rename = "recall@10")]
@@ -39,6 +42,7 @@ pub fn score(ranked: &[&str], gold: &[Vec<String>]) -> Scores {
     let ideal: f64 = (1..=gold.len().min(10)).map(gain).sum();
     Scores {
         recall_1: recall(1),
+        recall_3: recall(3),
         recall_5: recall(5),
         recall_10: recall(10),
         mrr: hits.first().map_or(0.0, |&r| 1.0 / r as f64),
@@ -56,6 +60,7 @@ pub struct Mean {
 impl Mean {
     pub fn add(&mut self, s: Scores) {
         self.sum.recall_1 += s.recall_1;
+        self.sum.recall_3 += s.recall_3;
         self.sum.recall_5 += s.recall_5;
         self.sum.recall_10 += s.recall_10;
         self.sum.mrr += s.mrr;
@@ -68,6 +73,7 @@ impl Mean {
         let n = self.count.max(1) as f64;
         Scores {
             recall_1: self.sum.recall_1 / n,
+            recall_3: self.sum.recall_3 / n,
             recall_5: self.sum.recall_5 / n,
             recall_10: self.sum.recall_10 / n,
             mrr: self.sum.mrr / n,
@@ -100,7 +106,10 @@ mod tests {
             (1.0, 1.0, 1.0, 1.0)
         );
         let s = score(&["x", "y", "b"], &g);
-        assert_eq!((s.recall_1, s.recall_5, s.recall_10), (0.0, 1.0, 1.0));
+        assert_eq!(
+            (s.recall_1, s.recall_3, s.recall_5, s.recall_10),
+            (0.0, 1.0, 1.0, 1.0)
+        );
         assert!(close(s.mrr, 1.0 / 3.0));
         assert!(close(s.ndcg_10, 0.5), "1/log2(4) = 0.5, got {}", s.ndcg_10);
         let ranked: Vec<String> = (0..6).map(|i| format!("x{i}")).collect();
@@ -116,6 +125,7 @@ mod tests {
         let g = gold(&[&["a", "a2"], &["b"]]);
         let s = score(&["a2", "z", "b"], &g);
         assert_eq!(s.recall_1, 0.5);
+        assert_eq!(s.recall_3, 1.0);
         assert_eq!(s.recall_5, 1.0);
         assert_eq!(s.mrr, 1.0);
         let ideal = 1.0 + 1.0 / 3f64.log2();

@@ -48,8 +48,10 @@ pub struct SearchOptions {
     pub coverage: f32,
     /// Extra boost for two adjacent query words found near each other (0 disables it).
     pub phrase: f32,
-    /// Query words found in more than this share of tools are dropped (1 keeps all), unless
-    /// no rarer word that some tool has is left. Only applied to catalogs of at least 20 tools.
+    /// Query words found in more than this share of tools are dropped (1, the default, keeps
+    /// all), unless no rarer word that some tool has is left. Only applied to catalogs of at
+    /// least 20 tools. Off by default: in a catalog where many tools share a verb ("list" in
+    /// Azure's 180 tools) the verb is what tells `account_list` from `account_get`.
     pub max_df: f32,
     /// Use tool vectors when the build and the library have them (`false`: BM25 only).
     pub embeddings: bool,
@@ -67,12 +69,12 @@ impl Default for SearchOptions {
             name: 1.0,
             title: 1.0,
             description: 1.0,
-            params: 0.6,
-            server: 0.5,
+            params: 0.3,
+            server: 1.0,
             combine: Combine::Sum,
             coverage: 0.0,
             phrase: 0.0,
-            max_df: 0.1,
+            max_df: 1.0,
             embeddings: true,
             fusion: Fusion::Normalized {
                 alpha: 0.3,

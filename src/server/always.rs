@@ -69,7 +69,7 @@ pub(super) fn is_listed(listed: &[Tool], name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::qualified_name;
+    use crate::library::qualified_name;
 
     #[test]
     fn listed_tools_take_the_qualified_name() {

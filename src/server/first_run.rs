@@ -8,8 +8,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::definitions::{CALL_TOOL, GET_TOOL_DETAILS, SEARCH_TOOLS};
-use super::library::SEPARATOR;
 use super::{State, freshness};
+use crate::library::SEPARATOR;
 
 /// Lists every server that the meta-tool call `tool` with `args` needs and that has no
 /// catalog yet. Returns the first failure as a message the model can act on.

@@ -17,7 +17,6 @@ mod guard;
 mod handler;
 mod http;
 mod instructions;
-mod library;
 mod login_offer;
 mod reply;
 mod search_tool;
@@ -30,6 +29,7 @@ mod tests;
 use std::sync::Arc;
 
 use crate::config::Settings;
+use crate::library::{Library, LoadReport};
 use crate::search::SearchError;
 
 pub use definitions::definitions;
@@ -38,16 +38,40 @@ pub use http::{
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, HttpError, HttpOptions,
     HttpServer, PATH as HTTP_PATH, Token,
 };
-pub use library::{Library, LoadReport, qualified_name};
 pub use search_tool::{Args as SearchArgs, Detail};
 pub use state::State;
 pub use stdio::{StdioError, serve_stdio};
 
-/// Runs `search_tools` with these arguments, within the budget a client without a limit of
-/// its own gets: the CLI's `search` uses the very same code.
-pub fn search(state: &State, args: SearchArgs) -> rmcp::model::CallToolResult {
-    let soft = state.limits(&crate::budget::Route::SearchTools, None).soft;
-    search_tool::run(state, soft, args)
+/// Runs `search_tools` with these arguments over `library`, as a session that has read no
+/// skill and within the budget a client without a limit of its own gets: the CLI's `search`
+/// answers with the very same code, without a server.
+pub fn search_tools(
+    library: &Library,
+    settings: &Settings,
+    args: SearchArgs,
+) -> rmcp::model::CallToolResult {
+    let results = state::result_handler(settings);
+    let scope = search_tool::Scope {
+        library,
+        servers: settings.servers.iter().map(|s| s.name.as_str()).collect(),
+        boosted: Default::default(),
+        indexing: Vec::new(),
+        unavailable: settings
+            .skipped
+            .iter()
+            .map(|s| (s.key.clone(), s.reason.clone()))
+            .collect(),
+        results: &results,
+        soft: state::budgets(settings)
+            .limits(&crate::budget::Route::SearchTools, None)
+            .soft,
+    };
+    search_tool::answer(&scope, args)
+}
+
+/// The library of the configured servers' catalogs, skills and the built-in `meta` tools.
+pub fn load_library(settings: &Settings) -> Result<(Library, LoadReport), SearchError> {
+    Library::load(settings, Some(builtin::catalog()))
 }
 
 /// Start-up shared by stdio and HTTP: loads the library from the catalogs, starts the
@@ -55,7 +79,8 @@ pub fn search(state: &State, args: SearchArgs) -> rmcp::model::CallToolResult {
 /// instructions, and indexes servers without a catalog in the background.
 async fn start(settings: Settings) -> Result<MetaServer, SearchError> {
     let (state, missing) = State::open(settings)?;
-    state.embed_in_background();
+    let loading = state.clone();
+    tokio::task::block_in_place(move || loading.embed_at_start());
     tokio::spawn(freshness::watch(state.clone()));
     let server = MetaServer::start(state.clone()).await;
     let missing: Vec<String> = missing

@@ -1,12 +1,16 @@
 //! `search_tools`: ranked hits from the catalog, without connecting anything.
 
+use std::collections::BTreeSet;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::{RESERVED_SERVER, SKILL_SERVER};
+use crate::library::Library;
+use crate::result::ResultHandler;
 
+use super::State;
 use super::reply::{self, Reply};
-use super::{Library, State};
 
 /// `search_tools` arguments, as its input schema declares them.
 #[derive(Deserialize)]
@@ -56,6 +60,9 @@ impl std::str::FromStr for Detail {
 struct Output {
     query: String,
     confident: bool,
+    /// `hybrid` when the hits were ranked with tool vectors, `bm25` otherwise (vectors off,
+    /// not loaded yet, or the query could not be embedded).
+    mode: &'static str,
     hits: Vec<Hit>,
     #[serde(skip_serializing_if = "Option::is_none")]
     hint: Option<String>,
@@ -108,23 +115,57 @@ const SKILL_BOOST: f32 = 1.5;
 /// Length of the one-line description in a hit (`detail: "full"` gives all of it).
 const SUMMARY_CHARS: usize = 160;
 
-/// Runs a search; the result keeps within `soft` tokens by showing fewer hits (the hint says
-/// how many were left out), and what it repeats of the query is capped.
+/// What `search_tools` answers from: the library, what the session knows around it, and
+/// the budget its result must keep within.
+pub struct Scope<'a> {
+    pub library: &'a Library,
+    /// Configured servers, with or without a catalog yet.
+    pub servers: Vec<&'a str>,
+    /// Servers whose tools rank higher because a skill that needs them was read.
+    pub boosted: BTreeSet<String>,
+    /// Servers being indexed in the background right now.
+    pub indexing: Vec<String>,
+    /// Configured servers that cannot be served now, with why.
+    pub unavailable: Vec<(String, String)>,
+    /// Measures replies against the budget.
+    pub results: &'a ResultHandler,
+    /// The result budget, in tokens.
+    pub soft: usize,
+}
+
+/// Runs a search for a session of `state`, within `soft` tokens.
 pub(super) fn run(state: &State, soft: usize, args: Args) -> Reply {
+    let library = state.library();
+    let scope = Scope {
+        library: &library,
+        servers: state
+            .settings
+            .servers
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect(),
+        boosted: state.boosted.lock().expect("boosted lock").clone(),
+        indexing: state.indexing(),
+        unavailable: state.unavailable(),
+        results: &state.results,
+        soft,
+    };
+    answer(&scope, args)
+}
+
+/// `search_tools` over `scope`: the MCP server and the CLI's `search` both answer with it.
+/// The result keeps within the budget by showing fewer hits (the hint says how many were left
+/// out), and what it repeats of the query is capped.
+pub fn answer(scope: &Scope, args: Args) -> Reply {
     if !(1..=50).contains(&args.limit) {
         return reply::error(format!(
             "limit must be between 1 and 50, got {}",
             args.limit
         ));
     }
-    let library = state.library();
+    let library = scope.library;
     // Configured servers (with or without a catalog yet), then built-in ones (`meta`, skills).
-    let mut servers: Vec<&str> = state
-        .settings
-        .servers
-        .iter()
-        .map(|s| s.name.as_str())
-        .collect();
+    let mut servers = scope.servers.clone();
     for builtin in [RESERVED_SERVER, SKILL_SERVER] {
         if library.has_server(builtin) {
             servers.push(builtin);
@@ -139,7 +180,7 @@ pub(super) fn run(state: &State, soft: usize, args: Args) -> Reply {
             servers.join(", ")
         ));
     }
-    let boosted = state.boosted.lock().expect("boosted lock").clone();
+    let boosted = &scope.boosted;
     // With boosted servers, look further down the ranking so their tools can move up.
     let wanted = if boosted.is_empty() {
         args.limit
@@ -203,15 +244,20 @@ pub(super) fn run(state: &State, soft: usize, args: Args) -> Reply {
             close.join(" or ")
         ))
     } else {
-        (!confident).then(|| weak_hint(&library, &args.query, &hits, &servers))
+        (!confident).then(|| weak_hint(library, &args.query, &hits, &servers))
     };
-    let indexing = state.indexing();
-    let unavailable: Vec<Unavailable> = state
-        .unavailable()
-        .into_iter()
-        .map(|(server, reason)| Unavailable { server, reason })
+    let unavailable: Vec<Unavailable> = scope
+        .unavailable
+        .iter()
+        .map(|(server, reason)| Unavailable {
+            server: server.clone(),
+            reason: reason.clone(),
+        })
         .collect();
-    reply::fitted(&state.results, soft, 0, hits.len(), |shown| {
+    let hybrid = found
+        .first()
+        .map_or(library.is_hybrid(), |h| h.similarity.is_some());
+    reply::fitted(scope.results, scope.soft, 0, hits.len(), |shown| {
         let mut hint = hint.clone();
         let left_out = hits.len() - shown;
         if left_out > 0 {
@@ -229,9 +275,10 @@ pub(super) fn run(state: &State, soft: usize, args: Args) -> Reply {
         let output = Output {
             query: query.clone(),
             confident,
+            mode: if hybrid { "hybrid" } else { "bm25" },
             hits,
             hint,
-            indexing: indexing.clone(),
+            indexing: scope.indexing.clone(),
             unavailable: unavailable.clone(),
             groups,
         };

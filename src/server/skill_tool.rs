@@ -5,8 +5,8 @@
 use serde_json::{Value, json};
 
 use super::State;
-use super::library::Entry;
 use super::reply::{self, Reply};
+use crate::library::Entry;
 use crate::skills::Skill;
 
 /// Boosts the skill's servers and starts the configured ones; returns (configured, missing).

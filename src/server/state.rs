@@ -11,12 +11,15 @@ use crate::result::{ResultHandler, SpillStore, store::DEFAULT_SPILL_BYTES};
 use crate::search::SearchError;
 use crate::upstream::{Events, Manager};
 
-use super::Library;
 use super::call_tool::Caller;
+use crate::library::Library;
 
 /// How long listings still running may finish after the client left, so their catalogs are
 /// written (a one-shot client's servers are not listed again at every start).
 const LISTING_GRACE: Duration = Duration::from_secs(5);
+/// Tools without a stored vector that start-up embeds before serving (a few ms each); with
+/// more, they are embedded in the background.
+const START_EMBED_MOST: usize = 64;
 
 /// Shared state of one serving process.
 pub struct State {
@@ -60,17 +63,11 @@ impl State {
         library: Library,
         manager: impl FnOnce(&[ServerConfig], Events) -> Arc<Manager>,
     ) -> Arc<Self> {
-        let r = &settings.results;
-        let counter: Arc<dyn TokenCounter> = match r.tokenizer {
-            Tokenizer::O200k => Arc::new(O200k),
-            Tokenizer::Estimate => Arc::new(ByteEstimate),
-        };
-        let store = Arc::new(SpillStore::new(r.ttl, r.memory_bytes, DEFAULT_SPILL_BYTES));
         let (events, receiver) = tokio::sync::mpsc::unbounded_channel();
         Arc::new(Self {
             budgets: budgets(&settings),
             manager: manager(&settings.servers, events),
-            results: ResultHandler::new(store, counter),
+            results: result_handler(&settings),
             settings,
             library: RwLock::new(Arc::new(library)),
             rebuilding: Mutex::new(()),
@@ -91,7 +88,7 @@ impl State {
     /// Servers that cannot be started as configured are marked unavailable. Also returns the
     /// servers that have no usable catalog yet and can be started.
     pub fn open(settings: Settings) -> Result<(Arc<Self>, Vec<String>), SearchError> {
-        let (library, report) = Library::load(&settings)?;
+        let (library, report) = super::load_library(&settings)?;
         for warning in &report.warnings {
             tracing::warn!("{warning}");
         }
@@ -162,33 +159,37 @@ impl State {
         self.manager.shutdown().await;
     }
 
-    /// The embedding model: loaded on first use from `settings.embed_dir`. A build without
-    /// the feature, no configured directory, or missing files give `None` (BM25 only).
+    /// The embedding model, loaded on first use (see [`crate::library::embedder`]); `None`:
+    /// BM25 only.
     fn embedder(&self) -> Option<Arc<crate::search::embed::Embedder>> {
         self.embedder
-            .get_or_init(|| {
-                let Some(dir) = &self.settings.embed_dir else {
-                    if cfg!(feature = "embeddings") {
-                        tracing::info!(
-                            "embeddings not configured (set {} or metaServer.embeddings.dir); BM25 only",
-                            crate::search::embed::ENV_DIR
-                        );
-                    }
-                    return None;
-                };
-                let started = std::time::Instant::now();
-                match crate::search::embed::Embedder::load(dir) {
-                    Ok(e) => {
-                        tracing::info!(dir = %dir.display(), took = ?started.elapsed(), "embedding model loaded");
-                        Some(Arc::new(e))
-                    }
-                    Err(e) => {
-                        tracing::warn!("embeddings off, BM25 only: {e}");
-                        None
-                    }
-                }
-            })
+            .get_or_init(|| crate::library::embedder(&self.settings))
             .clone()
+    }
+
+    /// At start-up, before the first search: loads the model and attaches the tool vectors
+    /// that `index` persisted (embedding at most [`START_EMBED_MOST`] tools that have none, such
+    /// as the built-in ones), so the first search is hybrid. Anything more is embedded in the
+    /// background while BM25 answers.
+    pub fn embed_at_start(self: &Arc<Self>) {
+        let Some(embedder) = self.embedder() else {
+            return;
+        };
+        let started = std::time::Instant::now();
+        let library = self.library();
+        match library.embed_within(embedder, Some(&self.settings.catalog_dir), START_EMBED_MOST) {
+            Ok(Some(stats)) => tracing::info!(
+                tools = stats.tools,
+                embedded = stats.embedded,
+                took = ?started.elapsed(),
+                "tool vectors loaded; search is hybrid"
+            ),
+            Ok(None) => {
+                tracing::info!("tool vectors missing; BM25 answers until they are computed");
+                self.embed_in_background();
+            }
+            Err(e) => tracing::warn!("tool vectors not loaded, BM25 only: {e}"),
+        }
     }
 
     /// Loads the model if needed and computes the tool vectors of the current library (and of
@@ -224,9 +225,6 @@ impl State {
     /// [`Self::embed_library`] on a thread of its own: BM25 answers until vectors are ready.
     /// After a library swap this is quick: unchanged tools come from the vector files.
     pub fn embed_in_background(self: &Arc<Self>) {
-        if self.settings.embed_dir.is_none() && !cfg!(feature = "embeddings") {
-            return;
-        }
         if self.embedder.get().is_some_and(Option::is_none) {
             return;
         }
@@ -304,8 +302,19 @@ impl State {
     }
 }
 
+/// Result handling as the settings configure it: the tokenizer and the result store.
+pub(super) fn result_handler(settings: &Settings) -> ResultHandler {
+    let r = &settings.results;
+    let counter: Arc<dyn TokenCounter> = match r.tokenizer {
+        Tokenizer::O200k => Arc::new(O200k),
+        Tokenizer::Estimate => Arc::new(ByteEstimate),
+    };
+    let store = Arc::new(SpillStore::new(r.ttl, r.memory_bytes, DEFAULT_SPILL_BYTES));
+    ResultHandler::new(store, counter)
+}
+
 /// The result budgets the settings give: global and per-server soft limits, the hard limit.
-fn budgets(settings: &Settings) -> Budgets {
+pub(super) fn budgets(settings: &Settings) -> Budgets {
     let r = &settings.results;
     Budgets {
         default_soft: r

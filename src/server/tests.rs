@@ -46,7 +46,7 @@ fn rig() -> &'static Rig {
         let mut settings =
             Settings::parse(&root.join("config.json"), &config.to_string()).expect("config");
         settings.catalog_dir = root.join("catalogs");
-        let (library, _) = Library::load(&settings).expect("library");
+        let (library, _) = super::load_library(&settings).expect("library");
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

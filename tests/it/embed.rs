@@ -8,7 +8,7 @@ use meta_server::search::embed::{self, Embedder};
 use meta_server::search::{SearchIndex, ToolDoc};
 
 fn embed_dir() -> PathBuf {
-    let dir = std::env::var_os(embed::ENV_DIR)
+    let dir = std::env::var_os(meta_server::config::EMBED_DIR_ENV)
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".peers/embed"));
     assert!(
@@ -113,7 +113,8 @@ fn index_computes_tool_vectors_once_so_serve_starts_hybrid() {
     let index = || {
         let out = crate::support::succeeds(
             crate::support::meta_server(&["--config", config.to_str().unwrap(), "index"])
-                .env_remove(embed::ENV_DIR),
+                .env_remove(meta_server::config::EMBED_DIR_ENV)
+                .env(meta_server::config::EMBEDDINGS_ENV, "on"),
         );
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
@@ -130,4 +131,31 @@ fn index_computes_tool_vectors_once_so_serve_starts_hybrid() {
         second.contains("tool vectors: 12 tools, 2 embedded now"),
         "{second}"
     );
+
+    // serve loads the persisted vectors before it answers: the very first search is hybrid.
+    let on = [(meta_server::config::EMBEDDINGS_ENV, "on")];
+    let mut session = crate::support::Session::start_with(
+        &config,
+        &dir.path().join("cat"),
+        &on,
+        std::process::Stdio::null(),
+    );
+    session.initialize();
+    let first =
+        session.call(2, "search_tools", serde_json::json!({"query": "crash"}))["result"].clone();
+    assert_eq!(first["structuredContent"]["mode"], "hybrid", "{first}");
+    session.finish();
+    // Switched off, the same catalogs are searched by words only, and the result says so.
+    let off = [(meta_server::config::EMBEDDINGS_ENV, "off")];
+    let mut session = crate::support::Session::start_with(
+        &config,
+        &dir.path().join("cat"),
+        &off,
+        std::process::Stdio::null(),
+    );
+    session.initialize();
+    let first =
+        session.call(2, "search_tools", serde_json::json!({"query": "crash"}))["result"].clone();
+    assert_eq!(first["structuredContent"]["mode"], "bm25", "{first}");
+    session.finish();
 }

@@ -93,6 +93,8 @@ fn meta_tools_answer_from_shipped_catalogs_without_starting_servers() {
         found["structuredContent"]["hits"][0]["name"], "filesystem__list_directory",
         "{found}"
     );
+    // Embeddings are off in these tests: the result says the ranking is by words only.
+    assert_eq!(found["structuredContent"]["mode"], "bm25", "{found}");
     assert_eq!(found["isError"], false);
     let names = call(
         &mut s,

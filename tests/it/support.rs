@@ -61,11 +61,14 @@ pub fn unstartable(names: &[&str]) -> Value {
         .into()
 }
 
+/// The binary with `args`, BM25 only (`META_SERVER_EMBEDDINGS=off`) so results do not depend
+/// on whether model assets are installed; tests of the hybrid path set it `on`.
 pub fn meta_server(args: &[&str]) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.args(args)
         .env_remove("META_SERVER_CONFIG")
-        .env_remove("META_SERVER_CATALOG_DIR");
+        .env_remove("META_SERVER_CATALOG_DIR")
+        .env(meta_server::config::EMBEDDINGS_ENV, "off");
     cmd
 }
 

@@ -20,6 +20,9 @@ const INTEGER_FILE: &str = "model-integer.onnx";
 const MODEL_ID: &str = "all-minilm-l6-v2-int8";
 const INTEGER_MODEL_ID: &str = "all-minilm-l6-v2-int8-matmulinteger";
 
+/// Most texts embedded with the query session when the document session does not exist yet.
+const FEW_DOCUMENTS: usize = 64;
+
 /// Queries whose vectors are kept.
 const QUERY_CACHE: u64 = 1024;
 
@@ -69,9 +72,22 @@ impl Embedder {
     }
 
     /// One vector per text, computed in slices of [`SLICE`] texts to bound memory.
+    ///
+    /// Up to [`FEW_DOCUMENTS`] texts go through the query session while the document session
+    /// does not exist yet: creating it is a second model load (over a second on a busy
+    /// machine), which a server starting with its vectors stored would pay for the handful of
+    /// built-in tools alone. Same model file, same vectors.
     pub fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut out = Vec::with_capacity(texts.len());
         let mut model = self.document_model.lock().expect("embedder lock");
+        if model.is_none() && texts.len() <= FEW_DOCUMENTS {
+            return self
+                .query_model
+                .lock()
+                .expect("embedder lock")
+                .embed(texts, Some(32))
+                .map_err(|e| EmbedError::Model(e.to_string()));
+        }
         if model.is_none() {
             *model = Some(session(&self.dir, self.file, None)?);
         }

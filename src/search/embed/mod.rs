@@ -10,12 +10,10 @@ mod store;
 use std::path::{Path, PathBuf};
 
 pub use imp::Embedder;
-pub use store::{DocVectors, VectorFile, text_hash, update_vectors};
+pub use store::{DocVectors, VectorFile, missing, text_hash, update_vectors};
 
 use super::ToolDoc;
 
-/// Environment variable naming the directory of the runtime and model (wins over the config).
-pub const ENV_DIR: &str = "META_SERVER_EMBED_DIR";
 /// Sub-directory of the embedding directory holding the model files.
 pub const MODEL_DIR: &str = "all-minilm-l6-v2-int8";
 /// ONNX Runtime library file in the embedding directory.
@@ -26,9 +24,7 @@ pub const SLICE: usize = 512;
 /// Errors of the embedding path; every one means "fall back to BM25".
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {
-    #[error(
-        "this build has no embeddings (BM25 only); rebuild with `cargo build --release --features embeddings`"
-    )]
+    #[error("this build has no embeddings (built with --no-default-features); search is BM25 only")]
     NotBuilt,
     #[error("no ONNX Runtime library at {0}; run scripts/fetch-embed-assets or set ORT_DYLIB_PATH")]
     MissingRuntime(PathBuf),

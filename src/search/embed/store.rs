@@ -136,6 +136,19 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// How many of `tools` (key, embedded text) [`update_vectors`] would embed: those without a
+/// vector of `model` for their current text in `old`.
+pub fn missing(old: Option<&VectorFile>, tools: &[(String, String)], model: &str) -> usize {
+    let old = old.filter(|f| f.model == model);
+    tools
+        .iter()
+        .filter(|(key, text)| {
+            old.and_then(|f| f.vectors.get(key))
+                .is_none_or(|(hash, _)| *hash != text_hash(text))
+        })
+        .count()
+}
+
 /// The vectors of `tools` (key, embedded text) for `model`: reused from `old` where its model
 /// and the text hash match, computed by `embed` otherwise (one call for all stale texts).
 /// Returns the new file (only these tools) and how many were embedded.

@@ -2,47 +2,50 @@
 //! name, with the search index over them. Immutable: a changed catalog gives a new library
 //! ([`Library::with_catalog`]) that the server swaps in.
 
+mod entry;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
-use serde_json::Value;
-
 use crate::catalog::{Catalog, CatalogError, ToolDef};
-use crate::config::{SKILL_SERVER, ServerConfig, Settings};
+use crate::config::{EMBEDDINGS_ENV, SKILL_SERVER, ServerConfig, Settings};
 use crate::search::embed::{self, DocVectors, EmbedError, Embedder, VectorFile};
 use crate::search::{Hit, SearchError, SearchIndex, SearchOptions, ToolDoc};
 use crate::skills::Skill;
 
-/// Separator between server and tool in a qualified name.
-pub const SEPARATOR: &str = "__";
+pub use entry::{Entry, SEPARATOR, qualified_name};
+
 /// Longest text compared with tool names for suggestions (MCP tool names have at most 128).
 const MAX_SUGGESTED_LEN: usize = 256;
 
-/// One upstream tool as the client sees it.
-pub struct Entry {
-    /// `<server>__<tool>`, valid as an MCP tool name.
-    pub qualified: String,
-    pub server: String,
-    pub def: ToolDef,
-    /// Set when this entry is a skill rather than a tool.
-    pub skill: Option<Arc<Skill>>,
-    validator: OnceLock<Option<jsonschema::Validator>>,
-}
+/// How the built-in tools' server is described to search.
+const BUILTIN_ABOUT: &str = "meta-server built-in tools";
 
-impl Entry {
-    /// The compiled input schema; `None` if the upstream's schema does not compile.
-    pub fn validator(&self) -> Option<&jsonschema::Validator> {
-        self.validator
-            .get_or_init(|| {
-                let schema = Value::Object(self.def.input_schema().clone());
-                jsonschema::validator_for(&schema)
-                    .inspect_err(|e| {
-                        tracing::warn!(tool = %self.qualified, "input schema does not compile, arguments go unchecked: {e}");
-                    })
-                    .ok()
-            })
-            .as_ref()
+/// The embedding model `settings` ask for, loaded from `settings.embed_dir`; `None` (BM25
+/// only) when embeddings are off, the build has none, or the model cannot be loaded, which is
+/// said in one warning line.
+pub fn embedder(settings: &Settings) -> Option<Arc<Embedder>> {
+    if !settings.embeddings {
+        tracing::info!(
+            "hybrid search is off ({EMBEDDINGS_ENV} or metaServer.search.embeddings); BM25 only"
+        );
+        return None;
+    }
+    let started = std::time::Instant::now();
+    match Embedder::load(&settings.embed_dir) {
+        Ok(e) => {
+            tracing::info!(dir = %settings.embed_dir.display(), took = ?started.elapsed(), "embedding model loaded");
+            Some(Arc::new(e))
+        }
+        Err(e @ EmbedError::NotBuilt) => {
+            tracing::info!("{e}");
+            None
+        }
+        Err(e) => {
+            tracing::warn!("search is BM25 only: {e}");
+            None
+        }
     }
 }
 
@@ -60,6 +63,8 @@ pub struct Library {
     pub entries: BTreeMap<String, Arc<Entry>>,
     pub catalogs: BTreeMap<String, Catalog>,
     pub skills: Vec<Arc<Skill>>,
+    /// meta-server's own tools, indexed like a server's catalog (see [`Self::load`]).
+    builtin: Option<Catalog>,
     pub index: SearchIndex,
     /// (key, server, embedded text) of every tool, for [`Self::embed`].
     texts: Vec<(String, String, String)>,
@@ -82,8 +87,12 @@ pub struct EmbedStats {
 }
 
 impl Library {
-    /// Loads the catalog of every configured server from the catalog dir.
-    pub fn load(settings: &Settings) -> Result<(Self, LoadReport), SearchError> {
+    /// Loads the catalog of every configured server from the catalog dir, plus the skills and
+    /// `builtin`, the catalog of tools meta-server serves itself (the server's `meta` tools).
+    pub fn load(
+        settings: &Settings,
+        builtin: Option<&Catalog>,
+    ) -> Result<(Self, LoadReport), SearchError> {
         let mut report = LoadReport::default();
         let mut catalogs = BTreeMap::new();
         for server in &settings.servers {
@@ -108,6 +117,7 @@ impl Library {
             Self::build_with(
                 &settings.servers,
                 catalogs,
+                builtin.cloned(),
                 skills,
                 SearchOptions::default(),
             )?,
@@ -115,42 +125,29 @@ impl Library {
         ))
     }
 
-    /// Builds entries and the index from `catalogs` (one per server name), plus the built-in
-    /// `meta` tools.
+    /// Builds entries and the index from `catalogs` (one per server name) alone, with the
+    /// default ranking: what `eval` scores, so its numbers describe the catalogs alone.
     pub fn build(
         servers: &[ServerConfig],
         catalogs: BTreeMap<String, Catalog>,
     ) -> Result<Self, SearchError> {
-        Self::build_with(servers, catalogs, Vec::new(), SearchOptions::default())
+        Self::build_with(
+            servers,
+            catalogs,
+            None,
+            Vec::new(),
+            SearchOptions::default(),
+        )
     }
 
-    /// Like [`Self::build`], with skills listed under the `skill` server and the given ranking
-    /// options.
+    /// Like [`Self::build`], with the `builtin` catalog under its own server name, skills
+    /// listed under the `skill` server, and the given ranking options.
     pub fn build_with(
         servers: &[ServerConfig],
         catalogs: BTreeMap<String, Catalog>,
+        builtin: Option<Catalog>,
         skills: Vec<Arc<Skill>>,
         options: SearchOptions,
-    ) -> Result<Self, SearchError> {
-        Self::assemble(servers, catalogs, skills, options, true)
-    }
-
-    /// Only the given catalogs, without built-in tools or skills: what `eval` scores, so its
-    /// numbers describe the catalog alone.
-    pub fn catalogs_only(
-        servers: &[ServerConfig],
-        catalogs: BTreeMap<String, Catalog>,
-        options: SearchOptions,
-    ) -> Result<Self, SearchError> {
-        Self::assemble(servers, catalogs, Vec::new(), options, false)
-    }
-
-    fn assemble(
-        servers: &[ServerConfig],
-        catalogs: BTreeMap<String, Catalog>,
-        skills: Vec<Arc<Skill>>,
-        options: SearchOptions,
-        builtins: bool,
     ) -> Result<Self, SearchError> {
         let mut entries = BTreeMap::new();
         let mut docs = Vec::new();
@@ -159,14 +156,13 @@ impl Library {
                 add_catalog(&mut entries, &mut docs, server, catalog);
             }
         }
-        if builtins {
-            let builtin = super::builtin::catalog();
+        if let Some(builtin) = &builtin {
             let tools = builtin.tool_defs().into_iter();
             add(
                 &mut entries,
                 &mut docs,
                 &builtin.server,
-                "meta-server built-in tools",
+                BUILTIN_ABOUT,
                 tools,
             );
         }
@@ -193,6 +189,7 @@ impl Library {
             entries,
             catalogs,
             skills,
+            builtin,
             index: SearchIndex::build_with(docs, options)?,
             texts,
             semantic: OnceLock::new(),
@@ -233,6 +230,7 @@ impl Library {
             entries,
             catalogs,
             skills: self.skills.clone(),
+            builtin: self.builtin.clone(),
             index,
             texts,
             semantic: OnceLock::new(),
@@ -247,6 +245,7 @@ impl Library {
         Self::build_with(
             servers,
             catalogs,
+            self.builtin.clone(),
             self.skills.clone(),
             self.index.options().clone(),
         )
@@ -289,6 +288,21 @@ impl Library {
         embedder: Arc<Embedder>,
         store: Option<&Path>,
     ) -> Result<EmbedStats, EmbedError> {
+        Ok(self
+            .embed_within(embedder, store, usize::MAX)?
+            .unwrap_or_default())
+    }
+
+    /// Like [`Self::embed`], unless more than `most` tools lack a stored vector: then nothing is
+    /// done (`None`) and the caller embeds them elsewhere. With `most` small this is cheap (the
+    /// vector files are read, a few tools embedded), so a server can be hybrid from its first
+    /// search when `index` wrote the vectors.
+    pub fn embed_within(
+        &self,
+        embedder: Arc<Embedder>,
+        store: Option<&Path>,
+        most: usize,
+    ) -> Result<Option<EmbedStats>, EmbedError> {
         let mut by_server: BTreeMap<&str, Vec<(String, String)>> = BTreeMap::new();
         for (key, server, text) in &self.texts {
             by_server
@@ -296,9 +310,9 @@ impl Library {
                 .or_default()
                 .push((key.clone(), text.clone()));
         }
-        let mut stats = EmbedStats::default();
-        let mut all: HashMap<String, Vec<f32>> = HashMap::with_capacity(self.texts.len());
-        let mut dim = 0;
+        // The stored vectors of each server first, to count what is missing.
+        let mut servers = Vec::with_capacity(by_server.len());
+        let mut missing = 0;
         for (server, tools) in by_server {
             let path = store
                 .filter(|_| self.catalogs.contains_key(server))
@@ -309,6 +323,16 @@ impl Library {
                     .ok()
                     .flatten()
             });
+            missing += embed::missing(old.as_ref(), &tools, embedder.model_id());
+            servers.push((path, old, tools));
+        }
+        if missing > most {
+            return Ok(None);
+        }
+        let mut stats = EmbedStats::default();
+        let mut all: HashMap<String, Vec<f32>> = HashMap::with_capacity(self.texts.len());
+        let mut dim = 0;
+        for (path, old, tools) in servers {
             let old_len = old.as_ref().map(|f| f.vectors.len());
             let (file, embedded) =
                 embed::update_vectors(old, &tools, embedder.model_id(), |texts| {
@@ -327,16 +351,7 @@ impl Library {
         }
         let vectors = DocVectors::new(dim, self.index.keys(), &all);
         let _ = self.semantic.set(Semantic { embedder, vectors });
-        Ok(stats)
-    }
-
-    /// [`Self::embed`] with the model loaded from the embedding directory `dir`.
-    pub fn embed_with_model_in(
-        &self,
-        dir: &Path,
-        store: Option<&Path>,
-    ) -> Result<EmbedStats, EmbedError> {
-        self.embed(Arc::new(Embedder::load(dir)?), store)
+        Ok(Some(stats))
     }
 
     /// Whether any entry belongs to `server`.
@@ -435,55 +450,59 @@ fn add(
             name: def.name.clone(),
             title: def.title.clone().unwrap_or_default(),
             description: def.description.clone(),
+            // Example values are not what a tool does: "e.g. 'Asia/Tokyo'" in `convert_time`
+            // made it the answer to "current time in Tokyo" (EVAL.md).
             params: def
                 .params()
                 .iter()
-                .map(|p| format!("{} {}", p.name, p.description))
+                .map(|p| format!("{} {}", p.name, without_examples(&p.description)))
                 .collect::<Vec<_>>()
                 .join(" "),
             server_text: format!("{server} {about}"),
         });
-        let entry = Entry {
-            qualified: qualified.clone(),
-            server: server.to_owned(),
-            def,
-            skill: None,
-            validator: OnceLock::new(),
-        };
+        let entry = Entry::new(qualified.clone(), server.to_owned(), def);
         entries.insert(qualified.clone(), Arc::new(entry));
         added.push(qualified);
     }
     added
 }
 
-/// `<server>__<tool>`, with characters outside `[A-Za-z0-9_.-]` in the tool name made `-`.
-pub fn qualified_name(server: &str, tool: &str) -> String {
-    let tool: String = tool
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    format!("{server}{SEPARATOR}{tool}")
+/// `text` without the example values it gives: a parenthesised part that starts with "e.g.",
+/// "eg", "for example", "example" or "such as", and such a phrase outside parentheses up to the
+/// end of its sentence.
+fn without_examples(text: &str) -> String {
+    let starts = |rest: &str| {
+        let lower = rest.trim_start().to_lowercase();
+        ["e.g", "eg.", "eg,", "for example", "example:", "such as"]
+            .iter()
+            .any(|p| lower.starts_with(p))
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if let Some(inner) = rest.strip_prefix('(')
+            && starts(inner)
+            && let Some(end) = inner.find(')')
+        {
+            rest = &inner[end + 1..];
+            continue;
+        }
+        if (out.is_empty() || out.ends_with([' ', ',', ';', ':'])) && starts(rest) {
+            // The marker itself may end in a dot ("e.g. main."): look past its first word.
+            let skip = rest.trim_start().find(' ').map_or(rest.len(), |i| i + 1);
+            let tail = &rest[skip.min(rest.len())..];
+            rest = tail.find(". ").map_or("", |i| &tail[i + 1..]);
+            continue;
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn qualified_names_are_valid_mcp_tool_names() {
-        assert_eq!(qualified_name("fs", "read_text_file"), "fs__read_text_file");
-        assert_eq!(
-            qualified_name("everything", "get-sum"),
-            "everything__get-sum"
-        );
-        assert_eq!(qualified_name("x", "weird name/op:1"), "x__weird-name-op-1");
-    }
 
     fn catalog(server: &str, tools: &[&str]) -> Catalog {
         let tools = tools
@@ -491,6 +510,23 @@ mod tests {
             .map(|t| Arc::new(serde_json::json!({"name": t, "description": format!("does {t}"), "inputSchema": {"type": "object"}})))
             .collect();
         Catalog::new(server, tools)
+    }
+
+    #[test]
+    fn example_values_are_cut_from_parameter_text() {
+        assert_eq!(
+            without_examples("IANA timezone name (e.g., 'Asia/Tokyo', 'UTC'). Use 'UTC' if unsure"),
+            "IANA timezone name . Use 'UTC' if unsure"
+        );
+        assert_eq!(
+            without_examples("Branch name, e.g. main. Defaults to the default branch"),
+            "Branch name, Defaults to the default branch"
+        );
+        assert_eq!(without_examples("First number"), "First number");
+        assert_eq!(
+            without_examples("an (optional) count"),
+            "an (optional) count"
+        );
     }
 
     #[test]

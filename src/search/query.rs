@@ -1,0 +1,143 @@
+//! Query building: the query's analyzed words (minus words too common to tell tools apart),
+//! their IDF weights, and the tantivy query of one boosted term clause per (word, field).
+
+use tantivy::Term;
+use tantivy::query::{
+    BooleanQuery, BoostQuery, DisjunctionMaxQuery, Occur, PhraseQuery, Query, TermQuery,
+};
+use tantivy::schema::IndexRecordOption;
+
+use super::{Combine, SearchIndex, tokenizer};
+
+/// Bytes of a query that are read; the rest is ignored.
+const MAX_QUERY_BYTES: usize = 4096;
+/// Query words that are searched; the rest are ignored.
+const MAX_QUERY_WORDS: usize = 64;
+
+impl SearchIndex {
+    /// more than `max_df` of the tools when some rarer word that a tool has remains.
+    pub(super) fn words(&self, query: &str) -> Vec<String> {
+        // A query is a sentence or two; a megabyte of it must not cost a megabyte of work.
+        let end = query.floor_char_boundary(MAX_QUERY_BYTES);
+        let mut analyzer = self.analyzer.clone();
+        let mut words = Vec::new();
+        let mut stream = analyzer.token_stream(&query[..end]);
+        while let Some(token) = stream.next() {
+            if words.len() == MAX_QUERY_WORDS {
+                break;
+            }
+            words.push(token.text.clone());
+        }
+        let n = self.len();
+        if self.options.max_df < 1.0 && n >= 20 {
+            let common = |w: &String| {
+                self.tables.vocab.get(w).is_some_and(|&id| {
+                    self.tables.df[id as usize] as f32 > self.options.max_df * n as f32
+                })
+            };
+            let rare = |w: &String| self.tables.vocab.contains_key(w) && !common(w);
+            if words.iter().any(rare) {
+                words.retain(|w| !common(w));
+            }
+        }
+        words
+    }
+
+    /// Distinct query words with their term id (if any tool has the word), IDF weight, and
+    /// whether it counts as a word of its own in [`Hit::words`] (a lone CJK character of a
+    /// longer CJK word does not: `文件` gives `文`, `文件`, `件`, one word).
+    pub(super) fn weights(&self, words: &[String]) -> Vec<(Option<u32>, f32, bool)> {
+        let n = self.len() as f32;
+        let mut seen: Vec<&String> = Vec::new();
+        let mut out = Vec::new();
+        for w in words {
+            if seen.contains(&w) {
+                continue;
+            }
+            seen.push(w);
+            let id = self.tables.vocab.get(w).copied();
+            let df = id.map_or(0.0, |id| self.tables.df[id as usize] as f32);
+            out.push((id, idf(n, df), !tokenizer::is_cjk_char(w)));
+        }
+        out
+    }
+
+    /// One clause per distinct query word over all fields (summed or DisMax), plus phrase
+    /// clauses for adjacent words.
+    pub(super) fn query(&self, words: &[String], server: Option<&str>) -> Option<Box<dyn Query>> {
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        let mut seen: Vec<&String> = Vec::new();
+        for word in words {
+            if seen.contains(&word) {
+                continue;
+            }
+            seen.push(word);
+            if !self.tables.vocab.contains_key(word) {
+                continue; // no tool has it: nothing to look up
+            }
+            let per_field: Vec<Box<dyn Query>> = self
+                .fields
+                .text
+                .iter()
+                .filter(|(_, boost)| *boost > 0.0)
+                .map(|&(field, boost)| {
+                    let tq = TermQuery::new(
+                        Term::from_field_text(field, word),
+                        IndexRecordOption::WithFreqs,
+                    );
+                    Box::new(BoostQuery::new(Box::new(tq), boost)) as Box<dyn Query>
+                })
+                .collect();
+            if per_field.is_empty() {
+                continue;
+            }
+            match self.options.combine {
+                Combine::Sum => clauses.extend(per_field.into_iter().map(|q| (Occur::Should, q))),
+                Combine::DisMax { tie } => clauses.push((
+                    Occur::Should,
+                    Box::new(DisjunctionMaxQuery::with_tie_breaker(per_field, tie)),
+                )),
+            }
+        }
+        if self.options.phrase > 0.0 {
+            for pair in words.windows(2).filter(|p| p[0] != p[1]) {
+                for (field, boost) in [
+                    (self.fields.name, self.options.name),
+                    (self.fields.description, self.options.description),
+                ] {
+                    let mut pq = PhraseQuery::new(vec![
+                        Term::from_field_text(field, &pair[0]),
+                        Term::from_field_text(field, &pair[1]),
+                    ]);
+                    pq.set_slop(1);
+                    clauses.push((
+                        Occur::Should,
+                        Box::new(BoostQuery::new(Box::new(pq), boost * self.options.phrase)),
+                    ));
+                }
+            }
+        }
+        if clauses.is_empty() {
+            return None;
+        }
+        let words: Box<dyn Query> = Box::new(BooleanQuery::new(clauses));
+        Some(match server {
+            None => words,
+            Some(server) => Box::new(BooleanQuery::new(vec![
+                (Occur::Must, words),
+                (
+                    Occur::Must,
+                    Box::new(TermQuery::new(
+                        Term::from_field_text(self.fields.server, server),
+                        IndexRecordOption::Basic,
+                    )),
+                ),
+            ])),
+        })
+    }
+}
+
+/// BM25's inverse document frequency of a word found in `df` of `n` tools.
+fn idf(n: f32, df: f32) -> f32 {
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+}

@@ -1,0 +1,183 @@
+//! Ranking: BM25 hits (with each tool's coverage of the query), exact and close names first,
+//! and in hybrid search the fusion with the vector ranking ([`super::fusion`]).
+
+use tantivy::collector::{Count, TopDocs};
+
+use super::confidence::strong_words;
+use super::names::identifier_like;
+use super::{DocVectors, Fusion, Hit, SearchError, SearchIndex, fusion};
+
+impl SearchIndex {
+    pub(super) fn rank(
+        &self,
+        query: &str,
+        limit: usize,
+        server: Option<&str>,
+        dense: Option<(&[f32], &DocVectors)>,
+    ) -> Result<Vec<Hit>, SearchError> {
+        let words = self.words(query);
+        let exact: Vec<u32> = self
+            .tables
+            .names
+            .get(query.trim().to_lowercase().as_str())
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(|&i| server.is_none_or(|s| self.tables.servers[i as usize] == s))
+            .collect();
+        // Fetch more than asked: coverage and fusion may reorder, and ties at the cut are
+        // resolved by key. The pool does not depend on `limit` (up to 50), so a longer list
+        // extends a shorter one.
+        let pool = limit.max(50) * 2 + 32;
+        let weights = self.weights(&words);
+        let total: f32 = weights.iter().map(|(_, w, _)| w).sum();
+        // (coverage, words) of a tool: see `Hit::coverage` and `Hit::words`.
+        let shared = |i: u32| {
+            let terms = &self.tables.doc_terms[i as usize];
+            let (matched, words) = weights
+                .iter()
+                .filter(|(id, _, _)| id.is_some_and(|id| terms.binary_search(&id).is_ok()))
+                .fold((0.0, 0), |(weight, words), (_, w, counts)| {
+                    (weight + w, words + usize::from(*counts))
+                });
+            (if total > 0.0 { matched / total } else { 0.0 }, words)
+        };
+        let coverage = |i: u32| shared(i).0;
+        let mut bm25: Vec<(u32, f32)> = Vec::new();
+        if let Some(q) = self.query(&words, server) {
+            let searcher = &self.searcher;
+            // Paired with `Count`, TopDocs scores every match instead of pruning with
+            // block-WAND: a question's many words over five fields give dozens of posting
+            // lists, where pruning spends more keeping them ordered than it skips (p99 at 10k
+            // tools 2.2 ms -> 0.8 ms, BENCHMARKS.md).
+            let exhaustive = (TopDocs::with_limit(pool).order_by_score(), Count);
+            let (top, _) = searcher.search(&q, &exhaustive)?;
+            let mut ords = Vec::with_capacity(searcher.segment_readers().len());
+            for segment in searcher.segment_readers() {
+                ords.push(segment.fast_fields().u64("ord")?);
+            }
+            for (score, addr) in top {
+                if let Some(i) = ords[addr.segment_ord as usize].first(addr.doc_id) {
+                    let i = i as u32;
+                    let score = if self.options.coverage == 0.0 {
+                        score
+                    } else {
+                        score * coverage(i).powf(self.options.coverage)
+                    };
+                    bm25.push((i, score));
+                }
+            }
+        }
+        // Did-you-mean for what looks like an identifier, and for a plain word only when no
+        // tool matches the query's words well: "email" is one letter from a tool called
+        // `mail`, and must not push `send_email` down.
+        let close = if exact.is_empty()
+            && (identifier_like(query)
+                || bm25
+                    .iter()
+                    .max_by(|a, b| a.1.total_cmp(&b.1))
+                    .is_none_or(|&(i, _)| {
+                        let (coverage, words) = shared(i);
+                        !strong_words(coverage, words)
+                    })) {
+            self.close_names(query, server)
+        } else {
+            Vec::new()
+        };
+        let cosine = dense.map(|(query_vector, vectors)| vectors.scores(query_vector));
+        let mut scored = match &cosine {
+            None => bm25,
+            Some(cosine) => self.fuse(bm25, cosine, pool, server, &coverage),
+        };
+        // An exact or close name outside the pool (its words are common) still comes first.
+        for &i in exact.iter().chain(&close) {
+            if !scored.iter().any(|&(j, _)| j == i) {
+                scored.push((i, 0.0));
+            }
+        }
+        let first = |i: u32| exact.contains(&i) || close.contains(&i);
+        let ranked = |&(i, score): &(u32, f32)| (first(i), score, i);
+        scored.sort_by(|a, b| {
+            let (a_exact, a_score, a) = ranked(a);
+            let (b_exact, b_score, b) = ranked(b);
+            b_exact
+                .cmp(&a_exact)
+                .then(b_score.total_cmp(&a_score))
+                .then_with(|| self.tables.keys[a as usize].cmp(&self.tables.keys[b as usize]))
+        });
+        scored.truncate(limit);
+        Ok(scored
+            .into_iter()
+            .map(|(i, score)| {
+                let exact = exact.contains(&i);
+                let (coverage, words) = shared(i);
+                Hit {
+                    key: self.tables.keys[i as usize].clone(),
+                    score,
+                    coverage: if exact { 1.0 } else { coverage },
+                    words,
+                    exact,
+                    close: close.contains(&i),
+                    similarity: cosine.as_ref().map(|c| c[i as usize]),
+                }
+            })
+            .collect())
+    }
+
+    /// Fuses BM25 (ordinal, score) with the `pool` tools nearest by `cosine` (the query's cosine
+    /// with every document, by ordinal).
+    fn fuse(
+        &self,
+        mut bm25: Vec<(u32, f32)>,
+        cosine: &[f32],
+        pool: usize,
+        server: Option<&str>,
+        coverage: &dyn Fn(u32) -> f32,
+    ) -> Vec<(u32, f32)> {
+        let mut nearest: Vec<(u32, f32)> = cosine
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| {
+                self.tables.is_live(i as u32) && server.is_none_or(|s| self.tables.servers[i] == s)
+            })
+            .map(|(i, &c)| (i as u32, c))
+            .collect();
+        let best_first = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        if nearest.len() > pool {
+            nearest.select_nth_unstable_by(pool, best_first);
+            nearest.truncate(pool);
+        }
+        nearest.sort_by(best_first);
+        let candidates = |bm25: &[(u32, f32)], nearest: &[(u32, f32)]| {
+            let mut all: Vec<u32> = bm25.iter().chain(nearest).map(|&(i, _)| i).collect();
+            all.sort_unstable();
+            all.dedup();
+            all
+        };
+        match self.options.fusion {
+            Fusion::Rrf {
+                k,
+                vector,
+                coverage: by_coverage,
+            } => {
+                bm25.sort_by(best_first);
+                let lexical: Vec<(u32, f32)> = bm25
+                    .iter()
+                    .map(|&(i, _)| (i, if by_coverage { coverage(i) } else { 1.0 }))
+                    .collect();
+                let semantic: Vec<(u32, f32)> = nearest.iter().map(|&(i, _)| (i, vector)).collect();
+                fusion::rrf_each(&[&lexical, &semantic], k)
+            }
+            Fusion::Weighted { alpha } => {
+                fusion::weighted(&bm25, cosine, &candidates(&bm25, &nearest), alpha)
+            }
+            Fusion::Normalized { alpha, norm } => {
+                fusion::normalized(&bm25, cosine, &candidates(&bm25, &nearest), alpha, norm)
+            }
+            Fusion::Coverage { beta } => candidates(&bm25, &nearest)
+                .into_iter()
+                .map(|i| (i, cosine[i as usize] + beta * coverage(i)))
+                .collect(),
+        }
+    }
+}

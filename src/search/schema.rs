@@ -1,0 +1,147 @@
+//! The index schema: one text field per part of a tool, the analyzer shared by documents and
+//! queries, and how documents are written.
+
+use tantivy::indexer::NoMergePolicy;
+use tantivy::schema::{
+    FAST, Field, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
+};
+use tantivy::tokenizer::{
+    Language, LowerCaser, RemoveLongFilter, Stemmer, StopWordFilter, TextAnalyzer,
+};
+use tantivy::{Index, IndexWriter, Term, doc};
+
+use super::tables::Tables;
+use super::{SearchError, SearchOptions, StopWords, ToolDoc, tokenizer};
+
+/// Name of the analyzer registered with the index.
+pub(super) const ANALYZER: &str = "ident";
+/// Indexing memory of tantivy's writer (its minimum).
+const WRITER_BYTES: usize = 15_000_000;
+
+/// The index's fields.
+#[derive(Clone)]
+pub(super) struct Fields {
+    pub ord: Field,
+    pub server: Field,
+    pub name: Field,
+    pub title: Field,
+    pub description: Field,
+    pub params: Field,
+    pub server_text: Field,
+    /// (field, boost) pairs searched by every query word.
+    pub text: Vec<(Field, f32)>,
+}
+
+/// The schema of an index with these options: an ordinal, the raw server name (for filters
+/// and deletes) and one analyzed field per part of a tool, with the field boosts.
+pub(super) fn schema(options: &SearchOptions) -> (Schema, Fields) {
+    let mut sb = Schema::builder();
+    let text = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(ANALYZER)
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+    );
+    let ord = sb.add_u64_field("ord", FAST);
+    let server = sb.add_text_field("server_raw", STRING);
+    let name = sb.add_text_field("name", text.clone());
+    let title = sb.add_text_field("title", text.clone());
+    let description = sb.add_text_field("description", text.clone());
+    let params = sb.add_text_field("params", text.clone());
+    let server_text = sb.add_text_field("server", text);
+    let fields = Fields {
+        ord,
+        server,
+        name,
+        title,
+        description,
+        params,
+        server_text,
+        text: vec![
+            (name, options.name),
+            (title, options.title),
+            (description, options.description),
+            (params, options.params),
+            (server_text, options.server),
+        ],
+    };
+    (sb.build(), fields)
+}
+
+/// Deletes the documents matching `delete`, adds `docs` (each with the next ordinal of
+/// `tables`, which records them too) and commits. The writer is single-threaded and never
+/// merges: every commit adds one segment, and a segment whose documents are all deleted is
+/// dropped at the next commit.
+pub(super) fn commit_docs(
+    index: &Index,
+    delete: Option<Term>,
+    fields: &Fields,
+    analyzer: &mut TextAnalyzer,
+    tables: &mut Tables,
+    docs: &[ToolDoc],
+    name_parts: &[String],
+) -> Result<(), SearchError> {
+    let mut writer: IndexWriter = index.writer_with_num_threads(1, WRITER_BYTES)?;
+    writer.set_merge_policy(Box::new(NoMergePolicy));
+    if let Some(term) = delete {
+        writer.delete_term(term);
+    }
+    for (d, parts) in docs.iter().zip(name_parts) {
+        let texts = [
+            &d.name,
+            parts,
+            &d.title,
+            &d.description,
+            &d.params,
+            &d.server_text,
+        ];
+        let mut terms = Vec::new();
+        for text in texts {
+            let mut stream = analyzer.token_stream(text);
+            while let Some(token) = stream.next() {
+                terms.push(token.text.clone());
+            }
+        }
+        let ord = tables.add(&d.key, &d.server, [d.name.as_str(), d.key.as_str()], terms);
+        writer.add_document(doc!(
+            fields.ord => u64::from(ord),
+            fields.server => d.server.as_str(),
+            fields.name => format!("{} {parts}", d.name),
+            fields.title => d.title.as_str(),
+            fields.description => d.description.as_str(),
+            fields.params => d.params.as_str(),
+            fields.server_text => d.server_text.as_str(),
+        ))?;
+    }
+    writer.commit()?;
+    writer.wait_merging_threads()?;
+    Ok(())
+}
+
+pub(super) fn analyzer(options: &SearchOptions) -> TextAnalyzer {
+    let tokenizer = tokenizer::IdentTokenizer {
+        split_case: options.split_case,
+    };
+    let mut builder = TextAnalyzer::builder(tokenizer)
+        .filter(RemoveLongFilter::limit(40))
+        .filter(LowerCaser)
+        .dynamic();
+    match options.stopwords {
+        StopWords::None => {}
+        StopWords::Lucene => {
+            builder = builder.filter_dynamic(
+                StopWordFilter::new(Language::English).expect("tantivy has English stop words"),
+            );
+        }
+        StopWords::Snowball => {
+            builder = builder.filter_dynamic(StopWordFilter::remove(
+                tokenizer::SNOWBALL_ENGLISH
+                    .split_whitespace()
+                    .map(str::to_owned),
+            ));
+        }
+    }
+    if options.stem {
+        builder = builder.filter_dynamic(Stemmer::new(Language::English));
+    }
+    builder.build()
+}

@@ -1,0 +1,493 @@
+//! Tests of the BM25 and hybrid ranking over small hand-made catalogs.
+
+use super::names::decompound_names;
+use super::*;
+
+fn doc(server: &str, name: &str, description: &str, params: &str) -> ToolDoc {
+    ToolDoc {
+        key: format!("{server}__{name}"),
+        server: server.into(),
+        name: name.into(),
+        title: String::new(),
+        description: description.into(),
+        params: params.into(),
+        server_text: server.into(),
+    }
+}
+
+fn index() -> SearchIndex {
+    SearchIndex::build(index_docs()).unwrap()
+}
+
+fn index_docs() -> Vec<ToolDoc> {
+    vec![
+        doc(
+            "fs",
+            "read_text_file",
+            "Read the complete contents of a file as text",
+            "path head tail",
+        ),
+        doc(
+            "fs",
+            "write_file",
+            "Create a new file or overwrite a file",
+            "path content",
+        ),
+        doc(
+            "fs",
+            "list_directory",
+            "List files and directories in a path",
+            "path",
+        ),
+        doc("everything", "echo", "Echoes back the input", "message"),
+        doc(
+            "everything",
+            "get-sum",
+            "Returns the sum of two numbers",
+            "a b",
+        ),
+        doc(
+            "time",
+            "get_current_time",
+            "Get current time in a specific timezone",
+            "timezone",
+        ),
+        doc(
+            "time",
+            "convert_time",
+            "Convert time between timezones",
+            "source_timezone time target_timezone",
+        ),
+        doc(
+            "gh",
+            "getIssue",
+            "Fetch one issue of a repository",
+            "owner repo issue_number",
+        ),
+    ]
+}
+
+fn keys(hits: &[Hit]) -> Vec<&str> {
+    hits.iter().map(|h| h.key.as_str()).collect()
+}
+
+#[test]
+fn replacing_a_server_reindexes_it_alone_and_leaves_the_old_version_intact() {
+    let before = index();
+    let everything = vec![
+        doc("everything", "echo", "Echoes back the input", "message"),
+        doc("everything", "add", "Adds two numbers together", "a b"),
+    ];
+    let after = before
+        .replace_server("everything", everything.clone())
+        .unwrap()
+        .expect("a small change is incremental");
+    assert_eq!(after.len(), 8);
+    assert_eq!(after.keys().iter().filter(|k| k.is_empty()).count(), 2);
+
+    // The new tool is found, the removed one is not, even by its exact name.
+    let top = |idx: &SearchIndex, q: &str| idx.search(q, 1, None).unwrap();
+    assert_eq!(top(&after, "add numbers")[0].key, "everything__add");
+    assert!(
+        top(&after, "get-sum")
+            .iter()
+            .all(|h| h.key != "everything__get-sum")
+    );
+    assert!(!top(&after, "get-sum").first().is_some_and(|h| h.exact));
+    // Hybrid search never returns the removed documents' (zero) vector rows.
+    let n = after.keys().len();
+    let map = after
+        .keys()
+        .iter()
+        .enumerate()
+        .filter(|(_, k)| !k.is_empty())
+        .map(|(i, k)| {
+            let mut v = vec![0.0; n];
+            v[i] = 1.0;
+            (k.clone(), v)
+        })
+        .collect();
+    let vectors = DocVectors::new(n, after.keys(), &map);
+    let hits = after
+        .search_hybrid("zzz", &vec![0.0; n], &vectors, 20, None)
+        .unwrap();
+    assert_eq!(hits.len(), 8);
+    assert!(hits.iter().all(|h| !h.key.is_empty()));
+    // Searches on the old version still see the old tools.
+    assert_eq!(top(&before, "get-sum")[0].key, "everything__get-sum");
+    assert_eq!(top(&before, "add numbers")[0].key, "everything__get-sum");
+
+    // Every tool ranks as it does in a fresh build of the same documents.
+    let mut docs = index_docs();
+    docs.retain(|d| d.server != "everything");
+    docs.extend(everything);
+    let fresh = SearchIndex::build(docs.clone()).unwrap();
+    for d in &docs {
+        let q = format!("{} {}", d.description, d.params);
+        assert_eq!(
+            keys(&after.search(&q, 3, None).unwrap()),
+            keys(&fresh.search(&q, 3, None).unwrap()),
+            "{q}"
+        );
+    }
+
+    // Only the newest version can be updated; churn past a quarter means a rebuild.
+    assert!(before.replace_server("time", vec![]).unwrap().is_none());
+    assert!(after.replace_server("fs", vec![]).unwrap().is_none());
+    let cleared = index().replace_server("gh", vec![]).unwrap().unwrap();
+    assert!(cleared.search("issue", 3, None).unwrap().is_empty());
+    assert_eq!(cleared.len(), 7);
+}
+
+#[test]
+fn finds_by_description_words_with_stemming() {
+    let idx = index();
+    let hits = idx.search("reading files", 3, None).unwrap();
+    assert_eq!(hits[0].key, "fs__read_text_file");
+    let hits = idx.search("current time in Tokyo", 2, None).unwrap();
+    assert_eq!(hits[0].key, "time__get_current_time", "{hits:?}");
+}
+
+#[test]
+fn camel_case_queries_match_snake_case_names() {
+    let idx = index();
+    assert_eq!(
+        idx.search("readTextFile", 1, None).unwrap()[0].key,
+        "fs__read_text_file"
+    );
+    assert_eq!(
+        idx.search("get issue", 1, None).unwrap()[0].key,
+        "gh__getIssue"
+    );
+}
+
+#[test]
+fn a_misspelt_or_misqualified_name_puts_the_close_tool_first() {
+    let idx = SearchIndex::build(vec![
+        doc(
+            "time",
+            "convert_time",
+            "Convert a time between time zones",
+            "",
+        ),
+        doc(
+            "time",
+            "get_current_time",
+            "Get the current time in a time zone",
+            "",
+        ),
+        doc(
+            "fs",
+            "read_multiple_files",
+            "Read several files at once",
+            "",
+        ),
+        doc("fs", "read_file", "Read a file", ""),
+        doc("fs", "list_directory", "List a directory", ""),
+    ])
+    .unwrap();
+    let first = |q: &str| {
+        let hits = idx.search(q, 3, None).unwrap();
+        (
+            hits[0].key.clone(),
+            hits[0].close,
+            hits.iter().filter(|h| h.close).count(),
+        )
+    };
+    // One letter missing, two letters swapped, no separators, another server.
+    assert_eq!(
+        first("get_curent_time"),
+        ("time__get_current_time".into(), true, 1)
+    );
+    assert_eq!(
+        first("getCurrnetTime"),
+        ("time__get_current_time".into(), true, 1)
+    );
+    assert_eq!(
+        first("listdirectory"),
+        ("fs__list_directory".into(), true, 1)
+    );
+    assert_eq!(
+        first("memory__read_file"),
+        ("fs__read_file".into(), true, 1)
+    );
+    // Exact names are not "close"; sentences and short words are not name-shaped.
+    assert_eq!(first("read_file"), ("fs__read_file".into(), false, 0));
+    assert_eq!(
+        idx.search("get the curent time", 3, None)
+            .unwrap()
+            .iter()
+            .filter(|h| h.close)
+            .count(),
+        0
+    );
+    assert_eq!(
+        idx.search("read_fil", 3, Some("time"))
+            .unwrap()
+            .iter()
+            .filter(|h| h.close)
+            .count(),
+        0
+    );
+}
+
+#[test]
+fn a_word_that_tools_have_is_not_taken_for_a_misspelt_name() {
+    let idx = SearchIndex::build(vec![
+        doc("s", "send_email", "Send an email message", ""),
+        doc("s", "mail", "Check the mailbox", ""),
+        doc("s", "café_menu", "Dishes of the day", ""),
+    ])
+    .unwrap();
+    // "email" is one letter from `mail`, but send_email has the word: no did-you-mean.
+    let hits = idx.search("email", 3, None).unwrap();
+    assert_eq!(hits[0].key, "s__send_email", "{hits:?}");
+    assert!(
+        hits.iter().all(|h| !h.close) && confident(&hits),
+        "{hits:?}"
+    );
+    // Typos are counted in characters, not bytes: ü is two bytes.
+    let hits = idx.search("cafémenüü", 3, None).unwrap();
+    assert!(hits[0].close && hits[0].key == "s__café_menu", "{hits:?}");
+}
+
+#[test]
+fn exact_names_come_first() {
+    let idx = index();
+    assert_eq!(
+        idx.search("echo", 3, None).unwrap()[0].key,
+        "everything__echo"
+    );
+    assert_eq!(
+        idx.search("time__convert_time", 3, None).unwrap()[0].key,
+        "time__convert_time"
+    );
+    assert_eq!(
+        idx.search("GET-SUM", 3, None).unwrap()[0].key,
+        "everything__get-sum"
+    );
+}
+
+#[test]
+fn server_filter_and_empty_queries() {
+    let idx = index();
+    let hits = idx.search("file path time", 10, Some("time")).unwrap();
+    assert!(
+        !hits.is_empty() && hits.iter().all(|h| h.key.starts_with("time__")),
+        "{hits:?}"
+    );
+    assert!(idx.search("  ?! ", 5, None).unwrap().is_empty());
+    assert!(idx.search("zebra quantum", 5, None).unwrap().is_empty());
+}
+
+#[test]
+fn equal_input_gives_equal_output_with_ties_by_key() {
+    let a = index().search("file", 10, None).unwrap();
+    let b = index().search("file", 10, None).unwrap();
+    assert_eq!(a, b);
+    let tied = SearchIndex::build(vec![
+        doc("b", "x", "identical words", ""),
+        doc("a", "x", "identical words", ""),
+    ])
+    .unwrap();
+    assert_eq!(
+        keys(&tied.search("identical", 2, None).unwrap()),
+        ["a__x", "b__x"]
+    );
+}
+
+#[test]
+fn weak_matches_are_not_confident() {
+    let idx = index();
+    let hits = idx.search("current time in a timezone", 3, None).unwrap();
+    assert_eq!(hits[0].key, "time__get_current_time");
+    assert!(confident(&hits), "{hits:?}");
+    // Only the common word "file" matches; the distinctive words match nothing.
+    let hits = idx.search("zebra stripes file", 3, None).unwrap();
+    assert!(!hits.is_empty(), "near misses are still returned");
+    assert!(hits[0].coverage < CONFIDENT_COVERAGE, "{hits:?}");
+    assert!(!confident(&hits));
+    assert!(!confident(&[]));
+    // An exact name is confident whatever its words.
+    let hits = idx.search("Echo", 3, None).unwrap();
+    assert!(hits[0].exact && confident(&hits));
+    // In hybrid search, meaning counts too: a close vector is confident without the words.
+    let weak = |similarity| Hit {
+        key: "s__t".into(),
+        score: 1.0,
+        coverage: 0.05,
+        words: 1,
+        exact: false,
+        close: false,
+        similarity,
+    };
+    assert!(confident(&[weak(Some(0.45))]));
+    assert!(!confident(&[weak(Some(0.25))]));
+    assert!(!confident(&[weak(None)]));
+    // One word in common is noise unless it is half the query; two make a fifth enough.
+    let shares = |coverage, words| Hit {
+        coverage,
+        words,
+        ..weak(None)
+    };
+    assert!(!confident(&[shares(0.45, 1)]));
+    assert!(confident(&[shares(0.5, 1)]));
+    assert!(confident(&[shares(0.2, 2)]));
+    assert!(!confident(&[shares(0.15, 3)]));
+}
+
+#[test]
+fn exact_names_made_of_stop_words_are_still_found() {
+    let options = SearchOptions {
+        stopwords: StopWords::Lucene,
+        ..SearchOptions::default()
+    };
+    let idx = SearchIndex::build_with(
+        vec![
+            doc("x", "it", "Information technology helpdesk", ""),
+            doc("y", "it", "Other", ""),
+        ],
+        options,
+    )
+    .unwrap();
+    assert_eq!(
+        keys(&idx.search("it", 5, None).unwrap()),
+        ["x__it", "y__it"]
+    );
+    assert_eq!(keys(&idx.search("it", 5, Some("y")).unwrap()), ["y__it"]);
+}
+
+#[test]
+fn run_together_names_are_split_by_the_catalog_vocabulary() {
+    let docs = vec![
+        doc("s", "keywordexplorer", "Explore keyword ideas", ""),
+        doc("s", "other", "A keyword explorer for ads", ""),
+        doc("s", "tira", "Beauty shop", ""),
+    ];
+    let parts = decompound_names(&docs);
+    assert_eq!(parts, ["keyword explorer", "", ""]);
+    let options = SearchOptions {
+        decompound: true,
+        ..SearchOptions::default()
+    };
+    let idx = SearchIndex::build_with(docs, options).unwrap();
+    assert_eq!(
+        idx.search("keyword explorer", 1, None).unwrap()[0].key,
+        "s__keywordexplorer"
+    );
+    assert_eq!(
+        idx.search("keywordexplorer", 1, None).unwrap()[0].key,
+        "s__keywordexplorer"
+    );
+}
+
+/// Hand-made unit vectors: tool `i` of [`index`] points along axis `i`.
+fn axis_vectors(idx: &SearchIndex) -> DocVectors {
+    let n = idx.len();
+    let map = idx
+        .keys()
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let mut v = vec![0.0; n];
+            v[i] = 1.0;
+            (k.clone(), v)
+        })
+        .collect();
+    DocVectors::new(n, idx.keys(), &map)
+}
+
+fn towards(idx: &SearchIndex, key: &str) -> Vec<f32> {
+    let mut v = vec![0.0; idx.len()];
+    v[idx.keys().iter().position(|k| k == key).unwrap()] = 1.0;
+    v
+}
+
+#[test]
+fn hybrid_search_finds_what_the_vectors_say_when_no_word_matches() {
+    for fusion in [
+        Fusion::Rrf {
+            k: 60.0,
+            vector: 1.0,
+            coverage: false,
+        },
+        SearchOptions::default().fusion,
+        Fusion::Weighted { alpha: 0.5 },
+    ] {
+        let idx = SearchIndex::build_with(
+            index_docs(),
+            SearchOptions {
+                fusion,
+                ..SearchOptions::default()
+            },
+        )
+        .unwrap();
+        let vectors = axis_vectors(&idx);
+        let q = towards(&idx, "time__convert_time");
+        // No word of the query is in any tool: BM25 finds nothing, the vectors decide.
+        assert!(idx.search("alter an hour", 3, None).unwrap().is_empty());
+        let hits = idx
+            .search_hybrid("alter an hour", &q, &vectors, 3, None)
+            .unwrap();
+        assert_eq!(hits[0].key, "time__convert_time", "{fusion:?}");
+        // The server filter applies to vector hits too.
+        let hits = idx
+            .search_hybrid("alter an hour", &q, &vectors, 3, Some("fs"))
+            .unwrap();
+        assert!(hits.iter().all(|h| h.key.starts_with("fs__")), "{hits:?}");
+        // Exact names still come first, whatever the vectors say.
+        let hits = idx.search_hybrid("echo", &q, &vectors, 3, None).unwrap();
+        assert_eq!(hits[0].key, "everything__echo");
+        assert!(hits[0].exact);
+    }
+}
+
+#[test]
+fn hybrid_search_agreement_beats_either_signal_alone() {
+    let idx = index();
+    let vectors = axis_vectors(&idx);
+    // BM25 alone ranks list_directory below the tools with "file" in their names; vectors
+    // pointing at it move it up, and BM25 keeps the other file tools above unrelated ones.
+    let bm25 = idx.search("file", 5, None).unwrap();
+    assert_ne!(bm25[0].key, "fs__list_directory");
+    let q = towards(&idx, "fs__list_directory");
+    let hits = idx.search_hybrid("file", &q, &vectors, 5, None).unwrap();
+    assert_eq!(hits[0].key, "fs__list_directory", "{hits:?}");
+    assert!(
+        hits[..3].iter().all(|h| h.key.starts_with("fs__")),
+        "{hits:?}"
+    );
+}
+
+#[test]
+fn cjk_descriptions_are_searchable_by_their_words() {
+    let idx = SearchIndex::build(vec![
+        doc("zh", "read", "读取文件内容", ""),
+        doc("zh", "send", "发送电子邮件", ""),
+    ])
+    .unwrap();
+    assert_eq!(idx.search("文件", 1, None).unwrap()[0].key, "zh__read");
+}
+
+#[test]
+fn a_cjk_word_ranks_the_tool_that_has_it_above_one_with_its_characters_apart() {
+    // Both descriptions have 文 and 件 once and are equally long; only the first has 文件.
+    let idx = SearchIndex::build(vec![
+        doc("zh", "count", "文本件数统计分析", ""),
+        doc("zh", "upload", "上传文件到服务器", ""),
+    ])
+    .unwrap();
+    let hits = idx.search("文件", 2, None).unwrap();
+    assert_eq!(hits[0].key, "zh__upload", "{hits:?}");
+    assert!(hits[0].score > hits[1].score, "{hits:?}");
+    assert!(confident(&hits) && hits[0].words == 1, "{hits:?}");
+    // "Write a tweet" shares two lone characters with "write a file": one word, weak.
+    let idx = SearchIndex::build(vec![
+        doc("zh", "write", "写入文件", ""),
+        doc("zh", "read", "读取目录", ""),
+    ])
+    .unwrap();
+    let hits = idx.search("写推文", 2, None).unwrap();
+    assert_eq!(hits[0].key, "zh__write");
+    assert!(!confident(&hits), "{hits:?}");
+}
