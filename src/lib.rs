@@ -10,6 +10,7 @@ pub mod cli;
 pub mod clients;
 pub mod config;
 pub mod result;
+pub mod script;
 pub mod search;
 pub mod server;
 pub mod skills;

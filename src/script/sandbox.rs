@@ -1,0 +1,382 @@
+//! The QuickJS side of a run, on the script's own thread: a fresh runtime with memory, stack
+//! and time limits, the prelude's API over four natives, and the script as an async function.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rquickjs::context::EvalOptions;
+use rquickjs::prelude::Func;
+use rquickjs::{
+    AsyncContext, AsyncRuntime, CatchResultExt, CaughtError, Ctx, Function, Object, Promise,
+};
+use serde_json::{Map, Value, json};
+use tokio::sync::Semaphore;
+
+use super::{CallRecord, Control, Host, Limits, Report, ScriptError, Stop, script_value};
+
+const PRELUDE: &str = include_str!("prelude.js");
+/// Console output kept per run; later lines are counted, not kept.
+const MAX_LOG_BYTES: usize = 256 << 10;
+
+/// Everything a run needs, moved onto the script thread.
+pub(super) struct Job {
+    pub host: Arc<dyn Host>,
+    pub code: String,
+    pub input: Value,
+    pub limits: Limits,
+    pub control: Arc<Control>,
+    /// The server's runtime, where the host's futures run.
+    pub server: tokio::runtime::Handle,
+}
+
+/// Runs the job to its end on this thread.
+pub(super) fn run(job: Job) -> Report {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(execute(job)),
+        Err(e) => Report::failed(ScriptError::Sandbox(format!(
+            "cannot start the script's event loop: {e}"
+        ))),
+    }
+}
+
+/// State the natives share with the driver. Lives on the script thread only.
+struct Shared {
+    host: Arc<dyn Host>,
+    server: tokio::runtime::Handle,
+    control: Arc<Control>,
+    max_calls: usize,
+    slots: Semaphore,
+    logs: RefCell<Logs>,
+    calls: RefCell<Vec<Call>>,
+}
+
+#[derive(Default)]
+struct Logs {
+    lines: Vec<String>,
+    bytes: usize,
+    dropped: usize,
+}
+
+struct Call {
+    name: String,
+    started: Instant,
+    /// Milliseconds and success, once the call returned.
+    ended: Option<(u64, bool)>,
+}
+
+impl Shared {
+    /// Records a call the script starts, at once, so the cap holds even for calls it never
+    /// awaits. Past `max_calls` the script is stopped and `None` returned.
+    fn start_call(&self, name: &str) -> Option<usize> {
+        let mut calls = self.calls.borrow_mut();
+        if calls.len() >= self.max_calls {
+            self.control.stop(Stop::Calls);
+            return None;
+        }
+        calls.push(Call {
+            name: name.to_owned(),
+            started: Instant::now(),
+            ended: None,
+        });
+        Some(calls.len() - 1)
+    }
+
+    /// `tools.call`: the reply envelope the prelude unwraps. A call past the cap never answers.
+    async fn call(self: Rc<Self>, index: Option<usize>, name: String, args: String) -> String {
+        let Some(index) = index else {
+            return std::future::pending().await;
+        };
+        let arguments: Map<String, Value> = match serde_json::from_str(&args) {
+            Ok(Value::Object(map)) => map,
+            _ => return envelope(Err("arguments must be a JSON object".into())),
+        };
+        let outcome = match self.slots.acquire().await {
+            Ok(_slot) => {
+                self.calls.borrow_mut()[index].started = Instant::now();
+                match self.server.spawn(self.host.call(name, arguments)).await {
+                    Ok(result) => script_value(&result),
+                    Err(e) => Err(format!("the call failed inside meta-server: {e}")),
+                }
+            }
+            Err(_) => Err("the script is ending".into()),
+        };
+        let call = &mut self.calls.borrow_mut()[index];
+        call.ended = Some((millis(call.started), outcome.is_ok()));
+        envelope(outcome)
+    }
+
+    async fn search(self: Rc<Self>, query: String, limit: f64) -> String {
+        let limit = (limit >= 0.0).then_some(limit as u32);
+        envelope(self.host_answer(self.host.search(query, limit)).await)
+    }
+
+    async fn describe(self: Rc<Self>, name: String) -> String {
+        envelope(self.host_answer(self.host.describe(name)).await)
+    }
+
+    async fn host_answer(
+        &self,
+        future: super::HostFuture<Result<Value, String>>,
+    ) -> Result<Value, String> {
+        self.server
+            .spawn(future)
+            .await
+            .unwrap_or_else(|e| Err(format!("failed inside meta-server: {e}")))
+    }
+
+    fn log(&self, level: String, line: String) {
+        let mut logs = self.logs.borrow_mut();
+        let line = match level.as_str() {
+            "warn" | "error" => format!("{level}: {line}"),
+            _ => line,
+        };
+        if logs.bytes + line.len() > MAX_LOG_BYTES {
+            logs.dropped += 1;
+            return;
+        }
+        logs.bytes += line.len();
+        logs.lines.push(line);
+    }
+
+    /// The console output and the call records as the report gives them; calls still running
+    /// count as failed, with the time they had run.
+    fn finish(&self) -> (Vec<String>, Vec<CallRecord>) {
+        let mut logs = std::mem::take(&mut *self.logs.borrow_mut());
+        if logs.dropped > 0 {
+            logs.lines.push(format!(
+                "[{} more lines dropped: console output is kept up to {} KiB]",
+                logs.dropped,
+                MAX_LOG_BYTES >> 10
+            ));
+        }
+        let calls = self
+            .calls
+            .borrow()
+            .iter()
+            .map(|c| {
+                let (ms, ok) = c.ended.unwrap_or((millis(c.started), false));
+                CallRecord {
+                    name: c.name.clone(),
+                    ms,
+                    ok,
+                }
+            })
+            .collect();
+        (logs.lines, calls)
+    }
+}
+
+fn millis(since: Instant) -> u64 {
+    since.elapsed().as_millis() as u64
+}
+
+/// The reply the prelude's `unwrap` reads.
+fn envelope(outcome: Result<Value, String>) -> String {
+    match outcome {
+        Ok(value) => json!({"ok": true, "value": value}),
+        Err(error) => json!({"ok": false, "error": error}),
+    }
+    .to_string()
+}
+
+async fn execute(job: Job) -> Report {
+    let Job {
+        host,
+        code,
+        input,
+        limits,
+        control,
+        server,
+    } = job;
+    let deadline = Instant::now() + limits.timeout;
+    let shared = Rc::new(Shared {
+        host,
+        server,
+        control: control.clone(),
+        max_calls: limits.max_calls,
+        slots: Semaphore::new(limits.in_flight),
+        logs: RefCell::default(),
+        calls: RefCell::default(),
+    });
+    let outcome = match start(&limits, &control, deadline).await {
+        Ok((runtime, context)) => {
+            let script = context.async_with(async |ctx| {
+                let result = evaluate(&ctx, &shared, &code, &input).await;
+                drop(ctx);
+                result
+            });
+            // Ends only once a stop reason is set.
+            let stopped = async {
+                tokio::select! {
+                    () = control.stopped.cancelled() => {}
+                    () = tokio::time::sleep_until(deadline.into()) => control.stop(Stop::Deadline),
+                }
+            };
+            let outcome = tokio::select! {
+                biased;
+                () = stopped => None,
+                outcome = script => Some(outcome),
+            };
+            // Values of the script die with its context, before the runtime.
+            drop(context);
+            drop(runtime);
+            outcome
+        }
+        Err(e) => Some(Err(e)),
+    };
+    let (logs, calls) = shared.finish();
+    // A limit hit wins over whatever the script did after it.
+    let outcome = match (control.error(&limits), outcome) {
+        (Some(limit), _) => Err(limit),
+        (None, Some(outcome)) => outcome,
+        (None, None) => Err(ScriptError::Sandbox("stopped without a reason".into())),
+    };
+    Report {
+        outcome,
+        logs,
+        calls,
+    }
+}
+
+/// A fresh runtime with the limits set, and a context with the standard built-ins only.
+async fn start(
+    limits: &Limits,
+    control: &Arc<Control>,
+    deadline: Instant,
+) -> Result<(AsyncRuntime, AsyncContext), ScriptError> {
+    let sandbox = |e: rquickjs::Error| ScriptError::Sandbox(e.to_string());
+    let budget = super::memory::Budget::new(limits.memory_bytes, control.clone());
+    let runtime = AsyncRuntime::new_with_alloc(budget).map_err(sandbox)?;
+    runtime.set_max_stack_size(limits.stack_bytes).await;
+    let control = control.clone();
+    runtime
+        .set_interrupt_handler(Some(Box::new(move || {
+            if Instant::now() >= deadline {
+                control.stop(Stop::Deadline);
+            }
+            control.stopped.is_cancelled()
+        })))
+        .await;
+    let context = AsyncContext::full(&runtime).await.map_err(sandbox)?;
+    Ok((runtime, context))
+}
+
+/// Installs the API, runs the script and turns its return value into JSON.
+async fn evaluate<'js>(
+    ctx: &Ctx<'js>,
+    shared: &Rc<Shared>,
+    code: &str,
+    input: &Value,
+) -> Result<Value, ScriptError> {
+    install(ctx, shared, input).map_err(|e| ScriptError::Sandbox(e.to_string()))?;
+    // One line, so the script's line numbers in errors are its own.
+    let source = format!("(async () => {{{code}\n}})()");
+    let mut options = EvalOptions::default();
+    options.strict = false;
+    options.filename = Some("script".into());
+    let promise: Promise = ctx
+        .eval_with_options(source, options)
+        .catch(ctx)
+        .map_err(|e| match failure(e) {
+            ScriptError::Thrown(m) => ScriptError::Syntax(m),
+            other => other,
+        })?;
+    let value: rquickjs::Value = promise.into_future().await.catch(ctx).map_err(failure)?;
+    match ctx.json_stringify(value).catch(ctx) {
+        Ok(None) => Ok(Value::Null),
+        Ok(Some(text)) => {
+            let text = text
+                .to_string()
+                .map_err(|e| ScriptError::NotJson(e.to_string()))?;
+            serde_json::from_str(&text).map_err(|e| ScriptError::NotJson(e.to_string()))
+        }
+        Err(e) => Err(match failure(e) {
+            ScriptError::Thrown(m) => ScriptError::NotJson(m),
+            other => other,
+        }),
+    }
+}
+
+/// The prelude, given the natives and the input.
+fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>, input: &Value) -> rquickjs::Result<()> {
+    let native = Object::new(ctx.clone())?;
+    let s = shared.clone();
+    native.set(
+        "call",
+        Func::from(move |ctx: Ctx<'js>, name: String, args: String| {
+            let index = s.start_call(&name);
+            promise(&ctx, s.clone().call(index, name, args))
+        }),
+    )?;
+    let s = shared.clone();
+    native.set(
+        "search",
+        Func::from(move |ctx: Ctx<'js>, query: String, limit: f64| {
+            promise(&ctx, s.clone().search(query, limit))
+        }),
+    )?;
+    let s = shared.clone();
+    native.set(
+        "describe",
+        Func::from(move |ctx: Ctx<'js>, name: String| promise(&ctx, s.clone().describe(name))),
+    )?;
+    let s = shared.clone();
+    native.set(
+        "log",
+        Func::from(move |level: String, line: String| s.log(level, line)),
+    )?;
+    let prelude: Function = ctx.eval(PRELUDE)?;
+    prelude.call::<_, ()>((native, input.to_string()))
+}
+
+/// A promise of `reply`, resolved by a future on the runtime's own scheduler. (Not rquickjs's
+/// `Promised`: when resolving fails, as it does while a script is being stopped, that prints
+/// to stdout, which belongs to the protocol.)
+fn promise<'js>(
+    ctx: &Ctx<'js>,
+    reply: impl Future<Output = String> + 'js,
+) -> rquickjs::Result<Promise<'js>> {
+    let (promise, resolve, _reject) = ctx.promise()?;
+    ctx.spawn(async move {
+        // Fails only when the script is being stopped: nobody waits for the answer then.
+        let _ = resolve.call::<_, ()>((reply.await,));
+    });
+    Ok(promise)
+}
+
+/// What an uncaught exception means: a stack overflow, or the script's own error. (Limits
+/// that stop the script are known from [`Control`] and take precedence.)
+fn failure(error: CaughtError<'_>) -> ScriptError {
+    match error {
+        CaughtError::Exception(e) => {
+            let message = e.message().unwrap_or_default();
+            let name: String = e.get("name").unwrap_or_else(|_| "Error".into());
+            if name == "RangeError" && message.contains("call stack") {
+                return ScriptError::Stack;
+            }
+            let mut text = format!("{name}: {message}");
+            if let Some(stack) = e.stack().filter(|s| !s.trim().is_empty()) {
+                text.push('\n');
+                text.push_str(stack.trim_end());
+            }
+            ScriptError::Thrown(text)
+        }
+        CaughtError::Value(v) => {
+            let ctx = v.ctx().clone();
+            let shown = ctx
+                .json_stringify(v)
+                .ok()
+                .flatten()
+                .and_then(|s| s.to_string().ok())
+                .unwrap_or_else(|| "a value that is not an Error".into());
+            ScriptError::Thrown(shown)
+        }
+        CaughtError::Error(e) => ScriptError::Sandbox(e.to_string()),
+    }
+}
