@@ -12,6 +12,7 @@ mod http;
 mod instructions;
 mod library;
 mod reply;
+mod script_tool;
 mod search_tool;
 mod skill_tool;
 
