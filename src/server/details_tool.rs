@@ -10,6 +10,17 @@ use super::reply::{self, Reply};
 #[serde(deny_unknown_fields)]
 struct Args {
     names: Vec<String>,
+    #[serde(default)]
+    format: Format,
+}
+
+#[derive(Deserialize, Default, PartialEq)]
+#[serde(rename_all = "lowercase")]
+enum Format {
+    #[default]
+    Json,
+    /// Also a TypeScript declaration per tool, which alone makes up the text.
+    Typescript,
 }
 
 #[derive(Serialize)]
@@ -52,8 +63,13 @@ pub(super) fn run(state: &State, args: Value) -> Reply {
             continue;
         };
         if let Some(skill) = &entry.skill {
-            out.tools
-                .push(super::skill_tool::details(state, entry, skill));
+            let mut details = super::skill_tool::details(state, entry, skill);
+            if args.format == Format::Typescript
+                && let Some(fields) = details.as_object_mut()
+            {
+                fields.insert("typescript".into(), typescript(entry).into());
+            }
+            out.tools.push(details);
             continue;
         }
         let mut tool = Map::new();
@@ -73,8 +89,37 @@ pub(super) fn run(state: &State, args: Value) -> Reply {
                 tool.insert(key.into(), v.clone());
             }
         }
+        if args.format == Format::Typescript {
+            tool.insert("typescript".into(), typescript(entry).into());
+        }
         out.tools.push(Value::Object(tool));
     }
-    let text = serde_json::to_string(&out).expect("details serialize");
+    let text = if args.format == Format::Typescript {
+        let mut parts: Vec<String> = out
+            .tools
+            .iter()
+            .filter_map(|t| t["typescript"].as_str().map(str::to_owned))
+            .collect();
+        for missing in &out.not_found {
+            parts.push(format!(
+                "// unknown tool \"{}\"; did you mean: {}",
+                missing.name,
+                missing.suggestions.join(", ")
+            ));
+        }
+        parts.join("\n\n")
+    } else {
+        serde_json::to_string(&out).expect("details serialize")
+    };
     reply::structured(&out, text)
+}
+
+/// The entry as a TypeScript declaration, for scripts.
+fn typescript(entry: &super::library::Entry) -> String {
+    crate::script::typescript::declaration(
+        &entry.qualified,
+        &entry.def.description,
+        entry.def.input_schema(),
+        entry.def.raw.get("outputSchema").and_then(Value::as_object),
+    )
 }
