@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-/// Nesting beyond this renders as `unknown`.
+/// Objects nested deeper than this render as `unknown`.
 const MAX_DEPTH: usize = 8;
 /// `$ref`s followed per schema; beyond, `unknown` (this ends reference cycles).
 const MAX_REFS: usize = 32;
@@ -173,12 +173,12 @@ impl<'a> Renderer<'a> {
                     "[{}]",
                     tuple
                         .iter()
-                        .map(|t| self.render(t, depth + 1))
+                        .map(|t| self.render(t, depth))
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
                 Some(items) => {
-                    let item = self.render(items, depth + 1);
+                    let item = self.render(items, depth);
                     if item.contains(' ') && !item.starts_with('{') {
                         format!("({item})[]")
                     } else {
@@ -283,7 +283,8 @@ mod tests {
                 "mode": {"enum": ["text", "base64"]},
                 "tags": {"type": "array", "items": {"type": ["string", "null"]}},
                 "content-type": {"type": "string"},
-                "meta": {"type": "object", "additionalProperties": {"type": "number"}}
+                "meta": {"type": "object", "additionalProperties": {"type": "number"}},
+                "rows": {"type": "array", "items": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}}
             },
             "required": ["path"]
         }));
@@ -310,6 +311,9 @@ declare function filesystem__read_text_file(args: {
   tags?: (string | null)[];
   "content-type"?: string;
   meta?: Record<string, number>;
+  rows?: {
+    id: number;
+  }[];
 }): Promise<{
   content: string;
 }>;"#
