@@ -34,12 +34,10 @@ pub trait Host: Send + Sync + 'static {
     fn describe(&self, name: String) -> HostFuture<Result<Value, String>>;
 }
 
-/// Limits of one run.
+/// Limits of one run that its caller chooses.
 #[derive(Debug, Clone)]
 pub struct Limits {
     pub timeout: Duration,
-    pub memory_bytes: usize,
-    pub stack_bytes: usize,
     /// Tool calls a script may start in all.
     pub max_calls: usize,
     /// Tool calls running at once; more wait for a free slot.
@@ -48,14 +46,15 @@ pub struct Limits {
 
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_MAX_CALLS: usize = 50;
-pub const DEFAULT_MEMORY_BYTES: usize = 64 << 20;
+/// Memory of every run's runtime.
+pub const MEMORY_BYTES: usize = 64 << 20;
+/// Stack QuickJS may use in every run.
+pub const STACK_BYTES: usize = 512 << 10;
 
 impl Default for Limits {
     fn default() -> Self {
         Self {
             timeout: DEFAULT_TIMEOUT,
-            memory_bytes: DEFAULT_MEMORY_BYTES,
-            stack_bytes: 512 << 10,
             max_calls: DEFAULT_MAX_CALLS,
             in_flight: 8,
         }
@@ -134,6 +133,8 @@ enum Stop {
 struct Control {
     reason: OnceLock<Stop>,
     stopped: CancellationToken,
+    /// Set when the run starts.
+    deadline: OnceLock<std::time::Instant>,
 }
 
 impl Control {
@@ -148,7 +149,7 @@ impl Control {
                 ms: limits.timeout.as_millis() as u64,
             },
             Stop::Memory => ScriptError::Memory {
-                mib: limits.memory_bytes >> 20,
+                mib: MEMORY_BYTES >> 20,
             },
             Stop::Calls => ScriptError::Calls {
                 max: limits.max_calls,
@@ -158,11 +159,9 @@ impl Control {
     }
 }
 
-/// How long past its deadline a script thread may take to hand back its report before the
-/// caller gives up on it (the thread then ends on its own once QuickJS sees the interrupt).
+/// How long past its deadline a script may take to hand back its report before the caller
+/// gives up on it (its thread then ends on its own once QuickJS sees the interrupt).
 const GRACE: Duration = Duration::from_secs(2);
-/// Stack of the script thread: QuickJS's own limit plus room for the Rust frames around it.
-const THREAD_STACK: usize = 8 << 20;
 
 /// Runs `code` as the body of an async function with `input` as a global, until it returns,
 /// fails, hits a limit or `cancelled` fires. Must be called within a tokio runtime, where the
@@ -174,25 +173,21 @@ pub async fn run(
     limits: Limits,
     cancelled: CancellationToken,
 ) -> Report {
-    let control = Arc::new(Control::default());
-    let (send, receive) = tokio::sync::oneshot::channel();
+    let (report, receive) = tokio::sync::oneshot::channel();
     let job = sandbox::Job {
         host,
         code,
         input,
         limits: limits.clone(),
-        control: control.clone(),
         server: tokio::runtime::Handle::current(),
+        report,
     };
-    let spawned = std::thread::Builder::new()
-        .name("script".into())
-        .stack_size(THREAD_STACK)
-        .spawn(move || {
-            let _ = send.send(sandbox::run(job));
-        });
-    if let Err(e) = spawned {
-        return Report::failed(ScriptError::Sandbox(format!("cannot start a thread: {e}")));
-    }
+    let control = match sandbox::Sandbox::start(job) {
+        Ok(control) => control,
+        Err(e) => {
+            return Report::failed(ScriptError::Sandbox(format!("cannot start a thread: {e}")));
+        }
+    };
     // Whoever drops this future (a closed session) also ends the script.
     let _stop = control.stopped.clone().drop_guard();
     let waiting = tokio::time::timeout(limits.timeout + GRACE, receive);

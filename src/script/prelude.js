@@ -1,6 +1,6 @@
 // The script's API, built over the host's natives. The natives stay in this closure: the
-// script sees only `tools`, `console` and `input`.
-(function (native, input) {
+// script sees only `tools` and `console` (and `input`, set for each run).
+(function (native) {
   "use strict";
   const unwrap = (tool, reply) => {
     const r = JSON.parse(reply);
@@ -44,5 +44,4 @@
     warn: line("warn"),
     error: line("error"),
   });
-  globalThis.input = JSON.parse(input);
 })

@@ -1,10 +1,15 @@
-//! The QuickJS side of a run, on the script's own thread: a fresh runtime with memory, stack
-//! and time limits, the prelude's API over four natives, and the script as an async function.
+//! The QuickJS side of a run, on a script thread: a fresh runtime with memory, stack and time
+//! limits, the prelude's API over four natives, and the script as an async function.
+//!
+//! After a run, its thread reports, offers itself as the spare, tears down and gets a fresh
+//! runtime, context and API ready before the next job arrives. So a run seldom pays for a
+//! thread or a runtime on its way, yet no runtime ever serves two runs. Runs that overlap start
+//! threads of their own; one spare at most is kept.
 
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::future::Future;
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use rquickjs::context::EvalOptions;
@@ -13,47 +18,114 @@ use rquickjs::{
     AsyncContext, AsyncRuntime, CatchResultExt, CaughtError, Ctx, Function, Object, Promise,
 };
 use serde_json::{Map, Value, json};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, oneshot};
 
-use super::{CallRecord, Control, Host, Limits, Report, ScriptError, Stop, script_value};
+use super::{
+    CallRecord, Control, Host, Limits, MEMORY_BYTES, Report, STACK_BYTES, ScriptError, Stop,
+    script_value,
+};
 
 const PRELUDE: &str = include_str!("prelude.js");
 /// Console output kept per run; later lines are counted, not kept.
 const MAX_LOG_BYTES: usize = 256 << 10;
+/// Stack of a script thread: QuickJS's own limit plus room for the Rust frames around it.
+const THREAD_STACK: usize = 8 << 20;
 
-/// Everything a run needs, moved onto the script thread.
+/// What a run needs, sent to its sandbox.
 pub(super) struct Job {
     pub host: Arc<dyn Host>,
     pub code: String,
     pub input: Value,
     pub limits: Limits,
-    pub control: Arc<Control>,
     /// The server's runtime, where the host's futures run.
     pub server: tokio::runtime::Handle,
+    pub report: oneshot::Sender<Report>,
 }
 
-/// Runs the job to its end on this thread.
-pub(super) fn run(job: Job) -> Report {
-    match tokio::runtime::Builder::new_current_thread()
+/// A sandbox for one run: its thread takes the job and stops when `control` says so.
+pub(super) struct Sandbox {
+    job: oneshot::Sender<Job>,
+    pub control: Arc<Control>,
+}
+
+/// The sandbox ready and waiting, if any.
+static SPARE: Mutex<Option<Sandbox>> = Mutex::new(None);
+
+impl Sandbox {
+    /// Hands the job to the spare, or to a new thread (which gets ready while the caller
+    /// waits) when there is none or its thread is gone. Returns the run's control.
+    pub(super) fn start(job: Job) -> std::io::Result<Arc<Control>> {
+        let spare = SPARE.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let job = match spare {
+            Some(sandbox) => match sandbox.job.send(job) {
+                Ok(()) => return Ok(sandbox.control),
+                Err(job) => job,
+            },
+            None => job,
+        };
+        let control = Arc::new(Control::default());
+        let mine = control.clone();
+        let (send, jobs) = oneshot::channel();
+        // Cannot fail: the receiver is alive until the thread ends, which needs the job.
+        let _ = send.send(job);
+        std::thread::Builder::new()
+            .name("script".into())
+            .stack_size(THREAD_STACK)
+            .spawn(move || serve(jobs, mine))?;
+        Ok(control)
+    }
+}
+
+/// A script thread: gets ready, runs its job, reports, offers itself as the spare, tears down
+/// and gets ready again; it ends when another thread is the spare already.
+fn serve(mut jobs: oneshot::Receiver<Job>, mut control: Arc<Control>) {
+    let Ok(events) = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
-    {
-        Ok(runtime) => runtime.block_on(execute(job)),
-        Err(e) => Report::failed(ScriptError::Sandbox(format!(
-            "cannot start the script's event loop: {e}"
-        ))),
-    }
+    else {
+        // The job's report sender is dropped with it: the caller sees the sandbox fail.
+        return;
+    };
+    events.block_on(async move {
+        loop {
+            let ready = prepare(&control).await;
+            let Ok(job) = jobs.await else {
+                return;
+            };
+            let used = execute(ready, &control, job).await;
+            // Offered before tearing down: a run that takes it waits less than for a new thread.
+            let (job, next) = oneshot::channel();
+            control = Arc::new(Control::default());
+            {
+                let mut spare = SPARE.lock().unwrap_or_else(PoisonError::into_inner);
+                if spare.is_some() {
+                    return;
+                }
+                *spare = Some(Sandbox {
+                    job,
+                    control: control.clone(),
+                });
+            }
+            drop(used);
+            jobs = next;
+        }
+    });
 }
 
 /// State the natives share with the driver. Lives on the script thread only.
 struct Shared {
-    host: Arc<dyn Host>,
-    server: tokio::runtime::Handle,
     control: Arc<Control>,
-    max_calls: usize,
-    slots: Semaphore,
+    /// The run's host and call limits, from its job.
+    job: OnceCell<Bound>,
     logs: RefCell<Logs>,
     calls: RefCell<Vec<Call>>,
+}
+
+struct Bound {
+    host: Arc<dyn Host>,
+    server: tokio::runtime::Handle,
+    max_calls: usize,
+    slots: Semaphore,
 }
 
 #[derive(Default)]
@@ -74,8 +146,9 @@ impl Shared {
     /// Records a call the script starts, at once, so the cap holds even for calls it never
     /// awaits. Past `max_calls` the script is stopped and `None` returned.
     fn start_call(&self, name: &str) -> Option<usize> {
+        let max_calls = self.job.get().map_or(0, |job| job.max_calls);
         let mut calls = self.calls.borrow_mut();
-        if calls.len() >= self.max_calls {
+        if calls.len() >= max_calls {
             self.control.stop(Stop::Calls);
             return None;
         }
@@ -89,17 +162,17 @@ impl Shared {
 
     /// `tools.call`: the reply envelope the prelude unwraps. A call past the cap never answers.
     async fn call(self: Rc<Self>, index: Option<usize>, name: String, args: String) -> String {
-        let Some(index) = index else {
+        let (Some(index), Some(job)) = (index, self.job.get()) else {
             return std::future::pending().await;
         };
         let arguments: Map<String, Value> = match serde_json::from_str(&args) {
             Ok(Value::Object(map)) => map,
             _ => return envelope(Err("arguments must be a JSON object".into())),
         };
-        let outcome = match self.slots.acquire().await {
+        let outcome = match job.slots.acquire().await {
             Ok(_slot) => {
                 self.calls.borrow_mut()[index].started = Instant::now();
-                match self.server.spawn(self.host.call(name, arguments)).await {
+                match job.server.spawn(job.host.call(name, arguments)).await {
                     Ok(result) => script_value(&result),
                     Err(e) => Err(format!("the call failed inside meta-server: {e}")),
                 }
@@ -113,19 +186,23 @@ impl Shared {
 
     async fn search(self: Rc<Self>, query: String, limit: f64) -> String {
         let limit = (limit >= 0.0).then_some(limit as u32);
-        envelope(self.host_answer(self.host.search(query, limit)).await)
+        envelope(self.ask(|host| host.search(query, limit)).await)
     }
 
     async fn describe(self: Rc<Self>, name: String) -> String {
-        envelope(self.host_answer(self.host.describe(name)).await)
+        envelope(self.ask(|host| host.describe(name)).await)
     }
 
-    async fn host_answer(
+    /// Runs a host question on the server's runtime.
+    async fn ask(
         &self,
-        future: super::HostFuture<Result<Value, String>>,
+        question: impl FnOnce(&dyn Host) -> super::HostFuture<Result<Value, String>>,
     ) -> Result<Value, String> {
-        self.server
-            .spawn(future)
+        let Some(job) = self.job.get() else {
+            return Err("the sandbox has no run".into());
+        };
+        job.server
+            .spawn(question(job.host.as_ref()))
             .await
             .unwrap_or_else(|e| Err(format!("failed inside meta-server: {e}")))
     }
@@ -185,96 +262,109 @@ fn envelope(outcome: Result<Value, String>) -> String {
     .to_string()
 }
 
-async fn execute(job: Job) -> Report {
+/// A sandbox ready for its run: the API installed, waiting for the code and input.
+struct Ready {
+    shared: Rc<Shared>,
+    /// Holds the runtime: dropping it frees both, and the futures of unfinished calls.
+    context: AsyncContext,
+}
+
+/// A fresh runtime (memory budget, stack limit, interrupt handler) and a context with the
+/// standard built-ins and the script API.
+async fn prepare(control: &Arc<Control>) -> Result<Ready, ScriptError> {
+    let sandbox = |e: rquickjs::Error| ScriptError::Sandbox(e.to_string());
+    let budget = super::memory::Budget::new(MEMORY_BYTES, control.clone());
+    let runtime = AsyncRuntime::new_with_alloc(budget).map_err(sandbox)?;
+    runtime.set_max_stack_size(STACK_BYTES).await;
+    let watch = control.clone();
+    runtime
+        .set_interrupt_handler(Some(Box::new(move || {
+            if watch.deadline.get().is_some_and(|d| Instant::now() >= *d) {
+                watch.stop(Stop::Deadline);
+            }
+            watch.stopped.is_cancelled()
+        })))
+        .await;
+    let context = AsyncContext::full(&runtime).await.map_err(sandbox)?;
+    let shared = Rc::new(Shared {
+        control: control.clone(),
+        job: OnceCell::new(),
+        logs: RefCell::default(),
+        calls: RefCell::default(),
+    });
+    let installed = context.with(|ctx| install(&ctx, &shared)).await;
+    installed.map_err(sandbox)?;
+    Ok(Ready { shared, context })
+}
+
+/// Runs the job and sends its report; gives back the used sandbox, for the caller to drop.
+async fn execute(
+    ready: Result<Ready, ScriptError>,
+    control: &Arc<Control>,
+    job: Job,
+) -> Option<Ready> {
     let Job {
         host,
         code,
         input,
         limits,
-        control,
         server,
+        report,
     } = job;
     let deadline = Instant::now() + limits.timeout;
-    let shared = Rc::new(Shared {
+    let _ = control.deadline.set(deadline);
+    let ready = match ready {
+        Ok(ready) => ready,
+        Err(e) => {
+            let _ = report.send(Report::failed(e));
+            return None;
+        }
+    };
+    let _ = ready.shared.job.set(Bound {
         host,
         server,
-        control: control.clone(),
         max_calls: limits.max_calls,
         slots: Semaphore::new(limits.in_flight),
-        logs: RefCell::default(),
-        calls: RefCell::default(),
     });
-    let outcome = match start(&limits, &control, deadline).await {
-        Ok((runtime, context)) => {
-            let script = context.async_with(async |ctx| {
-                let result = evaluate(&ctx, &shared, &code, &input).await;
-                drop(ctx);
-                result
-            });
-            // Ends only once a stop reason is set.
-            let stopped = async {
-                tokio::select! {
-                    () = control.stopped.cancelled() => {}
-                    () = tokio::time::sleep_until(deadline.into()) => control.stop(Stop::Deadline),
-                }
-            };
-            let outcome = tokio::select! {
-                biased;
-                () = stopped => None,
-                outcome = script => Some(outcome),
-            };
-            // Values of the script die with its context, before the runtime.
-            drop(context);
-            drop(runtime);
-            outcome
+    let script = ready.context.async_with(async |ctx| {
+        let result = evaluate(&ctx, &code, &input).await;
+        drop(ctx);
+        result
+    });
+    // Ends only once a stop reason is set.
+    let stopped = async {
+        tokio::select! {
+            () = control.stopped.cancelled() => {}
+            () = tokio::time::sleep_until(deadline.into()) => control.stop(Stop::Deadline),
         }
-        Err(e) => Some(Err(e)),
     };
-    let (logs, calls) = shared.finish();
+    let outcome = tokio::select! {
+        biased;
+        () = stopped => None,
+        outcome = script => Some(outcome),
+    };
+    let (logs, calls) = ready.shared.finish();
     // A limit hit wins over whatever the script did after it.
     let outcome = match (control.error(&limits), outcome) {
         (Some(limit), _) => Err(limit),
         (None, Some(outcome)) => outcome,
         (None, None) => Err(ScriptError::Sandbox("stopped without a reason".into())),
     };
-    Report {
+    let _ = report.send(Report {
         outcome,
         logs,
         calls,
-    }
-}
-
-/// A fresh runtime with the limits set, and a context with the standard built-ins only.
-async fn start(
-    limits: &Limits,
-    control: &Arc<Control>,
-    deadline: Instant,
-) -> Result<(AsyncRuntime, AsyncContext), ScriptError> {
-    let sandbox = |e: rquickjs::Error| ScriptError::Sandbox(e.to_string());
-    let budget = super::memory::Budget::new(limits.memory_bytes, control.clone());
-    let runtime = AsyncRuntime::new_with_alloc(budget).map_err(sandbox)?;
-    runtime.set_max_stack_size(limits.stack_bytes).await;
-    let control = control.clone();
-    runtime
-        .set_interrupt_handler(Some(Box::new(move || {
-            if Instant::now() >= deadline {
-                control.stop(Stop::Deadline);
-            }
-            control.stopped.is_cancelled()
-        })))
-        .await;
-    let context = AsyncContext::full(&runtime).await.map_err(sandbox)?;
-    Ok((runtime, context))
+    });
+    // Unfinished calls still hold the host; they go with the runtime.
+    Some(ready)
 }
 
 /// Installs the API, runs the script and turns its return value into JSON.
-async fn evaluate<'js>(
-    ctx: &Ctx<'js>,
-    shared: &Rc<Shared>,
-    code: &str,
-    input: &Value,
-) -> Result<Value, ScriptError> {
-    install(ctx, shared, input).map_err(|e| ScriptError::Sandbox(e.to_string()))?;
+async fn evaluate<'js>(ctx: &Ctx<'js>, code: &str, input: &Value) -> Result<Value, ScriptError> {
+    let input = ctx
+        .json_parse(input.to_string())
+        .and_then(|value| ctx.globals().set("input", value));
+    input.map_err(|e| ScriptError::Sandbox(format!("cannot set input: {e}")))?;
     // One line, so the script's line numbers in errors are its own.
     let source = format!("(async () => {{{code}\n}})()");
     let mut options = EvalOptions::default();
@@ -303,8 +393,8 @@ async fn evaluate<'js>(
     }
 }
 
-/// The prelude, given the natives and the input.
-fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>, input: &Value) -> rquickjs::Result<()> {
+/// The prelude, given the natives.
+fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Result<()> {
     let native = Object::new(ctx.clone())?;
     let s = shared.clone();
     native.set(
@@ -332,7 +422,7 @@ fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>, input: &Value) -> rquickjs:
         Func::from(move |level: String, line: String| s.log(level, line)),
     )?;
     let prelude: Function = ctx.eval(PRELUDE)?;
-    prelude.call::<_, ()>((native, input.to_string()))
+    prelude.call::<_, ()>((native,))
 }
 
 /// A promise of `reply`, resolved by a future on the runtime's own scheduler. (Not rquickjs's

@@ -370,3 +370,18 @@ fn script_values_follow_structured_then_json_then_text() {
     let error = CallToolResult::error(vec![ContentBlock::text("boom")]);
     assert_eq!(script_value(&error), Err("boom".into()));
 }
+
+#[tokio::test]
+async fn every_run_gets_a_fresh_runtime() {
+    assert_eq!(
+        ok(&run_code("globalThis.left = 1; Object.prototype.polluted = true; return 1;").await),
+        &json!(1)
+    );
+    let r = run_code(r#"const a = []; for (;;) a.push(new Array(1e6).fill(1));"#).await;
+    assert_eq!(r.outcome, Err(ScriptError::Memory { mib: 64 }));
+    // Runs one after another (the spare path) and at once (threads of their own).
+    let runs = (0..4).map(|_| run_code("return [typeof left, ({}).polluted ?? null];"));
+    for r in futures::future::join_all(runs).await {
+        assert_eq!(ok(&r), &json!(["undefined", null]));
+    }
+}
