@@ -13,11 +13,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use rquickjs::context::EvalOptions;
-use rquickjs::prelude::Func;
+use rquickjs::prelude::{Coerced, FromJs, Func, Opt, Rest};
 use rquickjs::{
-    AsyncContext, AsyncRuntime, CatchResultExt, CaughtError, Ctx, Function, Object, Promise,
+    AsyncContext, AsyncRuntime, CatchResultExt, CaughtError, Ctx, Exception, Function, Object,
+    Promise, Value as JsValue,
 };
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 use tokio::sync::{Semaphore, oneshot};
 
 use super::{
@@ -25,7 +26,6 @@ use super::{
     script_value,
 };
 
-const PRELUDE: &str = include_str!("prelude.js");
 /// Console output kept per run; later lines are counted, not kept.
 const MAX_LOG_BYTES: usize = 256 << 10;
 /// Stack of a script thread: QuickJS's own limit plus room for the Rust frames around it.
@@ -160,14 +160,18 @@ impl Shared {
         Some(calls.len() - 1)
     }
 
-    /// `tools.call`: the reply envelope the prelude unwraps. A call past the cap never answers.
-    async fn call(self: Rc<Self>, index: Option<usize>, name: String, args: String) -> String {
+    /// `tools.call`: the call's script value, or its error. A call past the cap never answers.
+    async fn call(
+        self: Rc<Self>,
+        index: Option<usize>,
+        name: String,
+        args: String,
+    ) -> Result<Value, String> {
         let (Some(index), Some(job)) = (index, self.job.get()) else {
             return std::future::pending().await;
         };
-        let arguments: Map<String, Value> = match serde_json::from_str(&args) {
-            Ok(Value::Object(map)) => map,
-            _ => return envelope(Err("arguments must be a JSON object".into())),
+        let Ok(Value::Object(arguments)) = serde_json::from_str(&args) else {
+            return Err("arguments must be a JSON object".into());
         };
         let outcome = match job.slots.acquire().await {
             Ok(_slot) => {
@@ -181,16 +185,7 @@ impl Shared {
         };
         let call = &mut self.calls.borrow_mut()[index];
         call.ended = Some((millis(call.started), outcome.is_ok()));
-        envelope(outcome)
-    }
-
-    async fn search(self: Rc<Self>, query: String, limit: f64) -> String {
-        let limit = (limit >= 0.0).then_some(limit as u32);
-        envelope(self.ask(|host| host.search(query, limit)).await)
-    }
-
-    async fn describe(self: Rc<Self>, name: String) -> String {
-        envelope(self.ask(|host| host.describe(name)).await)
+        outcome
     }
 
     /// Runs a host question on the server's runtime.
@@ -207,9 +202,9 @@ impl Shared {
             .unwrap_or_else(|e| Err(format!("failed inside meta-server: {e}")))
     }
 
-    fn log(&self, level: String, line: String) {
+    fn log(&self, level: &str, line: String) {
         let mut logs = self.logs.borrow_mut();
-        let line = match level.as_str() {
+        let line = match level {
             "warn" | "error" => format!("{level}: {line}"),
             _ => line,
         };
@@ -251,15 +246,6 @@ impl Shared {
 
 fn millis(since: Instant) -> u64 {
     since.elapsed().as_millis() as u64
-}
-
-/// The reply the prelude's `unwrap` reads.
-fn envelope(outcome: Result<Value, String>) -> String {
-    match outcome {
-        Ok(value) => json!({"ok": true, "value": value}),
-        Err(error) => json!({"ok": false, "error": error}),
-    }
-    .to_string()
 }
 
 /// A sandbox ready for its run: the API installed, waiting for the code and input.
@@ -393,51 +379,136 @@ async fn evaluate<'js>(ctx: &Ctx<'js>, code: &str, input: &Value) -> Result<Valu
     }
 }
 
-/// The prelude, given the natives.
+/// The script's API as globals: `tools` (`call`, `search`, `describe`) and `console`, frozen.
 fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Result<()> {
-    let native = Object::new(ctx.clone())?;
+    let tools = Object::new(ctx.clone())?;
     let s = shared.clone();
-    native.set(
+    tools.set(
         "call",
-        Func::from(move |ctx: Ctx<'js>, name: String, args: String| {
-            let index = s.start_call(&name);
-            promise(&ctx, s.clone().call(index, name, args))
-        }),
+        Func::from(
+            move |ctx: Ctx<'js>, name: JsValue<'js>, args: Opt<JsValue<'js>>| {
+                let Some(name) = name.as_string().and_then(|n| n.to_string().ok()) else {
+                    return rejected(&ctx, "tools.call(name, args): name must be a qualified tool name such as \"time__get_current_time\"");
+                };
+                let args = match args.0.filter(|a| !a.is_undefined()) {
+                    None => "{}".to_owned(),
+                    Some(a) if a.is_object() && !a.is_array() && !a.is_function() => {
+                        match ctx.json_stringify(a)? {
+                            Some(json) => json.to_string()?,
+                            None => "{}".to_owned(),
+                        }
+                    }
+                    Some(_) => {
+                        return rejected(&ctx, &format!("tools.call(\"{name}\", args): args must be an object of the tool's arguments"));
+                    }
+                };
+                let index = s.start_call(&name);
+                answer(&ctx, name.clone(), s.clone().call(index, name, args))
+            },
+        ),
     )?;
     let s = shared.clone();
-    native.set(
+    tools.set(
         "search",
-        Func::from(move |ctx: Ctx<'js>, query: String, limit: f64| {
-            promise(&ctx, s.clone().search(query, limit))
+        Func::from(
+            move |ctx: Ctx<'js>, query: Coerced<String>, limit: Opt<f64>| {
+                let limit = limit.0.filter(|l| *l >= 0.0).map(|l| l as u32);
+                let s = s.clone();
+                answer(&ctx, "search_tools".into(), async move {
+                    s.ask(|host| host.search(query.0, limit)).await
+                })
+            },
+        ),
+    )?;
+    let s = shared.clone();
+    tools.set(
+        "describe",
+        Func::from(move |ctx: Ctx<'js>, name: Coerced<String>| {
+            let s = s.clone();
+            answer(&ctx, "get_tool_details".into(), async move {
+                s.ask(|host| host.describe(name.0)).await
+            })
         }),
     )?;
-    let s = shared.clone();
-    native.set(
-        "describe",
-        Func::from(move |ctx: Ctx<'js>, name: String| promise(&ctx, s.clone().describe(name))),
-    )?;
-    let s = shared.clone();
-    native.set(
-        "log",
-        Func::from(move |level: String, line: String| s.log(level, line)),
-    )?;
-    let prelude: Function = ctx.eval(PRELUDE)?;
-    prelude.call::<_, ()>((native,))
+    let console = Object::new(ctx.clone())?;
+    for level in ["log", "info", "debug", "warn", "error"] {
+        let s = shared.clone();
+        console.set(
+            level,
+            Func::from(move |ctx: Ctx<'js>, args: Rest<JsValue<'js>>| {
+                let line: Vec<String> = args.0.into_iter().map(|v| show(&ctx, v)).collect();
+                s.log(level, line.join(" "));
+            }),
+        )?;
+    }
+    let freeze: Function = ctx.globals().get::<_, Object>("Object")?.get("freeze")?;
+    let globals = ctx.globals();
+    globals.set("tools", freeze.call::<_, Object>((tools,))?)?;
+    globals.set("console", freeze.call::<_, Object>((console,))?)?;
+    Ok(())
 }
 
-/// A promise of `reply`, resolved by a future on the runtime's own scheduler. (Not rquickjs's
-/// `Promised`: when resolving fails, as it does while a script is being stopped, that prints
-/// to stdout, which belongs to the protocol.)
-fn promise<'js>(
+/// A promise settled by `reply` on the runtime's own scheduler: with the JSON value, or
+/// rejected with an `Error` whose `tool` is `tool`. (Not rquickjs's `Promised`: when settling
+/// fails, as it does while a script is being stopped, that prints to stdout, which belongs to
+/// the protocol.)
+fn answer<'js>(
     ctx: &Ctx<'js>,
-    reply: impl Future<Output = String> + 'js,
+    tool: String,
+    reply: impl Future<Output = Result<Value, String>> + 'js,
 ) -> rquickjs::Result<Promise<'js>> {
-    let (promise, resolve, _reject) = ctx.promise()?;
-    ctx.spawn(async move {
+    let (promise, resolve, reject) = ctx.promise()?;
+    let ctx = ctx.clone();
+    ctx.clone().spawn(async move {
         // Fails only when the script is being stopped: nobody waits for the answer then.
-        let _ = resolve.call::<_, ()>((reply.await,));
+        let _ = match reply.await {
+            Ok(value) => ctx
+                .json_parse(value.to_string())
+                .and_then(|v| resolve.call::<_, ()>((v,))),
+            Err(message) => Exception::from_message(ctx.clone(), &message)
+                .and_then(|e| e.set("tool", tool).map(|()| e))
+                .and_then(|e| reject.call::<_, ()>((e,))),
+        };
     });
     Ok(promise)
+}
+
+/// A promise rejected at once with a `TypeError`.
+fn rejected<'js>(ctx: &Ctx<'js>, message: &str) -> rquickjs::Result<Promise<'js>> {
+    let (promise, _resolve, reject) = ctx.promise()?;
+    let _ = Exception::throw_type(ctx, message);
+    reject.call::<_, ()>((ctx.catch(),))?;
+    Ok(promise)
+}
+
+/// A console argument as text: strings as they are, errors with their stack, the rest as JSON.
+fn show<'js>(ctx: &Ctx<'js>, value: JsValue<'js>) -> String {
+    if let Some(text) = value.as_string() {
+        return text.to_string().unwrap_or_default();
+    }
+    if let Some(error) = value.as_object().cloned().and_then(Exception::from_object) {
+        return error_text(&error);
+    }
+    match ctx.json_stringify(value.clone()) {
+        Ok(Some(json)) => json.to_string().unwrap_or_default(),
+        Ok(None) => Coerced::<String>::from_js(ctx, value).map_or_else(|_| String::new(), |c| c.0),
+        Err(_) => {
+            // Cyclic or BigInt: clear the exception, show what String() would.
+            let _ = ctx.catch();
+            Coerced::<String>::from_js(ctx, value).map_or_else(|_| String::new(), |c| c.0)
+        }
+    }
+}
+
+/// `Name: message` and the stack, as errors are shown to the model.
+fn error_text(error: &Exception<'_>) -> String {
+    let name: String = error.get("name").unwrap_or_else(|_| "Error".into());
+    let mut text = format!("{name}: {}", error.message().unwrap_or_default());
+    if let Some(stack) = error.stack().filter(|s| !s.trim().is_empty()) {
+        text.push('\n');
+        text.push_str(stack.trim_end());
+    }
+    text
 }
 
 /// What an uncaught exception means: a stack overflow, or the script's own error. (Limits
@@ -450,12 +521,7 @@ fn failure(error: CaughtError<'_>) -> ScriptError {
             if name == "RangeError" && message.contains("call stack") {
                 return ScriptError::Stack;
             }
-            let mut text = format!("{name}: {message}");
-            if let Some(stack) = e.stack().filter(|s| !s.trim().is_empty()) {
-                text.push('\n');
-                text.push_str(stack.trim_end());
-            }
-            ScriptError::Thrown(text)
+            ScriptError::Thrown(error_text(&e))
         }
         CaughtError::Value(v) => {
             let ctx = v.ctx().clone();

@@ -385,3 +385,26 @@ async fn every_run_gets_a_fresh_runtime() {
         assert_eq!(ok(&r), &json!(["undefined", null]));
     }
 }
+
+#[tokio::test]
+async fn bad_api_use_is_a_catchable_type_error() {
+    let r = run_code(
+        r#"
+        const out = [];
+        for (const [name, args] of [[42, {}], ["t__echo", [1]], ["t__echo", "x"]]) {
+          try { await tools.call(name, args); out.push("no error"); }
+          catch (e) { out.push(e instanceof TypeError); }
+        }
+        const cyclic = {}; cyclic.self = cyclic;
+        console.log(new RangeError("shown"), cyclic, undefined, 10n);
+        tools.extra = 1;
+        return {out, frozen: tools.extra === undefined};
+        "#,
+    )
+    .await;
+    assert_eq!(ok(&r), &json!({"out": [true, true, true], "frozen": true}));
+    assert!(r.calls.is_empty(), "rejected before any call started");
+    let line = &r.logs[0];
+    assert!(line.starts_with("RangeError: shown\n    at "), "{line}");
+    assert!(line.ends_with(" [object Object] undefined 10"), "{line}");
+}
