@@ -1,8 +1,8 @@
 //! Code Mode: a model-written JavaScript program run in a fresh QuickJS sandbox, whose only way
 //! out is a [`Host`] (tool calls, search, descriptions) that the server supplies.
 //!
-//! Each run gets its own thread and its own QuickJS runtime, so a busy script never holds up
-//! the server's workers and nothing survives from one run to the next. Limits on time, memory,
+//! A script runs on a script thread, never on the server's workers, so a busy script holds up
+//! nothing else; each run gets a fresh QuickJS runtime, so nothing survives from one to the next. Limits on time, memory,
 //! stack and calls end the script with a [`ScriptError`] saying which limit and what to do.
 
 mod memory;
@@ -44,12 +44,12 @@ pub struct Limits {
     pub in_flight: usize,
 }
 
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-pub const DEFAULT_MAX_CALLS: usize = 50;
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+const DEFAULT_MAX_CALLS: usize = 50;
 /// Memory of every run's runtime.
-pub const MEMORY_BYTES: usize = 64 << 20;
+const MEMORY_BYTES: usize = 64 << 20;
 /// Stack QuickJS may use in every run.
-pub const STACK_BYTES: usize = 512 << 10;
+const STACK_BYTES: usize = 512 << 10;
 
 impl Default for Limits {
     fn default() -> Self {

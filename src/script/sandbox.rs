@@ -1,5 +1,5 @@
 //! The QuickJS side of a run, on a script thread: a fresh runtime with memory, stack and time
-//! limits, the prelude's API over four natives, and the script as an async function.
+//! limits, the script API (`tools`, `console`), and the script as an async function.
 //!
 //! After a run, its thread reports, offers itself as the spare, tears down and gets a fresh
 //! runtime, context and API ready before the next job arrives. So a run seldom pays for a
@@ -112,7 +112,7 @@ fn serve(mut jobs: oneshot::Receiver<Job>, mut control: Arc<Control>) {
     });
 }
 
-/// State the natives share with the driver. Lives on the script thread only.
+/// State the API functions share with the driver. Lives on the script thread only.
 struct Shared {
     control: Arc<Control>,
     /// The run's host and call limits, from its job.
