@@ -14,6 +14,7 @@ pub mod config;
 pub mod library;
 pub mod redact;
 pub mod result;
+pub mod script;
 pub mod search;
 pub mod server;
 pub mod skills;

@@ -1,5 +1,8 @@
 //! `call_tool`: validate arguments against the tool's schema, connect its server if needed,
-//! forward the call and pass the upstream result through.
+//! forward the call and pass the upstream result through. [`dispatch`] is the one path of
+//! every tool call: the client's own and those of a `meta__run_script` script.
+
+use std::sync::Arc;
 
 use rmcp::model::ProgressToken;
 use rmcp::service::{Peer, RoleServer};
@@ -42,17 +45,40 @@ pub(super) struct Caller {
     pub progress_to: ProgressTo,
 }
 
-pub(super) async fn run(state: &State, caller: &Caller, args: Args) -> Reply {
+pub(super) async fn run(state: &Arc<State>, caller: &Caller, args: Args) -> Reply {
     if definitions().iter().any(|t| t.name == args.name) {
         return reply::error(format!(
             "\"{}\" is a meta-tool: call it directly, not through call_tool",
             args.name
         ));
     }
+    dispatch(
+        state,
+        caller,
+        &args.name,
+        args.arguments.unwrap_or_default(),
+    )
+    .await
+}
+
+/// Calls tool `name` (qualified): first run, allow/deny, argument validation, lazy connect,
+/// timeouts, progress relay and result handling.
+pub(super) async fn dispatch(
+    state: &Arc<State>,
+    caller: &Caller,
+    name: &str,
+    arguments: Map<String, Value>,
+) -> Reply {
+    // A configured server without a catalog is listed first (a script's calls included).
+    if let Some((server, _)) = name.split_once(crate::library::SEPARATOR)
+        && let Err(failed) = super::first_run::ensure(state, server).await
+    {
+        return reply::error(failed);
+    }
     let library = state.library();
-    let Some(entry) = library.get(&args.name).cloned() else {
-        let suggestions = library.suggestions(&args.name, 3);
-        let mut message = format!("unknown tool \"{}\".", reply::echo(&args.name));
+    let Some(entry) = library.get(name).cloned() else {
+        let suggestions = library.suggestions(name, 3);
+        let mut message = format!("unknown tool \"{}\".", reply::echo(name));
         if !suggestions.is_empty() {
             message.push_str(&format!(" Did you mean: {}?", suggestions.join(", ")));
         }
@@ -60,7 +86,6 @@ pub(super) async fn run(state: &State, caller: &Caller, args: Args) -> Reply {
         return reply::error(message);
     };
     drop(library);
-    let arguments = args.arguments.unwrap_or_default();
     if let Some(validator) = entry.validator() {
         let instance = Value::Object(arguments.clone());
         let problems: Vec<String> = validator
@@ -84,7 +109,9 @@ pub(super) async fn run(state: &State, caller: &Caller, args: Args) -> Reply {
     if let Some(skill) = &entry.skill {
         return super::skill_tool::run(state, skill);
     }
-    let result = if entry.server == RESERVED_SERVER {
+    let result = if entry.server == RESERVED_SERVER && entry.def.name == super::script_tool::TOOL {
+        super::script_tool::run(state, caller, arguments).await
+    } else if entry.server == RESERVED_SERVER {
         super::builtin::run(state, caller, &entry.def.name, arguments)
     } else {
         let (relay, mut progress) = tokio::sync::mpsc::channel(PROGRESS_BACKLOG);

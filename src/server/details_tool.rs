@@ -11,6 +11,17 @@ use super::reply::{self, Reply};
 #[serde(deny_unknown_fields)]
 pub(super) struct Args {
     names: Vec<String>,
+    #[serde(default)]
+    format: Format,
+}
+
+#[derive(Deserialize, Default, PartialEq)]
+#[serde(rename_all = "lowercase")]
+enum Format {
+    #[default]
+    Json,
+    /// Also a TypeScript declaration per tool, which alone makes up the text.
+    Typescript,
 }
 
 #[derive(Serialize)]
@@ -53,7 +64,12 @@ pub(super) fn run(state: &State, soft: usize, args: Args) -> Reply {
             continue;
         };
         if let Some(skill) = &entry.skill {
-            let details = super::skill_tool::details(state, entry, skill);
+            let mut details = super::skill_tool::details(state, entry, skill);
+            if args.format == Format::Typescript
+                && let Some(fields) = details.as_object_mut()
+            {
+                fields.insert("typescript".into(), typescript(entry).into());
+            }
             tools.push((entry.qualified.clone(), details));
             continue;
         }
@@ -74,6 +90,9 @@ pub(super) fn run(state: &State, soft: usize, args: Args) -> Reply {
                 tool.insert(key.into(), v.clone());
             }
         }
+        if args.format == Format::Typescript {
+            tool.insert("typescript".into(), typescript(entry).into());
+        }
         tools.push((entry.qualified.clone(), Value::Object(tool)));
     }
     let defs: Vec<Value> = tools.iter().map(|(_, def)| def.clone()).collect();
@@ -88,8 +107,36 @@ pub(super) fn run(state: &State, soft: usize, args: Args) -> Reply {
         };
         let text = match defs.first() {
             Some(first) if shown == 0 => first.to_string(),
+            _ if args.format == Format::Typescript => typescript_text(&out),
             _ => serde_json::to_string(&out).expect("details serialize"),
         };
         reply::structured(&out, text)
     })
+}
+
+/// The text of a TypeScript answer: the declarations, then a comment per unknown name.
+fn typescript_text(out: &Output) -> String {
+    let mut parts: Vec<String> = out
+        .tools
+        .iter()
+        .filter_map(|t| t["typescript"].as_str().map(str::to_owned))
+        .collect();
+    for missing in out.not_found {
+        parts.push(format!(
+            "// unknown tool \"{}\"; did you mean: {}",
+            missing.name,
+            missing.suggestions.join(", ")
+        ));
+    }
+    parts.join("\n\n")
+}
+
+/// The entry as a TypeScript declaration, for scripts.
+fn typescript(entry: &crate::library::Entry) -> String {
+    crate::script::typescript::declaration(
+        &entry.qualified,
+        &entry.def.description,
+        entry.def.input_schema(),
+        entry.def.raw.get("outputSchema").and_then(Value::as_object),
+    )
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{Library, State, freshness};
+use super::{State, freshness};
 use crate::catalog::Catalog;
 use crate::config::Settings;
 use crate::upstream::in_process::TestUpstream;

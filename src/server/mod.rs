@@ -19,6 +19,7 @@ mod http;
 mod instructions;
 mod login_offer;
 mod reply;
+mod script_tool;
 mod search_tool;
 mod skill_tool;
 mod state;
@@ -100,10 +101,6 @@ pub async fn call(
     name: &str,
     arguments: serde_json::Map<String, serde_json::Value>,
 ) -> rmcp::model::CallToolResult {
-    let args = serde_json::json!({"name": name, "arguments": arguments});
-    if let Err(failed) = first_run::prepare(state, definitions::CALL_TOOL, &args).await {
-        return reply::error(failed);
-    }
     let caller = call_tool::Caller {
         client_limit: None,
         owner: crate::result::Owner::session(),
@@ -112,7 +109,7 @@ pub async fn call(
     };
     let args = call_tool::Args {
         name: name.to_owned(),
-        arguments: args.get("arguments").and_then(|a| a.as_object()).cloned(),
+        arguments: Some(arguments),
     };
     call_tool::run(state, &caller, args).await
 }

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::call_tool::Caller;
-use super::{Library, MetaServer, State, builtin, definitions};
+use super::{MetaServer, State, builtin, definitions};
 use crate::budget::Route;
 use crate::config::{RESERVED_SERVER, Settings};
 use crate::result::{Owner, Stored};
