@@ -120,7 +120,7 @@ fn index_computes_tool_vectors_once_so_serve_starts_hybrid() {
     };
     let first = index();
     assert!(
-        first.contains("tool vectors: 12 tools, 12 embedded now"),
+        first.contains("tool vectors: 13 tools, 13 embedded now"),
         "{first}"
     );
     let file = dir.path().join("cat/faulty.vectors");
@@ -128,7 +128,7 @@ fn index_computes_tool_vectors_once_so_serve_starts_hybrid() {
     // A second run finds every vector in the file (the built-in tools are embedded anew).
     let second = index();
     assert!(
-        second.contains("tool vectors: 12 tools, 2 embedded now"),
+        second.contains("tool vectors: 13 tools, 3 embedded now"),
         "{second}"
     );
 
