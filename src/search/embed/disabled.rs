@@ -39,6 +39,6 @@ mod tests {
             .expect("a build without the feature has no embedder");
         let message = e.to_string();
         assert!(message.contains("no embeddings"), "{message}");
-        assert!(message.contains("--features embeddings"), "{message}");
+        assert!(message.contains("--no-default-features"), "{message}");
     }
 }
