@@ -157,6 +157,10 @@ fn line_indent(text: &str, at: usize) -> String {
 fn strip_jsonc(text: &str) -> String {
     let b = text.as_bytes();
     let mut out = b.to_vec();
+    // Editors on Windows start files with a byte order mark: blanked like a comment.
+    if text.starts_with('\u{feff}') {
+        out[..3].fill(b' ');
+    }
     let mut i = 0;
     let mut last_comma: Option<usize> = None;
     while i < b.len() {
@@ -194,8 +198,8 @@ fn strip_jsonc(text: &str) -> String {
         }
         i += 1;
     }
-    // Only ASCII bytes were replaced by spaces, and only whole comments: still UTF-8.
-    String::from_utf8(out).expect("blanking ASCII keeps UTF-8")
+    // Only whole comments and a whole byte order mark were replaced by spaces: still UTF-8.
+    String::from_utf8(out).expect("blanking whole characters keeps UTF-8")
 }
 
 /// The byte range of the value of `key` in the top-level object of valid JSON `s`.
@@ -319,6 +323,15 @@ mod tests {
             out,
             "{\n  \"numStartups\": 3,\n  \"mcpServers\": {\n    \"m\": {\n      \"command\": \"/bin/m\"\n    }\n  },\n  \"tail\": [1,2]\n}\n"
         );
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_read_and_kept() {
+        let text = "\u{feff}{\"mcpServers\": {\"a\": {\"command\": \"x\"}}}\n";
+        let found = servers(Path::new(P), text, "mcpServers").unwrap();
+        assert_eq!(found[0].name, "a");
+        let out = replace_section(Path::new(P), text, "mcpServers", &json!({})).unwrap();
+        assert_eq!(out, "\u{feff}{\"mcpServers\": {}}\n");
     }
 
     #[test]

@@ -514,7 +514,7 @@ mod tests {
         let e = parse(r#"{"metaServer": {"search": true}, "mcpServers": {}}"#)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("{\"embeddings\": false}"), "{e}");
+        assert!(e.contains("metaServer.search: must be an object"), "{e}");
     }
 
     #[test]

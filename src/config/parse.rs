@@ -1,11 +1,20 @@
 //! Parsing of the config file: `mcpServers` (Claude Desktop, Cursor, Claude Code) or `servers`
 //! (VS Code), per-server meta-server keys, and the global `metaServer` object.
+//!
+//! The file is read as JSON, then `metaServer` and each server entry are deserialized on their
+//! own into the serde types below (through `serde_path_to_error`, so an error names the key), and
+//! one bad entry is skipped without sinking the others. Leaf values are read by small types
+//! ([`Str`], [`Positive`], ...) whose errors say what the value must be and what kind of value
+//! was found rather than quoting it: it may be a secret.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::fmt;
+use std::path::Path;
 use std::time::Duration;
 
-use serde_json::{Map, Value};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use super::{
     ConfigError, DEFAULT_CALL_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_INDEX_CONCURRENCY,
@@ -14,138 +23,412 @@ use super::{
     default_skills_dirs, server_identifier,
 };
 
-const GLOBAL_KEYS: &[&str] = &[
-    "catalogDir",
-    "idleTimeoutSecs",
-    "timeoutSecs",
-    "maxResultTokens",
-    "indexConcurrency",
-    "skillsDirs",
-    "embeddings",
-    "search",
-    "hardResultTokens",
-    "resultTtlSecs",
-    "resultMemoryMb",
-    "tokenizer",
-];
-
-/// Reads one value at a location, producing errors that name the file and the location.
-struct Cx<'a> {
-    path: &'a Path,
+/// `metaServer`: options for meta-server itself. Unknown keys are errors (they are typos).
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+struct Global {
+    catalog_dir: Option<Str>,
+    idle_timeout_secs: Option<Positive>,
+    timeout_secs: Option<Positive>,
+    max_result_tokens: Option<Positive>,
+    index_concurrency: Option<Positive>,
+    skills_dirs: Option<Strs>,
+    /// [`Embeddings`], read by [`read`] like every object.
+    embeddings: Option<Value>,
+    /// [`Search`], read by [`read`].
+    search: Option<Value>,
+    hard_result_tokens: Option<Positive>,
+    result_ttl_secs: Option<Positive>,
+    result_memory_mb: Option<Positive>,
+    tokenizer: Option<Str>,
 }
 
-impl Cx<'_> {
-    fn err(&self, location: impl Into<String>, message: impl Into<String>) -> ConfigError {
-        ConfigError::Invalid {
-            path: self.path.to_owned(),
+/// `metaServer.embeddings`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Embeddings {
+    dir: Option<Str>,
+}
+
+/// `metaServer.search`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Search {
+    embeddings: Option<Flag>,
+}
+
+/// One server entry. Unknown keys are ignored: other clients have their own (`autoApprove`, ...).
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct Entry {
+    command: Option<Str>,
+    args: Strs,
+    env: StrMap,
+    cwd: Option<Str>,
+    url: Option<Str>,
+    #[serde(rename = "type")]
+    transport: Option<Str>,
+    headers: StrMap,
+    description: Option<Str>,
+    always_load: Flag,
+    /// Read for its type only: entries with `"disabled": true` are left out before this.
+    #[serde(rename = "disabled")]
+    _disabled: Flag,
+    idle_timeout_secs: Option<Positive>,
+    timeout_secs: Option<Positive>,
+    max_result_tokens: Option<Positive>,
+    allow_tools: Strs,
+    deny_tools: Strs,
+    /// [`OAuth`], read by [`read`] like every object.
+    oauth: Option<Value>,
+    /// Cursor's [`CursorAuth`], taken when it is an object and there is no `oauth`.
+    auth: Option<Value>,
+}
+
+/// A remote server's `oauth` block (meta-server's and Claude Code's keys).
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+struct OAuth {
+    client_id: Option<Str>,
+    client_secret: Option<Str>,
+    scopes: Strs,
+    callback_port: Option<Port>,
+    auth_server_metadata_url: Option<HttpUrl>,
+    client_metadata_url: Option<HttpUrl>,
+}
+
+/// Cursor's `auth` block.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct CursorAuth {
+    #[serde(rename = "CLIENT_ID")]
+    client_id: Option<Str>,
+    #[serde(rename = "CLIENT_SECRET")]
+    client_secret: Option<Str>,
+    scopes: Strs,
+}
+
+impl From<OAuth> for OAuthConfig {
+    fn from(o: OAuth) -> Self {
+        Self {
+            client_id: o.client_id.map(|s| s.0),
+            client_secret: o.client_secret.map(|s| s.0),
+            scopes: o.scopes.0,
+            callback_port: o.callback_port.map(|p| p.0),
+            auth_server_metadata_url: o.auth_server_metadata_url.map(|u| u.0),
+            client_metadata_url: o.client_metadata_url.map(|u| u.0),
+        }
+    }
+}
+
+impl From<CursorAuth> for OAuthConfig {
+    fn from(a: CursorAuth) -> Self {
+        Self {
+            client_id: a.client_id.map(|s| s.0),
+            client_secret: a.client_secret.map(|s| s.0),
+            scopes: a.scopes.0,
+            ..Self::default()
+        }
+    }
+}
+
+/// What is wrong and where (`mcpServers."gh".args`): a whole-file [`ConfigError::Invalid`], or
+/// the reason an entry is skipped.
+struct Invalid {
+    location: String,
+    message: String,
+}
+
+impl Invalid {
+    fn new(location: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
             location: location.into(),
             message: message.into(),
         }
     }
 
-    fn string(
-        &self,
-        obj: &Map<String, Value>,
-        at: &str,
-        key: &str,
-    ) -> Result<Option<String>, ConfigError> {
-        match obj.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(other) => Err(self.err(
-                format!("{at}.{key}"),
-                format!("must be a string, found {}", kind(other)),
-            )),
-        }
-    }
-
-    fn strings(
-        &self,
-        obj: &Map<String, Value>,
-        at: &str,
-        key: &str,
-    ) -> Result<Vec<String>, ConfigError> {
-        match obj.get(key) {
-            None | Some(Value::Null) => Ok(Vec::new()),
-            Some(Value::Array(items)) => items
-                .iter()
-                .enumerate()
-                .map(|(i, v)| match v {
-                    Value::String(s) => Ok(s.clone()),
-                    other => Err(self.err(
-                        format!("{at}.{key}[{i}]"),
-                        format!("must be a string, found {}", kind(other)),
-                    )),
-                })
-                .collect(),
-            Some(other) => Err(self.err(
-                format!("{at}.{key}"),
-                format!("must be an array of strings, found {}", kind(other)),
-            )),
-        }
-    }
-
-    fn string_map(
-        &self,
-        obj: &Map<String, Value>,
-        at: &str,
-        key: &str,
-    ) -> Result<BTreeMap<String, String>, ConfigError> {
-        match obj.get(key) {
-            None | Some(Value::Null) => Ok(BTreeMap::new()),
-            Some(Value::Object(map)) => map
-                .iter()
-                .map(|(k, v)| match v {
-                    Value::String(s) => Ok((k.clone(), s.clone())),
-                    Value::Number(n) => Ok((k.clone(), n.to_string())),
-                    Value::Bool(b) => Ok((k.clone(), b.to_string())),
-                    other => Err(self.err(
-                        format!("{at}.{key}.{k}"),
-                        format!("must be a string, found {}", kind(other)),
-                    )),
-                })
-                .collect(),
-            Some(other) => Err(self.err(
-                format!("{at}.{key}"),
-                format!("must be an object of strings, found {}", kind(other)),
-            )),
-        }
-    }
-
-    fn bool(&self, obj: &Map<String, Value>, at: &str, key: &str) -> Result<bool, ConfigError> {
-        match obj.get(key) {
-            None | Some(Value::Null) => Ok(false),
-            Some(Value::Bool(b)) => Ok(*b),
-            Some(other) => Err(self.err(
-                format!("{at}.{key}"),
-                format!("must be true or false, found {}", kind(other)),
-            )),
-        }
-    }
-
-    fn positive(
-        &self,
-        obj: &Map<String, Value>,
-        at: &str,
-        key: &str,
-    ) -> Result<Option<u64>, ConfigError> {
-        match obj.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Number(n)) => match n.as_u64() {
-                Some(v) if v > 0 => Ok(Some(v)),
-                _ => Err(self.err(
-                    format!("{at}.{key}"),
-                    format!("must be a whole number above 0, found {n}"),
-                )),
-            },
-            Some(other) => Err(self.err(
-                format!("{at}.{key}"),
-                format!("must be a whole number above 0, found {}", kind(other)),
-            )),
+    fn in_file(self, path: &Path) -> ConfigError {
+        ConfigError::Invalid {
+            path: path.to_owned(),
+            location: self.location,
+            message: self.message,
         }
     }
 }
 
+impl fmt::Display for Invalid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.location, self.message)
+    }
+}
+
+/// Deserializes the object `value`, found at `at`, into `T`; an error names `at` and the key.
+fn read<T: DeserializeOwned>(at: &str, value: Value) -> Result<T, Invalid> {
+    if !value.is_object() {
+        return Err(Invalid::new(at, wrong("an object", &value)));
+    }
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let location = match e.path().to_string() {
+            key if key == "." => at.to_owned(),
+            key => format!("{at}.{key}"),
+        };
+        Invalid::new(location, e.into_inner().to_string())
+    })
+}
+
+/// Global defaults from `metaServer`, applied to servers that do not set their own.
+struct Defaults {
+    idle_timeout: Duration,
+    call_timeout: Duration,
+    max_result_tokens: Option<u64>,
+}
+
+pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
+    let invalid = |at: &str, message: String| Invalid::new(at, message).in_file(path);
+    // Editors on Windows start files with a byte order mark.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let root: Value = serde_json::from_str(text).map_err(|e| ConfigError::Syntax {
+        path: path.to_owned(),
+        line: e.line(),
+        column: e.column(),
+        message: e.to_string(),
+    })?;
+    let Value::Object(mut root) = root else {
+        return Err(invalid(
+            "top level",
+            "must be an object with an \"mcpServers\" key".into(),
+        ));
+    };
+    let global: Global = match root.remove("metaServer") {
+        None | Some(Value::Null) => Global::default(),
+        Some(value) => read("metaServer", value).map_err(|e| e.in_file(path))?,
+    };
+    let tokenizer = match global.tokenizer.as_ref().map(|t| t.0.as_str()) {
+        None | Some("o200k") => Tokenizer::O200k,
+        Some("estimate") => Tokenizer::Estimate,
+        Some(other) => {
+            return Err(invalid(
+                "metaServer.tokenizer",
+                format!(
+                    "\"{other}\" is not a tokenizer; use \"o200k\" (exact) or \"estimate\" (bytes / 4, faster)"
+                ),
+            ));
+        }
+    };
+    let embeddings: Option<Embeddings> = global
+        .embeddings
+        .map(|e| read("metaServer.embeddings", e))
+        .transpose()
+        .map_err(|e| e.in_file(path))?;
+    let search: Option<Search> = global
+        .search
+        .map(|s| read("metaServer.search", s))
+        .transpose()
+        .map_err(|e| e.in_file(path))?;
+    let (section, servers) = match (root.remove("mcpServers"), root.remove("servers")) {
+        (Some(servers), _) => ("mcpServers", servers),
+        (None, Some(servers)) => ("servers", servers),
+        (None, None) => {
+            return Err(invalid(
+                "top level",
+                "has no \"mcpServers\" (or VS Code \"servers\") object; add one mapping server names to {\"command\": ...} or {\"url\": ...}".into(),
+            ));
+        }
+    };
+    let Value::Object(servers) = servers else {
+        return Err(invalid(
+            section,
+            wrong("an object mapping server names to entries", &servers),
+        ));
+    };
+
+    let secs = |n: Option<Positive>, default| n.map_or(default, |n| Duration::from_secs(n.0));
+    let defaults = Defaults {
+        idle_timeout: secs(global.idle_timeout_secs, DEFAULT_IDLE_TIMEOUT),
+        call_timeout: secs(global.timeout_secs, DEFAULT_CALL_TIMEOUT),
+        max_result_tokens: global.max_result_tokens.map(|n| n.0),
+    };
+    // One entry meta-server cannot serve is reported and skipped; it never sinks the rest.
+    let mut out: Vec<ServerConfig> = Vec::new();
+    let mut skipped: Vec<SkippedServer> = Vec::new();
+    for (key, entry) in servers {
+        if entry.get("disabled") == Some(&Value::Bool(true)) {
+            continue;
+        }
+        match server(section, &key, entry, &out, &defaults) {
+            Ok(server) => out.push(server),
+            Err(e) => skipped.push(SkippedServer {
+                key,
+                reason: e.to_string(),
+            }),
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+
+    let base = path.parent().unwrap_or(Path::new("."));
+    Ok(Settings {
+        source: path.to_owned(),
+        catalog_dir: global
+            .catalog_dir
+            .map_or_else(default_catalog_dir, |dir| base.join(dir.0)),
+        index_concurrency: global
+            .index_concurrency
+            .map_or(DEFAULT_INDEX_CONCURRENCY, |n| n.0 as usize),
+        skills_dirs: match global.skills_dirs {
+            None => default_skills_dirs(),
+            Some(list) => list
+                .0
+                .iter()
+                .map(|d| match d.strip_prefix("~/") {
+                    Some(rest) => dirs::home_dir().unwrap_or_default().join(rest),
+                    None => base.join(d),
+                })
+                .collect(),
+        },
+        embed_dir: embeddings
+            .and_then(|e| e.dir)
+            .map_or_else(default_embed_dir, |dir| base.join(dir.0)),
+        embeddings: search.and_then(|s| s.embeddings).is_none_or(|on| on.0),
+        results: ResultSettings {
+            max_result_tokens: defaults.max_result_tokens,
+            hard_result_tokens: global.hard_result_tokens.map(|n| n.0),
+            ttl: secs(global.result_ttl_secs, DEFAULT_RESULT_TTL),
+            memory_bytes: global
+                .result_memory_mb
+                .map_or(DEFAULT_RESULT_MEMORY, |mb| mb.0 << 20),
+            tokenizer,
+        },
+        servers: out,
+        skipped,
+    })
+}
+
+/// Reads the entry `key` of `section`; `taken` are the servers read before it.
+fn server(
+    section: &str,
+    key: &str,
+    entry: Value,
+    taken: &[ServerConfig],
+    defaults: &Defaults,
+) -> Result<ServerConfig, Invalid> {
+    let at = format!("{section}.\"{key}\"");
+    let name = server_identifier(key).map_err(|m| Invalid::new(&at, m))?;
+    if let Some(twin) = taken.iter().find(|s| s.name == name) {
+        return Err(Invalid::new(
+            &at,
+            format!(
+                "maps to the same name \"{name}\" as server \"{}\"; rename one of them",
+                twin.key
+            ),
+        ));
+    }
+    let entry: Entry = read(&at, entry)?;
+    let kind = entry.transport.map(|t| t.0);
+    let transport = match (entry.command, entry.url) {
+        (Some(_), Some(_)) => {
+            return Err(Invalid::new(
+                at,
+                "has both \"command\" and \"url\"; keep \"command\" for a local server or \"url\" for a remote one",
+            ));
+        }
+        (None, None) => {
+            return Err(Invalid::new(
+                at,
+                "needs \"command\" (a local stdio server) or \"url\" (a remote server)",
+            ));
+        }
+        (Some(Str(command)), None) => {
+            if let Some(t) = kind.filter(|t| t != "stdio") {
+                return Err(Invalid::new(
+                    format!("{at}.type"),
+                    format!(
+                        "is \"{t}\" but the entry has a \"command\"; use \"stdio\" or remove \"type\""
+                    ),
+                ));
+            }
+            if command.trim().is_empty() {
+                return Err(Invalid::new(
+                    format!("{at}.command"),
+                    "is empty; name the program that starts the server",
+                ));
+            }
+            TransportConfig::Stdio {
+                command,
+                args: entry.args.0,
+                env: entry.env.0,
+                cwd: entry.cwd.map(|c| c.0),
+            }
+        }
+        (None, Some(Str(url))) => {
+            let sse = match kind.as_deref() {
+                None | Some("http" | "streamable-http" | "streamableHttp" | "streamable_http") => {
+                    false
+                }
+                Some("sse") => true,
+                Some(t) => {
+                    return Err(Invalid::new(
+                        format!("{at}.type"),
+                        format!(
+                            "\"{t}\" is not a known transport; use \"http\" (streamable HTTP) or \"sse\" (legacy HTTP+SSE) for a url, \"stdio\" for a command"
+                        ),
+                    ));
+                }
+            };
+            if !(url.starts_with("http://") || url.starts_with("https://") || url.starts_with("${"))
+            {
+                return Err(Invalid::new(
+                    format!("{at}.url"),
+                    format!("\"{url}\" must start with http:// or https://"),
+                ));
+            }
+            let headers = entry.headers.0;
+            if sse {
+                TransportConfig::Sse { url, headers }
+            } else {
+                TransportConfig::Http { url, headers }
+            }
+        }
+    };
+    let oauth = match (entry.oauth, entry.auth) {
+        (Some(oauth), _) => Some(read::<OAuth>(&format!("{at}.oauth"), oauth)?.into()),
+        (None, Some(auth @ Value::Object(_))) => {
+            Some(read::<CursorAuth>(&format!("{at}.auth"), auth)?.into())
+        }
+        (None, _) => None,
+    };
+    if oauth.is_some() && matches!(transport, TransportConfig::Stdio { .. }) {
+        return Err(Invalid::new(
+            format!("{at}.oauth"),
+            "applies to remote servers only (\"url\"); a stdio server gets its credentials from \"env\"",
+        ));
+    }
+    let tools = ToolFilter::new(entry.allow_tools.0, entry.deny_tools.0)
+        .map_err(|e| Invalid::new(format!("{at}.{}[{}]", e.key, e.index), e.message))?;
+    Ok(ServerConfig {
+        name,
+        key: key.to_owned(),
+        description: entry.description.map(|d| d.0),
+        transport,
+        always_load: entry.always_load.0,
+        idle_timeout: entry
+            .idle_timeout_secs
+            .map_or(defaults.idle_timeout, |n| Duration::from_secs(n.0)),
+        call_timeout: entry
+            .timeout_secs
+            .map_or(defaults.call_timeout, |n| Duration::from_secs(n.0)),
+        tools,
+        max_result_tokens: entry
+            .max_result_tokens
+            .map(|n| n.0)
+            .or(defaults.max_result_tokens),
+        oauth,
+    })
+}
+
+// Leaf values. Each is read from a `serde_json::Value` (`try_from`), so its error can say what
+// kind of value was found; null counts as absent.
+
+/// The JSON kind of a value, for errors.
 fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
@@ -157,374 +440,154 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
-/// Global defaults from `metaServer`, applied to servers that do not set their own.
-struct Defaults {
-    idle_timeout: Duration,
-    call_timeout: Duration,
-    max_result_tokens: Option<u64>,
+/// "must be {what}, found {kind of found}".
+fn wrong(what: &str, found: &Value) -> String {
+    format!("must be {what}, found {}", kind(found))
 }
 
-pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
-    let cx = Cx { path };
-    // Editors on Windows start files with a byte order mark.
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let root: Value = serde_json::from_str(text).map_err(|e| ConfigError::Syntax {
-        path: path.to_owned(),
-        line: e.line(),
-        column: e.column(),
-        message: e.to_string(),
-    })?;
-    let Value::Object(root) = root else {
-        return Err(cx.err("top level", "must be an object with an \"mcpServers\" key"));
-    };
+/// A string.
+#[derive(Deserialize)]
+#[serde(try_from = "Value")]
+struct Str(String);
 
-    let global = match root.get("metaServer") {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(m)) => m.clone(),
-        Some(other) => {
-            return Err(cx.err(
-                "metaServer",
-                format!("must be an object, found {}", kind(other)),
-            ));
+impl TryFrom<Value> for Str {
+    type Error = String;
+    fn try_from(value: Value) -> Result<Self, String> {
+        match value {
+            Value::String(s) => Ok(Self(s)),
+            other => Err(wrong("a string", &other)),
         }
-    };
-    if let Some(unknown) = global.keys().find(|k| !GLOBAL_KEYS.contains(&k.as_str())) {
-        return Err(cx.err(
-            format!("metaServer.{unknown}"),
-            format!("unknown key; known keys are {}", GLOBAL_KEYS.join(", ")),
-        ));
     }
-    let base = path.parent().unwrap_or(Path::new("."));
-    let catalog_dir = match cx.string(&global, "metaServer", "catalogDir")? {
-        Some(dir) => base.join(PathBuf::from(dir)),
-        None => default_catalog_dir(),
-    };
-    let index_concurrency = cx
-        .positive(&global, "metaServer", "indexConcurrency")?
-        .map_or(DEFAULT_INDEX_CONCURRENCY, |n| n as usize);
-    let skills_dirs = match global.get("skillsDirs") {
-        None | Some(Value::Null) => default_skills_dirs(),
-        Some(_) => cx
-            .strings(&global, "metaServer", "skillsDirs")?
-            .iter()
-            .map(|d| match d.strip_prefix("~/") {
-                Some(rest) => dirs::home_dir().unwrap_or_default().join(rest),
-                None => base.join(d),
-            })
-            .collect(),
-    };
-    let embed_dir = match global.get("embeddings") {
-        None | Some(Value::Null) => default_embed_dir(),
-        Some(Value::Object(e)) => {
-            if let Some(unknown) = e.keys().find(|k| k.as_str() != "dir") {
-                return Err(cx.err(
-                    format!("metaServer.embeddings.{unknown}"),
-                    "unknown key; the only key is \"dir\"",
-                ));
-            }
-            cx.string(e, "metaServer.embeddings", "dir")?
-                .map_or_else(default_embed_dir, |d| base.join(d))
-        }
-        Some(other) => {
-            return Err(cx.err(
-                "metaServer.embeddings",
-                format!(
-                    "must be an object like {{\"dir\": \"...\"}}, found {}",
-                    kind(other)
-                ),
-            ));
-        }
-    };
-    let embeddings = match global.get("search") {
-        None | Some(Value::Null) => true,
-        Some(Value::Object(s)) => {
-            if let Some(unknown) = s.keys().find(|k| k.as_str() != "embeddings") {
-                return Err(cx.err(
-                    format!("metaServer.search.{unknown}"),
-                    "unknown key; the only key is \"embeddings\"",
-                ));
-            }
-            s.get("embeddings").is_none_or(Value::is_null)
-                || cx.bool(s, "metaServer.search", "embeddings")?
-        }
-        Some(other) => {
-            return Err(cx.err(
-                "metaServer.search",
-                format!(
-                    "must be an object like {{\"embeddings\": false}}, found {}",
-                    kind(other)
-                ),
-            ));
-        }
-    };
-    let results = ResultSettings {
-        max_result_tokens: cx.positive(&global, "metaServer", "maxResultTokens")?,
-        hard_result_tokens: cx.positive(&global, "metaServer", "hardResultTokens")?,
-        ttl: cx
-            .positive(&global, "metaServer", "resultTtlSecs")?
-            .map_or(DEFAULT_RESULT_TTL, Duration::from_secs),
-        memory_bytes: cx
-            .positive(&global, "metaServer", "resultMemoryMb")?
-            .map_or(DEFAULT_RESULT_MEMORY, |mb| mb << 20),
-        tokenizer: match cx.string(&global, "metaServer", "tokenizer")?.as_deref() {
-            None | Some("o200k") => Tokenizer::O200k,
-            Some("estimate") => Tokenizer::Estimate,
-            Some(other) => {
-                return Err(cx.err(
-                    "metaServer.tokenizer",
-                    format!("\"{other}\" is not a tokenizer; use \"o200k\" (exact) or \"estimate\" (bytes / 4, faster)"),
-                ));
-            }
-        },
-    };
-    let defaults = Defaults {
-        idle_timeout: cx
-            .positive(&global, "metaServer", "idleTimeoutSecs")?
-            .map_or(DEFAULT_IDLE_TIMEOUT, Duration::from_secs),
-        call_timeout: cx
-            .positive(&global, "metaServer", "timeoutSecs")?
-            .map_or(DEFAULT_CALL_TIMEOUT, Duration::from_secs),
-        max_result_tokens: cx.positive(&global, "metaServer", "maxResultTokens")?,
-    };
+}
 
-    let (section, servers) = match (root.get("mcpServers"), root.get("servers")) {
-        (Some(s), _) => ("mcpServers", s),
-        (None, Some(s)) => ("servers", s),
-        (None, None) => {
-            return Err(cx.err(
-                "top level",
-                "has no \"mcpServers\" (or VS Code \"servers\") object; add one mapping server names to {\"command\": ...} or {\"url\": ...}",
-            ));
-        }
-    };
-    let Value::Object(servers) = servers else {
-        return Err(cx.err(
-            section,
-            format!(
-                "must be an object mapping server names to entries, found {}",
-                kind(servers)
-            ),
-        ));
-    };
+/// An array of strings (`args`, `allowTools`, ...).
+#[derive(Deserialize, Default)]
+#[serde(try_from = "Value")]
+struct Strs(Vec<String>);
 
-    // One entry meta-server cannot serve is reported and skipped; it never sinks the rest.
-    let mut out: Vec<ServerConfig> = Vec::new();
-    let mut skipped: Vec<SkippedServer> = Vec::new();
-    for (key, entry) in servers {
-        let at = format!("{section}.\"{key}\"");
-        let parsed = match entry {
-            Value::Object(entry) if entry.get("disabled") == Some(&Value::Bool(true)) => continue,
-            Value::Object(entry) => {
-                server_identifier(key)
-                    .map_err(|m| cx.err(&at, m))
-                    .and_then(|name| {
-                        match out.iter().find(|s| s.name == name) {
-                    Some(twin) => Err(cx.err(
-                        &at,
-                        format!(
-                            "maps to the same name \"{name}\" as server \"{}\"; rename one of them",
-                            twin.key
-                        ),
-                    )),
-                    None => parse_server(&cx, &at, key, name, entry, &defaults),
-                }
-                    })
-            }
-            other => Err(cx.err(&at, format!("must be an object, found {}", kind(other)))),
+impl TryFrom<Value> for Strs {
+    type Error = String;
+    fn try_from(value: Value) -> Result<Self, String> {
+        let items = match value {
+            Value::Null => return Ok(Self::default()),
+            Value::Array(items) => items,
+            other => return Err(wrong("an array of strings", &other)),
         };
-        match parsed {
-            Ok(server) => out.push(server),
-            Err(e) => skipped.push(SkippedServer {
-                key: key.clone(),
-                reason: match e {
-                    ConfigError::Invalid {
-                        location, message, ..
-                    } => format!("{location}: {message}"),
-                    other => other.to_string(),
-                },
-            }),
-        }
+        let item = |(i, item)| match item {
+            Value::String(s) => Ok(s),
+            other => Err(format!(
+                "must be an array of strings, but item {} is {}",
+                i + 1,
+                kind(&other)
+            )),
+        };
+        items
+            .into_iter()
+            .enumerate()
+            .map(item)
+            .collect::<Result<_, _>>()
+            .map(Self)
     }
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(Settings {
-        source: path.to_owned(),
-        catalog_dir,
-        index_concurrency,
-        skills_dirs,
-        embed_dir,
-        embeddings,
-        results,
-        servers: out,
-        skipped,
-    })
 }
 
-fn parse_server(
-    cx: &Cx<'_>,
-    at: &str,
-    key: &str,
-    name: String,
-    entry: &Map<String, Value>,
-    defaults: &Defaults,
-) -> Result<ServerConfig, ConfigError> {
-    let command = cx.string(entry, at, "command")?;
-    let url = cx.string(entry, at, "url")?;
-    let kind = cx.string(entry, at, "type")?;
-    let transport = match (command, url) {
-        (Some(_), Some(_)) => {
-            return Err(cx.err(at, "has both \"command\" and \"url\"; keep \"command\" for a local server or \"url\" for a remote one"));
-        }
-        (None, None) => {
-            return Err(cx.err(
-                at,
-                "needs \"command\" (a local stdio server) or \"url\" (a remote server)",
-            ));
-        }
-        (Some(command), None) => {
-            if let Some(t) = kind.as_deref().filter(|t| *t != "stdio") {
-                return Err(cx.err(format!("{at}.type"), format!("is \"{t}\" but the entry has a \"command\"; use \"stdio\" or remove \"type\"")));
-            }
-            if command.trim().is_empty() {
-                return Err(cx.err(
-                    format!("{at}.command"),
-                    "is empty; name the program that starts the server",
-                ));
-            }
-            TransportConfig::Stdio {
-                command,
-                args: cx.strings(entry, at, "args")?,
-                env: cx.string_map(entry, at, "env")?,
-                cwd: cx.string(entry, at, "cwd")?,
-            }
-        }
-        (None, Some(url)) => {
-            let sse = match kind.as_deref() {
-                None | Some("http" | "streamable-http" | "streamableHttp" | "streamable_http") => {
-                    false
-                }
-                Some("sse") => true,
-                Some(t) => {
-                    return Err(cx.err(format!("{at}.type"), format!("\"{t}\" is not a known transport; use \"http\" (streamable HTTP) or \"sse\" (legacy HTTP+SSE) for a url, \"stdio\" for a command")));
-                }
-            };
-            if !(url.starts_with("http://") || url.starts_with("https://") || url.starts_with("${"))
-            {
-                return Err(cx.err(
-                    format!("{at}.url"),
-                    format!("\"{url}\" must start with http:// or https://"),
-                ));
-            }
-            let headers = cx.string_map(entry, at, "headers")?;
-            if sse {
-                TransportConfig::Sse { url, headers }
-            } else {
-                TransportConfig::Http { url, headers }
-            }
-        }
-    };
-    let oauth = parse_oauth(cx, at, entry)?;
-    if oauth.is_some() && matches!(transport, TransportConfig::Stdio { .. }) {
-        return Err(cx.err(
-            format!("{at}.oauth"),
-            "applies to remote servers only (\"url\"); a stdio server gets its credentials from \"env\"",
-        ));
+/// An object of strings (`env`, `headers`); numbers and booleans are taken as their text.
+#[derive(Deserialize, Default)]
+#[serde(try_from = "Value")]
+struct StrMap(BTreeMap<String, String>);
+
+impl TryFrom<Value> for StrMap {
+    type Error = String;
+    fn try_from(value: Value) -> Result<Self, String> {
+        let map = match value {
+            Value::Null => return Ok(Self::default()),
+            Value::Object(map) => map,
+            other => return Err(wrong("an object of strings", &other)),
+        };
+        let pair = |(key, value)| match value {
+            Value::String(s) => Ok((key, s)),
+            Value::Number(n) => Ok((key, n.to_string())),
+            Value::Bool(b) => Ok((key, b.to_string())),
+            other => Err(format!(
+                "must be an object of strings, but \"{key}\" is {}",
+                kind(&other)
+            )),
+        };
+        map.into_iter()
+            .map(pair)
+            .collect::<Result<_, _>>()
+            .map(Self)
     }
-    cx.bool(entry, at, "disabled")?;
-    Ok(ServerConfig {
-        name,
-        key: key.to_owned(),
-        description: cx.string(entry, at, "description")?,
-        transport,
-        always_load: cx.bool(entry, at, "alwaysLoad")?,
-        idle_timeout: cx
-            .positive(entry, at, "idleTimeoutSecs")?
-            .map_or(defaults.idle_timeout, Duration::from_secs),
-        call_timeout: cx
-            .positive(entry, at, "timeoutSecs")?
-            .map_or(defaults.call_timeout, Duration::from_secs),
-        tools: ToolFilter::new(
-            cx.strings(entry, at, "allowTools")?,
-            cx.strings(entry, at, "denyTools")?,
-        )
-        .map_err(|e| cx.err(format!("{at}.{}[{}]", e.key, e.index), e.message))?,
-        max_result_tokens: cx
-            .positive(entry, at, "maxResultTokens")?
-            .or(defaults.max_result_tokens),
-        oauth,
-    })
 }
 
-const OAUTH_KEYS: &[&str] = &[
-    "clientId",
-    "clientSecret",
-    "scopes",
-    "callbackPort",
-    "authServerMetadataUrl",
-    "clientMetadataUrl",
-];
+/// `true` or `false`.
+#[derive(Deserialize, Default)]
+#[serde(try_from = "Value")]
+struct Flag(bool);
 
-/// The `oauth` block (meta-server's and Claude Code's keys), or Cursor's `auth` block
-/// (`CLIENT_ID`, `CLIENT_SECRET`, `scopes`).
-fn parse_oauth(
-    cx: &Cx<'_>,
-    at: &str,
-    entry: &Map<String, Value>,
-) -> Result<Option<OAuthConfig>, ConfigError> {
-    if let Some(Value::Object(auth)) = entry.get("auth").filter(|_| !entry.contains_key("oauth")) {
-        let at = format!("{at}.auth");
-        return Ok(Some(OAuthConfig {
-            client_id: cx.string(auth, &at, "CLIENT_ID")?,
-            client_secret: cx.string(auth, &at, "CLIENT_SECRET")?,
-            scopes: cx.strings(auth, &at, "scopes")?,
-            ..OAuthConfig::default()
-        }));
-    }
-    let block = match entry.get("oauth") {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Object(block)) => block,
-        Some(other) => {
-            return Err(cx.err(
-                format!("{at}.oauth"),
-                format!("must be an object, found {}", kind(other)),
-            ));
+impl TryFrom<Value> for Flag {
+    type Error = String;
+    fn try_from(value: Value) -> Result<Self, String> {
+        match value {
+            Value::Null => Ok(Self(false)),
+            Value::Bool(b) => Ok(Self(b)),
+            other => Err(wrong("true or false", &other)),
         }
-    };
-    let at = format!("{at}.oauth");
-    if let Some(unknown) = block.keys().find(|k| !OAUTH_KEYS.contains(&k.as_str())) {
-        return Err(cx.err(
-            format!("{at}.{unknown}"),
-            format!("unknown key; known keys are {}", OAUTH_KEYS.join(", ")),
-        ));
     }
-    let callback_port = match cx.positive(block, &at, "callbackPort")? {
-        None => None,
-        Some(port) => Some(u16::try_from(port).map_err(|_| {
-            cx.err(
-                format!("{at}.callbackPort"),
-                format!("must be a port number (1 to 65535), found {port}"),
-            )
-        })?),
-    };
-    let url = |key: &str| -> Result<Option<String>, ConfigError> {
-        let value = cx.string(block, &at, key)?;
-        if let Some(v) = &value
-            && !(v.starts_with("https://") || v.starts_with("http://"))
-        {
-            return Err(cx.err(
-                format!("{at}.{key}"),
-                format!("\"{v}\" must be an http(s) URL"),
-            ));
+}
+
+/// A whole number above 0 (counts, seconds, tokens).
+#[derive(Deserialize)]
+#[serde(try_from = "Value")]
+struct Positive(u64);
+
+impl TryFrom<Value> for Positive {
+    type Error = String;
+    fn try_from(value: Value) -> Result<Self, String> {
+        match value {
+            Value::Number(n) => match n.as_u64() {
+                Some(v) if v > 0 => Ok(Self(v)),
+                _ => Err(format!("must be a whole number above 0, found {n}")),
+            },
+            other => Err(wrong("a whole number above 0", &other)),
         }
-        Ok(value)
-    };
-    Ok(Some(OAuthConfig {
-        client_id: cx.string(block, &at, "clientId")?,
-        client_secret: cx.string(block, &at, "clientSecret")?,
-        scopes: cx.strings(block, &at, "scopes")?,
-        callback_port,
-        auth_server_metadata_url: url("authServerMetadataUrl")?,
-        client_metadata_url: url("clientMetadataUrl")?,
-    }))
+    }
+}
+
+/// A TCP port, 1 to 65535.
+#[derive(Deserialize)]
+#[serde(try_from = "Value")]
+struct Port(u16);
+
+impl TryFrom<Value> for Port {
+    type Error = String;
+    fn try_from(value: Value) -> Result<Self, String> {
+        const WHAT: &str = "a port number (1 to 65535)";
+        match value {
+            Value::Number(n) => match n.as_u64().and_then(|p| u16::try_from(p).ok()) {
+                Some(p) if p > 0 => Ok(Self(p)),
+                _ => Err(format!("must be {WHAT}, found {n}")),
+            },
+            other => Err(wrong(WHAT, &other)),
+        }
+    }
+}
+
+/// An http:// or https:// URL.
+#[derive(Deserialize)]
+#[serde(try_from = "Value")]
+struct HttpUrl(String);
+
+impl TryFrom<Value> for HttpUrl {
+    type Error = String;
+    fn try_from(value: Value) -> Result<Self, String> {
+        match value {
+            Value::String(url) if url.starts_with("https://") || url.starts_with("http://") => {
+                Ok(Self(url))
+            }
+            Value::String(url) => Err(format!("\"{url}\" must be an http(s) URL")),
+            other => Err(wrong("an http(s) URL", &other)),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -726,6 +789,133 @@ mod tests {
         assert!(e.contains("mcpServers"), "{e}");
         let e = invalid("{\"mcpServers\": {\n  \"s\": {\"command\": \"x\",}\n}}");
         assert!(e.contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn wrong_values_say_what_they_must_be_without_quoting_them() {
+        let e = skipped(r#"{"mcpServers": {"s": {"command": "x", "args": "--token s3cret"}}}"#);
+        assert_eq!(
+            e,
+            r#"mcpServers."s".args: must be an array of strings, found a string"#
+        );
+        let e = skipped(r#"{"mcpServers": {"s": {"command": "x", "args": ["a", 7]}}}"#);
+        assert_eq!(
+            e,
+            r#"mcpServers."s".args: must be an array of strings, but item 2 is a number"#
+        );
+        let e = skipped(r#"{"mcpServers": {"s": {"command": "x", "env": {"K": ["s3cret"]}}}}"#);
+        assert_eq!(
+            e,
+            r#"mcpServers."s".env: must be an object of strings, but "K" is an array"#
+        );
+        let e = skipped(r#"{"mcpServers": {"s": {"url": "http://x", "headers": "s3cret"}}}"#);
+        assert_eq!(
+            e,
+            r#"mcpServers."s".headers: must be an object of strings, found a string"#
+        );
+        let e = skipped(r#"{"mcpServers": {"s": {"command": "x", "timeoutSecs": 1.5}}}"#);
+        assert_eq!(
+            e,
+            r#"mcpServers."s".timeoutSecs: must be a whole number above 0, found 1.5"#
+        );
+        let e = skipped(r#"{"mcpServers": {"s": {"url": "http://x", "oauth": "s3cret"}}}"#);
+        assert_eq!(
+            e,
+            r#"mcpServers."s".oauth: must be an object, found a string"#
+        );
+        let e = skipped(
+            r#"{"mcpServers": {"s": {"url": "http://x", "oauth": {"authServerMetadataUrl": "ftp://x"}}}}"#,
+        );
+        assert_eq!(
+            e,
+            r#"mcpServers."s".oauth.authServerMetadataUrl: "ftp://x" must be an http(s) URL"#
+        );
+        let e = skipped(r#"{"mcpServers": {"s": {"url": "http://x", "auth": {"CLIENT_ID": 1}}}}"#);
+        assert_eq!(
+            e,
+            r#"mcpServers."s".auth.CLIENT_ID: must be a string, found a number"#
+        );
+        let e = skipped(r#"{"mcpServers": {"s": {"command": "x", "allowTools": ["[a"]}}}"#);
+        assert!(
+            e.starts_with(r#"mcpServers."s".allowTools[0]: "[a" is not a valid glob"#),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn values_other_clients_write_are_taken() {
+        let s = parse_str(
+            "\u{feff}{\"servers\": {
+                \"a\": {\"type\": \"streamable-http\", \"url\": \"http://x\"},
+                \"b\": {\"type\": \"streamableHttp\", \"url\": \"http://x\"},
+                \"c\": {\"type\": \"streamable_http\", \"url\": \"${BASE}/mcp\"},
+                \"d\": {\"type\": \"stdio\", \"command\": \"x\", \"env\": {\"N\": 3, \"B\": true},
+                        \"args\": null, \"cwd\": null, \"autoApprove\": [\"t\"], \"alwaysAllow\": 1},
+                \"e\": {\"url\": \"http://x\", \"auth\": \"not cursor's\"},
+                \"f\": {\"command\": \"x\", \"disabled\": true, \"args\": 42}
+            }}",
+        )
+        .unwrap();
+        assert!(s.skipped.is_empty(), "{:?}", s.skipped);
+        let names: Vec<_> = s.servers.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c", "d", "e"]);
+        for name in ["a", "b", "c"] {
+            let transport = &s.server(name).unwrap().transport;
+            assert!(matches!(transport, TransportConfig::Http { .. }), "{name}");
+        }
+        let TransportConfig::Stdio { env, args, cwd, .. } = &s.server("d").unwrap().transport
+        else {
+            panic!("d is stdio");
+        };
+        assert_eq!(env["N"], "3");
+        assert_eq!(env["B"], "true");
+        assert!(args.is_empty() && cwd.is_none());
+        assert_eq!(s.server("e").unwrap().oauth, None);
+    }
+
+    #[test]
+    fn meta_server_options_are_checked() {
+        let s = parse_str(
+            r#"{"metaServer": {"indexConcurrency": 2, "resultMemoryMb": 1, "tokenizer": "estimate",
+                "skillsDirs": ["skills"], "embeddings": {"dir": "e"}, "maxResultTokens": 5,
+                "search": {"embeddings": false}},
+                "mcpServers": {"s": {"command": "x"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(s.index_concurrency, 2);
+        assert_eq!(s.results.memory_bytes, 1 << 20);
+        assert_eq!(s.results.tokenizer, Tokenizer::Estimate);
+        assert_eq!(s.skills_dirs, [Path::new("/cfg/skills")]);
+        assert_eq!(s.embed_dir, Path::new("/cfg/e"));
+        assert!(!s.embeddings);
+        let e = invalid(r#"{"metaServer": {"search": {"embeddings": "no"}}, "mcpServers": {}}"#);
+        assert!(
+            e.contains("metaServer.search.embeddings") && e.contains("true or false"),
+            "{e}"
+        );
+        assert_eq!(s.server("s").unwrap().max_result_tokens, Some(5));
+        let e = invalid(r#"{"metaServer": [], "mcpServers": {}}"#);
+        assert!(
+            e.ends_with("metaServer: must be an object, found an array"),
+            "{e}"
+        );
+        let e = invalid(r#"{"metaServer": {"embeddings": {"path": "x"}}, "mcpServers": {}}"#);
+        assert!(
+            e.contains("metaServer.embeddings.path") && e.contains("`dir`"),
+            "{e}"
+        );
+        let e = invalid(r#"{"metaServer": {"tokenizer": "cl100k"}, "mcpServers": {}}"#);
+        assert!(
+            e.contains("metaServer.tokenizer") && e.contains("\"estimate\""),
+            "{e}"
+        );
+        let e = invalid(r#"{"metaServer": {"indexConcurrency": 0}, "mcpServers": {}}"#);
+        assert!(
+            e.ends_with("metaServer.indexConcurrency: must be a whole number above 0, found 0"),
+            "{e}"
+        );
+        let e = invalid("[]");
+        assert!(e.contains("top level"), "{e}");
     }
 
     #[test]

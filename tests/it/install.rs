@@ -347,6 +347,39 @@ fn install_alone_imports_first_and_keeps_existing_servers() {
 }
 
 #[test]
+fn files_starting_with_a_byte_order_mark_are_read_and_keep_it() {
+    let case = &cases()[0];
+    let (dir, client_file, config, original) = setup(case);
+    std::fs::write(
+        &client_file,
+        [b"\xEF\xBB\xBF".as_slice(), &original].concat(),
+    )
+    .unwrap();
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    let before = "\u{feff}{\"mcpServers\": {\"memory\": {\"command\": \"my-memory\"}}}\n";
+    std::fs::write(&config, before).unwrap();
+
+    run(&[
+        "--config",
+        s(&config),
+        "install",
+        "--client",
+        case.client,
+        s(&client_file),
+    ]);
+    let [config, client]: [Value; 2] = [&config, &client_file].map(|file| {
+        let text = std::fs::read_to_string(file).unwrap();
+        let json = text.strip_prefix('\u{feff}');
+        let json = json.unwrap_or_else(|| panic!("{} lost its byte order mark", file.display()));
+        serde_json::from_str(json).unwrap()
+    });
+    assert_eq!(config["mcpServers"]["memory"]["command"], "my-memory");
+    assert_eq!(config["mcpServers"]["filesystem"]["command"], "npx");
+    assert!(client["mcpServers"].get(ENTRY_NAME).is_some(), "{client}");
+    drop(dir);
+}
+
+#[test]
 fn errors_name_the_file_and_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("config.json");
