@@ -16,4 +16,5 @@ pub mod result;
 pub mod search;
 pub mod server;
 pub mod skills;
+pub mod store;
 pub mod upstream;

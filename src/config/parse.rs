@@ -9,9 +9,9 @@ use serde_json::{Map, Value};
 
 use super::{
     ConfigError, DEFAULT_CALL_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_INDEX_CONCURRENCY,
-    DEFAULT_RESULT_MEMORY, DEFAULT_RESULT_TTL, OAuthConfig, ResultSettings, ServerConfig, Settings,
-    SkippedServer, Tokenizer, ToolFilter, TransportConfig, default_catalog_dir,
-    default_skills_dirs, server_identifier,
+    DEFAULT_RESULT_MEMORY, DEFAULT_RESULT_TTL, DEFAULT_STORE_MAX_RESULT, DEFAULT_STORE_TTL,
+    OAuthConfig, ResultSettings, ServerConfig, Settings, SkippedServer, StoreSettings, Tokenizer,
+    ToolFilter, TransportConfig, default_catalog_dir, default_skills_dirs, server_identifier,
 };
 
 const GLOBAL_KEYS: &[&str] = &[
@@ -26,7 +26,10 @@ const GLOBAL_KEYS: &[&str] = &[
     "resultTtlSecs",
     "resultMemoryMb",
     "tokenizer",
+    "store",
 ];
+
+const STORE_KEYS: &[&str] = &["url", "ttlSecs", "maxResultMb"];
 
 /// Reads one value at a location, producing errors that name the file and the location.
 struct Cx<'a> {
@@ -254,6 +257,19 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
             }
         },
     };
+    let store = match global.get("store") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(block)) => Some(parse_store(&cx, block)?),
+        Some(other) => {
+            return Err(cx.err(
+                "metaServer.store",
+                format!(
+                    "must be an object like {{\"url\": \"redis://127.0.0.1:6379\"}}, found {}",
+                    kind(other)
+                ),
+            ));
+        }
+    };
     let defaults = Defaults {
         idle_timeout: cx
             .positive(&global, "metaServer", "idleTimeoutSecs")?
@@ -330,8 +346,41 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
         skills_dirs,
         embed_dir,
         results,
+        store,
         servers: out,
         skipped,
+    })
+}
+
+/// `metaServer.store`: `url` (required, `redis://` or `rediss://`), `ttlSecs`, `maxResultMb`.
+fn parse_store(cx: &Cx<'_>, block: &Map<String, Value>) -> Result<StoreSettings, ConfigError> {
+    const AT: &str = "metaServer.store";
+    if let Some(unknown) = block.keys().find(|k| !STORE_KEYS.contains(&k.as_str())) {
+        return Err(cx.err(
+            format!("{AT}.{unknown}"),
+            format!("unknown key; known keys are {}", STORE_KEYS.join(", ")),
+        ));
+    }
+    let url = cx.string(block, AT, "url")?.ok_or_else(|| {
+        cx.err(
+            format!("{AT}.url"),
+            "is missing; give the store's URL, like redis://127.0.0.1:6379 (a password as ${VAR})",
+        )
+    })?;
+    if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+        return Err(cx.err(
+            format!("{AT}.url"),
+            "must start with redis:// or rediss:// (TLS); Valkey and Redis both speak it",
+        ));
+    }
+    Ok(StoreSettings {
+        url,
+        ttl: cx
+            .positive(block, AT, "ttlSecs")?
+            .map_or(DEFAULT_STORE_TTL, Duration::from_secs),
+        max_result_bytes: cx
+            .positive(block, AT, "maxResultMb")?
+            .map_or(DEFAULT_STORE_MAX_RESULT, |mb| mb << 20),
     })
 }
 
@@ -713,5 +762,49 @@ mod tests {
             e.contains("--config") && e.contains("META_SERVER_CONFIG"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_shared_store_block() {
+        let settings = parse_str(r#"{"mcpServers": {}}"#).unwrap();
+        assert!(settings.store.is_none(), "no store unless configured");
+        let settings = parse_str(
+            r#"{"metaServer": {"store": {"url": "rediss://:${PW}@cache:6380/1", "ttlSecs": 60, "maxResultMb": 8}}, "mcpServers": {}}"#,
+        )
+        .unwrap();
+        let store = settings.store.unwrap();
+        assert_eq!(store.url, "rediss://:${PW}@cache:6380/1", "kept unexpanded");
+        assert_eq!(store.ttl, Duration::from_secs(60));
+        assert_eq!(store.max_result_bytes, 8 << 20);
+        assert!(
+            !format!("{store:?}").contains("PW"),
+            "the URL is never printed"
+        );
+        let defaults =
+            parse_str(r#"{"metaServer": {"store": {"url": "redis://h"}}, "mcpServers": {}}"#)
+                .unwrap()
+                .store
+                .unwrap();
+        assert_eq!(defaults.ttl, DEFAULT_STORE_TTL);
+        assert_eq!(defaults.max_result_bytes, DEFAULT_STORE_MAX_RESULT);
+        let e = invalid(r#"{"metaServer": {"store": {"url": "http://h"}}, "mcpServers": {}}"#);
+        assert!(
+            e.contains("metaServer.store.url") && e.contains("redis://"),
+            "{e}"
+        );
+        let e = invalid(r#"{"metaServer": {"store": {}}, "mcpServers": {}}"#);
+        assert!(
+            e.contains("metaServer.store.url") && e.contains("missing"),
+            "{e}"
+        );
+        let e = invalid(
+            r#"{"metaServer": {"store": {"url": "redis://h", "ttl": 5}}, "mcpServers": {}}"#,
+        );
+        assert!(
+            e.contains("metaServer.store.ttl") && e.contains("ttlSecs"),
+            "{e}"
+        );
+        let e = invalid(r#"{"metaServer": {"store": "redis://h"}, "mcpServers": {}}"#);
+        assert!(e.contains("must be an object"), "{e}");
     }
 }

@@ -19,8 +19,10 @@ mod http;
 mod instructions;
 mod library;
 mod login_offer;
+pub mod metrics;
 mod reply;
 mod search_tool;
+mod shared;
 mod skill_tool;
 mod state;
 mod stdio;
@@ -31,6 +33,7 @@ use std::sync::Arc;
 
 use crate::config::Settings;
 use crate::search::SearchError;
+use crate::store::{StoreError, Valkey};
 
 pub use definitions::definitions;
 pub use handler::MetaServer;
@@ -50,11 +53,39 @@ pub fn search(state: &State, args: SearchArgs) -> rmcp::model::CallToolResult {
     search_tool::run(state, soft, args)
 }
 
-/// Start-up shared by stdio and HTTP: loads the library from the catalogs, starts the
-/// freshness watcher, connects alwaysLoad servers, fixes `tools/list` and the `initialize`
-/// instructions, and indexes servers without a catalog in the background.
-async fn start(settings: Settings) -> Result<MetaServer, SearchError> {
-    let (state, missing) = State::open(settings)?;
+/// Why serving could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Library(#[from] SearchError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Start-up shared by stdio and HTTP: opens the shared store if one is configured (taking the
+/// catalogs other replicas listed), loads the library from the catalogs, starts the freshness
+/// watcher, connects alwaysLoad servers, fixes `tools/list` and the `initialize` instructions,
+/// and indexes servers without a catalog in the background.
+async fn start(settings: Settings) -> Result<MetaServer, StartError> {
+    let shared = match &settings.store {
+        Some(store) => Some(Valkey::open(&store.url)?),
+        None => None,
+    };
+    let pulled = match &shared {
+        Some(store) => {
+            tracing::info!(
+                store = store.shown_url(),
+                "results, sessions and catalogs are shared"
+            );
+            shared::pull(&settings, store).await
+        }
+        None => Vec::new(),
+    };
+    let (state, missing) = State::open(settings, shared.clone())?;
+    shared::record_pulled(&state, pulled);
+    if let Some(store) = shared {
+        tokio::spawn(shared::follow(state.clone(), store));
+    }
     state.embed_in_background();
     tokio::spawn(freshness::watch(state.clone()));
     let server = MetaServer::start(state.clone()).await;
