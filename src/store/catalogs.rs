@@ -38,15 +38,10 @@ impl Lease {
         let (key, token) = (self.key, self.token);
         let _ = self
             .store
-            .query("lease", |mut c| async move {
-                redis::cmd("EVAL")
-                    .arg(RELEASE)
-                    .arg(1)
-                    .arg(key)
-                    .arg(token)
-                    .query_async::<i64>(&mut c)
-                    .await
-            })
+            .query::<i64>(
+                "lease",
+                redis::cmd("EVAL").arg(RELEASE).arg(1).arg(key).arg(token),
+            )
             .await;
     }
 }
@@ -65,14 +60,10 @@ impl Valkey {
     ) -> Result<Option<SharedCatalog>, StoreError> {
         let key = self.key(&format!("c:{}", field(server, fingerprint)));
         let (json, version): (Option<String>, Option<String>) = self
-            .query("catalog", |mut c| async move {
-                redis::cmd("HMGET")
-                    .arg(key)
-                    .arg("json")
-                    .arg("version")
-                    .query_async(&mut c)
-                    .await
-            })
+            .query(
+                "catalog",
+                redis::cmd("HMGET").arg(key).arg("json").arg("version"),
+            )
             .await?;
         Ok(json
             .zip(version)
@@ -112,20 +103,15 @@ impl Valkey {
             .arg(&index)
             .arg(ttl)
             .ignore();
-        self.query("catalog", |mut c| async move {
-            pipe.query_async::<()>(&mut c).await
-        })
-        .await?;
+        self.query_pipe::<()>("catalog", &pipe).await?;
         Ok(version)
     }
 
     /// The version of every published catalog, by `<server>:<fingerprint>`.
     pub async fn catalog_versions(&self) -> Result<HashMap<String, String>, StoreError> {
         let index = self.key("catalogs");
-        self.query("catalog", |mut c| async move {
-            redis::cmd("HGETALL").arg(index).query_async(&mut c).await
-        })
-        .await
+        self.query("catalog", redis::cmd("HGETALL").arg(index))
+            .await
     }
 
     /// The version field of `server`'s catalog for `fingerprint` in [`Self::catalog_versions`].
@@ -138,18 +124,16 @@ impl Valkey {
         let key = self.key(&format!("lease:{name}"));
         let token = format!("{:032x}", rand::rng().random::<u128>());
         let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
-        let (k, t) = (key.clone(), token.clone());
         let taken: Option<String> = self
-            .query("lease", |mut c| async move {
+            .query(
+                "lease",
                 redis::cmd("SET")
-                    .arg(k)
-                    .arg(t)
+                    .arg(&key)
+                    .arg(&token)
                     .arg("NX")
                     .arg("PX")
-                    .arg(ms)
-                    .query_async(&mut c)
-                    .await
-            })
+                    .arg(ms),
+            )
             .await?;
         Ok(taken.map(|_| Lease {
             store: self.clone(),
@@ -161,11 +145,7 @@ impl Valkey {
     /// Whether somebody holds the lease `name`.
     pub async fn is_leased(&self, name: &str) -> Result<bool, StoreError> {
         let key = self.key(&format!("lease:{name}"));
-        let count: i64 = self
-            .query("lease", |mut c| async move {
-                redis::cmd("EXISTS").arg(key).query_async(&mut c).await
-            })
-            .await?;
+        let count: i64 = self.query("lease", redis::cmd("EXISTS").arg(key)).await?;
         Ok(count > 0)
     }
 }

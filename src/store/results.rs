@@ -65,9 +65,7 @@ impl SharedResults {
         let key = self.meta_key(id);
         let fields: HashMap<String, String> = self
             .store
-            .query("get", |mut c| async move {
-                redis::cmd("HGETALL").arg(key).query_async(&mut c).await
-            })
+            .query("get", redis::cmd("HGETALL").arg(key))
             .await?;
         Meta::read(fields)
             .filter(|meta| meta.owner == owner.as_str())
@@ -82,9 +80,7 @@ impl SharedResults {
         let keys: Vec<String> = range.map(|n| self.chunk_key(id, n)).collect();
         let parts: Vec<Option<String>> = self
             .store
-            .query("get", |mut c| async move {
-                redis::cmd("MGET").arg(keys).query_async(&mut c).await
-            })
+            .query("get", redis::cmd("MGET").arg(keys))
             .await?;
         parts
             .into_iter()
@@ -154,11 +150,7 @@ impl ResultStore for SharedResults {
             .arg(pieces.len())
             .ignore();
         pipe.cmd("PEXPIRE").arg(&meta).arg(ttl).ignore();
-        self.store
-            .query("put", |mut c| async move {
-                pipe.query_async::<()>(&mut c).await
-            })
-            .await?;
+        self.store.query_pipe::<()>("put", &pipe).await?;
         Ok(id)
     }
 

@@ -57,13 +57,7 @@ impl SharedSessions {
         let idle = self.idle_ms();
         tokio::spawn(async move {
             let _ = store
-                .query("session", |mut c| async move {
-                    redis::cmd("PEXPIRE")
-                        .arg(key)
-                        .arg(idle)
-                        .query_async::<i64>(&mut c)
-                        .await
-                })
+                .query::<i64>("session", redis::cmd("PEXPIRE").arg(key).arg(idle))
                 .await;
         });
     }
@@ -75,9 +69,7 @@ impl SessionStore for SharedSessions {
         let key = self.key(session_id);
         let text: Option<String> = self
             .store
-            .query("session", |mut c| async move {
-                redis::cmd("GET").arg(key).query_async(&mut c).await
-            })
+            .query("session", redis::cmd("GET").arg(key))
             .await?;
         match text {
             None => Ok(None),
@@ -90,15 +82,10 @@ impl SessionStore for SharedSessions {
         let text = serde_json::to_string(state)?;
         let idle = self.idle_ms();
         self.store
-            .query("session", |mut c| async move {
-                redis::cmd("SET")
-                    .arg(key)
-                    .arg(text)
-                    .arg("PX")
-                    .arg(idle)
-                    .query_async::<()>(&mut c)
-                    .await
-            })
+            .query::<()>(
+                "session",
+                redis::cmd("SET").arg(key).arg(text).arg("PX").arg(idle),
+            )
             .await?;
         Ok(())
     }
@@ -107,9 +94,7 @@ impl SessionStore for SharedSessions {
         let key = self.key(session_id);
         self.renewed.invalidate(session_id);
         self.store
-            .query("session", |mut c| async move {
-                redis::cmd("DEL").arg(key).query_async::<i64>(&mut c).await
-            })
+            .query::<i64>("session", redis::cmd("DEL").arg(key))
             .await?;
         Ok(())
     }

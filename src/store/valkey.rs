@@ -1,11 +1,13 @@
 //! The connection to the shared store (Valkey or Redis): opened lazily, reconnected by the
-//! `redis` crate's connection manager, every operation bounded in time. After a failure the
-//! store counts as down for a moment and operations fail at once, so a dead or hung store
-//! costs a caller at most one timeout, never a hang, and is used again as soon as it answers.
+//! `redis` crate's connection manager, every operation bounded in time. A store that refuses
+//! connections fails operations at once; one that does not answer in time counts as down for
+//! a moment, in which operations fail without waiting, so a hung store costs a caller at most
+//! one timeout, never a hang. Either is used again as soon as it answers.
 
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Mutex;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -16,7 +18,7 @@ use super::StoreError;
 const OP_TIMEOUT: Duration = Duration::from_secs(3);
 /// Time to open a connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
-/// After a failure, operations fail at once for this long instead of waiting again.
+/// After a timeout, operations fail at once for this long instead of waiting again.
 const DOWN_FOR: Duration = Duration::from_secs(1);
 /// Time a health check may take.
 const PING_TIMEOUT: Duration = Duration::from_secs(1);
@@ -34,8 +36,10 @@ pub struct Valkey {
 
 #[derive(Default)]
 struct Health {
-    /// Until when operations fail at once, and why.
+    /// Until when operations fail at once (after a timeout), and why.
     down: Mutex<Option<(Instant, String)>>,
+    /// Whether the last operation failed.
+    failing: std::sync::atomic::AtomicBool,
     /// Failed operations by kind.
     errors: Mutex<BTreeMap<&'static str, u64>>,
 }
@@ -85,9 +89,7 @@ impl Valkey {
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
             .set_response_timeout(Some(OP_TIMEOUT))
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_millis(200));
+            .set_number_of_retries(0);
         let conn = ConnectionManager::new_lazy_with_config(client, config)
             .map_err(|e| StoreError::BadUrl(format!("\"{shown}\" cannot be used ({e})")))?;
         Ok(Self {
@@ -107,11 +109,30 @@ impl Valkey {
         format!("{PREFIX}{name}")
     }
 
-    /// Runs `cmd` (a command or a pipeline) within the operation timeout, unless the store
-    /// is known to be down; a failure marks it down and is counted under `op`.
-    pub(super) async fn query<T, F, Fut>(&self, op: &'static str, run: F) -> Result<T, StoreError>
+    /// Runs `cmd` within the operation timeout, unless the store is known to be down; a
+    /// failure marks it down and is counted under `op`.
+    pub(super) async fn query<T: redis::FromRedisValue>(
+        &self,
+        op: &'static str,
+        cmd: &redis::Cmd,
+    ) -> Result<T, StoreError> {
+        self.guarded(op, |mut c| async move { cmd.query_async(&mut c).await })
+            .await
+    }
+
+    /// [`Self::query`] for a pipeline.
+    pub(super) async fn query_pipe<T: redis::FromRedisValue>(
+        &self,
+        op: &'static str,
+        pipe: &redis::Pipeline,
+    ) -> Result<T, StoreError> {
+        self.guarded(op, |mut c| async move { pipe.query_async(&mut c).await })
+            .await
+    }
+
+    async fn guarded<T, F, Fut>(&self, op: &'static str, run: F) -> Result<T, StoreError>
     where
-        F: FnOnce(ConnectionManager) -> Fut,
+        F: Fn(ConnectionManager) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         if let Some(why) = self.down_reason() {
@@ -120,6 +141,8 @@ impl Valkey {
         self.attempt(op, OP_TIMEOUT, run).await
     }
 
+    /// Runs `run` within `limit`. A connection lost since the last operation (the store
+    /// restarted) fails the first try and starts a new connection: the second try uses it.
     async fn attempt<T, F, Fut>(
         &self,
         op: &'static str,
@@ -127,17 +150,32 @@ impl Valkey {
         run: F,
     ) -> Result<T, StoreError>
     where
-        F: FnOnce(ConnectionManager) -> Fut,
+        F: Fn(ConnectionManager) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
-        let outcome = match tokio::time::timeout(limit, run(self.conn.clone())).await {
+        let once = || tokio::time::timeout(limit, run(self.conn.clone()));
+        let mut outcome = once().await;
+        if let Ok(Err(e)) = &outcome
+            && (e.is_io_error() || e.is_connection_dropped())
+            && !e.is_timeout()
+        {
+            outcome = once().await;
+        }
+        let timed_out = match &outcome {
+            Err(_) => true,
+            Ok(Err(e)) => e.is_timeout(),
+            Ok(Ok(_)) => false,
+        };
+        let outcome = match outcome {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) => Err(format!("{} ({e})", self.shown)),
             Err(_) => Err(format!("{} did not answer within {limit:?}", self.shown)),
         };
+        let health = &self.health;
+        health.failing.store(outcome.is_err(), Ordering::Relaxed);
         match outcome {
             Ok(value) => {
-                *self.health.down.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                *health.down.lock().unwrap_or_else(|e| e.into_inner()) = None;
                 Ok(value)
             }
             Err(why) => {
@@ -149,8 +187,10 @@ impl Valkey {
                     .unwrap_or_else(|e| e.into_inner())
                     .entry(op)
                     .or_default() += 1;
-                *self.health.down.lock().unwrap_or_else(|e| e.into_inner()) =
-                    Some((Instant::now() + DOWN_FOR, why.clone()));
+                if timed_out {
+                    *health.down.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some((Instant::now() + DOWN_FOR, why.clone()));
+                }
                 Err(StoreError::Unavailable(why))
             }
         }
@@ -166,15 +206,16 @@ impl Valkey {
 
     /// Asks the store whether it answers (always tried, even when it counts as down).
     pub async fn ping(&self) -> Result<(), StoreError> {
-        self.attempt("ping", PING_TIMEOUT, |mut conn| async move {
-            redis::cmd("PING").query_async::<String>(&mut conn).await
+        let ping = redis::cmd("PING");
+        self.attempt("ping", PING_TIMEOUT, |mut c| {
+            let ping = &ping;
+            async move { ping.query_async::<String>(&mut c).await }
         })
         .await
         .map(|_| ())
     }
 
     pub fn stats(&self) -> StoreStats {
-        let down = self.health.down.lock().unwrap_or_else(|e| e.into_inner());
         StoreStats {
             errors: self
                 .health
@@ -182,7 +223,7 @@ impl Valkey {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .clone(),
-            up: down.is_none(),
+            up: !self.health.failing.load(Ordering::Relaxed),
         }
     }
 }
@@ -235,28 +276,44 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_store_that_is_down_fails_fast_and_is_counted() {
+    async fn a_store_that_refuses_connections_fails_and_is_counted() {
         // Port 1 on loopback: nothing listens, connections are refused.
         let store = Valkey::open("redis://127.0.0.1:1").unwrap();
         let err = store.ping().await.unwrap_err();
         assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
         let again = store
-            .query("get", |mut c| async move {
-                redis::cmd("GET")
-                    .arg("x")
-                    .query_async::<Option<String>>(&mut c)
-                    .await
-            })
+            .query::<Option<String>>("get", redis::cmd("GET").arg("x"))
             .await;
         assert!(matches!(again, Err(StoreError::Unavailable(_))));
         let stats = store.stats();
-        assert!(
-            !stats.up && stats.errors.get("ping") == Some(&1),
-            "{stats:?}"
+        assert!(!stats.up, "{stats:?}");
+        assert_eq!(stats.errors.get("ping"), Some(&1));
+        assert_eq!(
+            stats.errors.get("get"),
+            Some(&1),
+            "a refusal is tried every time"
         );
-        assert!(
-            !stats.errors.contains_key("get"),
-            "while it counts as down, the store is not tried again: {stats:?}"
+    }
+
+    #[tokio::test]
+    async fn a_store_that_does_not_answer_is_not_waited_for_again() {
+        // A listener that accepts and never answers: the first operation times out.
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = silent.local_addr().unwrap();
+        let _accepting = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((conn, _)) = silent.accept().await {
+                held.push(conn);
+            }
+        });
+        let store = Valkey::open(&format!("redis://{addr}")).unwrap();
+        let get = redis::cmd("GET").arg("x").clone();
+        assert!(store.query::<Option<String>>("get", &get).await.is_err());
+        assert!(store.query::<Option<String>>("get", &get).await.is_err());
+        assert_eq!(
+            store.stats().errors.get("get"),
+            Some(&1),
+            "the second operation failed at once, without trying"
         );
     }
 }
