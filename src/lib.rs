@@ -18,4 +18,5 @@ pub mod script;
 pub mod search;
 pub mod server;
 pub mod skills;
+pub mod store;
 pub mod upstream;

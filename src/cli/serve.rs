@@ -24,7 +24,12 @@ const TOKEN_ENV: &str = "META_SERVER_TOKEN";
 /// With --http, clients connect to http://ADDR/mcp, each with its own session; all share one set
 /// of upstreams and one catalog, and each session reads back only the results it stored. When
 /// META_SERVER_TOKEN or --token-file gives a token, every request must send
-/// `Authorization: Bearer <token>`.
+/// `Authorization: Bearer <token>`. GET /healthz (no token) and GET /metrics (Prometheus text)
+/// answer on the same address.
+///
+/// With META_SERVER_STORE_URL (or metaServer.store.url: redis:// or rediss://, Valkey or
+/// Redis), several replicas behind one load balancer act as one server: they share stored
+/// results, sessions and catalogs.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Serve streamable HTTP at ADDR instead of stdio: IP:PORT, localhost:PORT, or just PORT

@@ -24,6 +24,12 @@ pub const DEFAULT_INDEX_CONCURRENCY: usize = 4;
 pub const DEFAULT_RESULT_TTL: Duration = Duration::from_secs(3600);
 /// Bytes of stored results kept in memory before the oldest are dropped.
 pub const DEFAULT_RESULT_MEMORY: u64 = 256 << 20;
+/// How long a result stays readable in the shared store (`metaServer.store.ttlSecs`).
+pub const DEFAULT_STORE_TTL: Duration = Duration::from_secs(3600);
+/// The largest result kept in the shared store (`metaServer.store.maxResultMb`).
+pub const DEFAULT_STORE_MAX_RESULT: u64 = 64 << 20;
+/// The environment variable that sets (and overrides) `metaServer.store.url`.
+pub const ENV_STORE_URL: &str = "META_SERVER_STORE_URL";
 /// Server name reserved for meta-server's own built-in tools.
 pub const RESERVED_SERVER: &str = "meta";
 /// Server name under which skills are listed.
@@ -91,6 +97,9 @@ pub struct Settings {
     pub embeddings: bool,
     /// Result budgets and the result store.
     pub results: ResultSettings,
+    /// The shared store of `serve` replicas (`metaServer.store`, `META_SERVER_STORE_URL`);
+    /// `None`: results in memory and on local disk, sessions and catalogs of this process only.
+    pub store: Option<StoreSettings>,
     /// Enabled servers, sorted by name.
     pub servers: Vec<ServerConfig>,
     /// Entries that cannot be served as written, in file order; the rest still work.
@@ -118,6 +127,27 @@ pub struct ResultSettings {
     /// `resultMemoryMb`: bytes of stored results kept in memory.
     pub memory_bytes: u64,
     pub tokenizer: Tokenizer,
+}
+
+/// The shared store (`metaServer.store`).
+#[derive(Clone, PartialEq)]
+pub struct StoreSettings {
+    /// `url`: `redis://` or `rediss://`, as written: `${VAR}` references are expanded when
+    /// the store is opened, never stored expanded.
+    pub url: String,
+    /// `ttlSecs`: how long stored results stay readable.
+    pub ttl: Duration,
+    /// `maxResultMb`: the largest result kept.
+    pub max_result_bytes: u64,
+}
+
+impl std::fmt::Debug for StoreSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreSettings")
+            .field("ttl", &self.ttl)
+            .field("max_result_bytes", &self.max_result_bytes)
+            .finish_non_exhaustive()
+    }
 }
 
 /// How result tokens are counted (`metaServer.tokenizer`).
@@ -150,6 +180,16 @@ impl Settings {
         }
         if let Some(on) = embeddings_from_env()? {
             settings.embeddings = on;
+        }
+        if let Some(url) = std::env::var(ENV_STORE_URL).ok().filter(|u| !u.is_empty()) {
+            settings.store = Some(StoreSettings {
+                url,
+                ..settings.store.unwrap_or(StoreSettings {
+                    url: String::new(),
+                    ttl: DEFAULT_STORE_TTL,
+                    max_result_bytes: DEFAULT_STORE_MAX_RESULT,
+                })
+            });
         }
         Ok(settings)
     }

@@ -18,9 +18,10 @@ use serde_json::Value;
 
 use super::{
     ConfigError, DEFAULT_CALL_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_INDEX_CONCURRENCY,
-    DEFAULT_RESULT_MEMORY, DEFAULT_RESULT_TTL, OAuthConfig, ResultSettings, ServerConfig, Settings,
-    SkippedServer, Tokenizer, ToolFilter, TransportConfig, default_catalog_dir, default_embed_dir,
-    default_skills_dirs, server_identifier,
+    DEFAULT_RESULT_MEMORY, DEFAULT_RESULT_TTL, DEFAULT_STORE_MAX_RESULT, DEFAULT_STORE_TTL,
+    OAuthConfig, ResultSettings, ServerConfig, Settings, SkippedServer, StoreSettings, Tokenizer,
+    ToolFilter, TransportConfig, default_catalog_dir, default_embed_dir, default_skills_dirs,
+    server_identifier,
 };
 
 /// `metaServer`: options for meta-server itself. Unknown keys are errors (they are typos).
@@ -41,6 +42,8 @@ struct Global {
     result_ttl_secs: Option<Positive>,
     result_memory_mb: Option<Positive>,
     tokenizer: Option<Str>,
+    /// [`Store`], read by [`read`].
+    store: Option<Value>,
 }
 
 /// `metaServer.embeddings`.
@@ -48,6 +51,43 @@ struct Global {
 #[serde(deny_unknown_fields)]
 struct Embeddings {
     dir: Option<Str>,
+}
+
+/// `metaServer.store`: the shared store of `serve` replicas.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Store {
+    url: Option<Str>,
+    ttl_secs: Option<Positive>,
+    max_result_mb: Option<Positive>,
+}
+
+impl Store {
+    /// `url` is required and must be `redis://` or `rediss://`; kept unexpanded (`${VAR}`).
+    fn settings(self) -> Result<StoreSettings, Invalid> {
+        const AT: &str = "metaServer.store.url";
+        let url = self.url.ok_or_else(|| {
+            Invalid::new(
+                AT,
+                "is missing; give the store's URL, like redis://127.0.0.1:6379 (a password as ${VAR})",
+            )
+        })?;
+        if !(url.0.starts_with("redis://") || url.0.starts_with("rediss://")) {
+            return Err(Invalid::new(
+                AT,
+                "must start with redis:// or rediss:// (TLS); Valkey and Redis both speak it",
+            ));
+        }
+        Ok(StoreSettings {
+            url: url.0,
+            ttl: self
+                .ttl_secs
+                .map_or(DEFAULT_STORE_TTL, |n| Duration::from_secs(n.0)),
+            max_result_bytes: self
+                .max_result_mb
+                .map_or(DEFAULT_STORE_MAX_RESULT, |mb| mb.0 << 20),
+        })
+    }
 }
 
 /// `metaServer.search`.
@@ -225,6 +265,11 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
         .map(|s| read("metaServer.search", s))
         .transpose()
         .map_err(|e| e.in_file(path))?;
+    let store = global
+        .store
+        .map(|s| read::<Store>("metaServer.store", s).and_then(Store::settings))
+        .transpose()
+        .map_err(|e| e.in_file(path))?;
     let (section, servers) = match (root.remove("mcpServers"), root.remove("servers")) {
         (Some(servers), _) => ("mcpServers", servers),
         (None, Some(servers)) => ("servers", servers),
@@ -298,6 +343,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
                 .map_or(DEFAULT_RESULT_MEMORY, |mb| mb.0 << 20),
             tokenizer,
         },
+        store,
         servers: out,
         skipped,
     })
@@ -927,5 +973,49 @@ mod tests {
             e.contains("--config") && e.contains("META_SERVER_CONFIG"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_shared_store_block() {
+        let settings = parse_str(r#"{"mcpServers": {}}"#).unwrap();
+        assert!(settings.store.is_none(), "no store unless configured");
+        let settings = parse_str(
+            r#"{"metaServer": {"store": {"url": "rediss://:${PW}@cache:6380/1", "ttlSecs": 60, "maxResultMb": 8}}, "mcpServers": {}}"#,
+        )
+        .unwrap();
+        let store = settings.store.unwrap();
+        assert_eq!(store.url, "rediss://:${PW}@cache:6380/1", "kept unexpanded");
+        assert_eq!(store.ttl, Duration::from_secs(60));
+        assert_eq!(store.max_result_bytes, 8 << 20);
+        assert!(
+            !format!("{store:?}").contains("PW"),
+            "the URL is never printed"
+        );
+        let defaults =
+            parse_str(r#"{"metaServer": {"store": {"url": "redis://h"}}, "mcpServers": {}}"#)
+                .unwrap()
+                .store
+                .unwrap();
+        assert_eq!(defaults.ttl, DEFAULT_STORE_TTL);
+        assert_eq!(defaults.max_result_bytes, DEFAULT_STORE_MAX_RESULT);
+        let e = invalid(r#"{"metaServer": {"store": {"url": "http://h"}}, "mcpServers": {}}"#);
+        assert!(
+            e.contains("metaServer.store.url") && e.contains("redis://"),
+            "{e}"
+        );
+        let e = invalid(r#"{"metaServer": {"store": {}}, "mcpServers": {}}"#);
+        assert!(
+            e.contains("metaServer.store.url") && e.contains("missing"),
+            "{e}"
+        );
+        let e = invalid(
+            r#"{"metaServer": {"store": {"url": "redis://h", "ttl": 5}}, "mcpServers": {}}"#,
+        );
+        assert!(
+            e.contains("metaServer.store.ttl") && e.contains("ttlSecs"),
+            "{e}"
+        );
+        let e = invalid(r#"{"metaServer": {"store": "redis://h"}, "mcpServers": {}}"#);
+        assert!(e.contains("must be an object"), "{e}");
     }
 }

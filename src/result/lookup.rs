@@ -7,8 +7,8 @@ use rmcp::model::ResourceContents;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::store::{Body, Owner, StoreError, Stored};
 use super::{ResultHandler, resource_uri, truncate};
+use crate::store::{Body, Owner, Slice, StoreError, Stored};
 
 /// Characters tried per budget token before the page is measured.
 const CHARS_PER_TOKEN: usize = 4;
@@ -74,7 +74,8 @@ pub struct Match {
 
 impl ResultHandler {
     /// A page of at most `budget` tokens (and `limit` chars, if given) starting at char `offset`.
-    pub fn page(
+    /// Without a pointer only the part of the result the page covers is read from the store.
+    pub async fn page(
         &self,
         id: &str,
         owner: &Owner,
@@ -83,11 +84,21 @@ impl ResultHandler {
         pointer: Option<&str>,
         budget: usize,
     ) -> Result<Page, LookupError> {
-        let stored = self.text_of(id, owner)?;
-        let derived;
-        let source: &Stored = match pointer.filter(|p| !p.is_empty()) {
-            None => &stored,
+        let mut max_chars = limit
+            .unwrap_or(usize::MAX)
+            .min(budget.saturating_mul(CHARS_PER_TOKEN))
+            .max(1);
+        let slice = match pointer.filter(|p| !p.is_empty()) {
+            None => {
+                let slice = self
+                    .store
+                    .slice(id, owner, offset, max_chars.saturating_add(1))
+                    .await?;
+                binary_check(id, &slice.stored)?;
+                slice
+            }
             Some(pointer) => {
+                let stored = self.text_of(id, owner).await?;
                 let value: Value = serde_json::from_str(stored.as_text().unwrap_or_default())
                     .map_err(|_| LookupError::NotJson { id: id.to_owned() })?;
                 let found = value
@@ -100,11 +111,16 @@ impl ResultHandler {
                     Value::String(s) => s.clone(),
                     other => serde_json::to_string_pretty(other).expect("value serializes"),
                 };
-                derived = Stored::text(&stored.tool, "application/json", text);
-                &derived
+                let derived = Stored::text(&stored.tool, "application/json", text);
+                let total = derived.char_len();
+                Slice {
+                    stored: std::sync::Arc::new(derived),
+                    start: 0,
+                    total,
+                }
             }
         };
-        let total = source.char_len();
+        let total = slice.total;
         if offset > total {
             return Err(LookupError::PastEnd {
                 id: id.to_owned(),
@@ -112,15 +128,14 @@ impl ResultHandler {
                 total,
             });
         }
+        // Char offsets within the slice's text, which starts at char `slice.start`.
+        let source = &slice.stored;
+        let local = offset - slice.start.min(offset);
         let text = source.as_text().unwrap_or_default();
-        let start = source.byte_offset(offset);
-        let mut max_chars = limit
-            .unwrap_or(usize::MAX)
-            .min(budget.saturating_mul(CHARS_PER_TOKEN))
-            .max(1);
+        let start = source.byte_offset(local);
         let (content, taken) = loop {
             // A window one char wider than the page lets the boundary search see what follows.
-            let window = &text[start..source.byte_offset(offset + max_chars + 1)];
+            let window = &text[start..source.byte_offset(local + max_chars + 1)];
             let (content, next) = truncate::page(window, 0, max_chars);
             let tokens = if content.len() <= budget {
                 0
@@ -144,7 +159,7 @@ impl ResultHandler {
     }
 
     /// Lines of a stored result matching `pattern` (a regex; taken literally if it is not one).
-    pub fn search(
+    pub async fn search(
         &self,
         id: &str,
         owner: &Owner,
@@ -152,58 +167,22 @@ impl ResultHandler {
         context_lines: usize,
         max_matches: usize,
     ) -> Result<(Vec<Match>, usize), LookupError> {
-        let stored = self.text_of(id, owner)?;
-        let text = stored.as_text().unwrap_or_default();
-        let compile = |p: &str| {
-            regex::RegexBuilder::new(p)
-                .size_limit(PATTERN_SIZE_LIMIT)
-                .build()
-        };
-        let regex = compile(pattern)
-            .or_else(|_| compile(&regex::escape(pattern)))
-            .map_err(|_| LookupError::PatternTooLarge {
-                bytes: pattern.len(),
-            })?;
-        let (mut matches, mut total) = (Vec::new(), 0);
-        let (mut chars, mut lines, mut scanned) = (0usize, 1usize, 0usize);
-        let mut last_line_start = usize::MAX;
-        for m in regex.find_iter(text) {
-            if m.as_str().is_empty() {
-                continue;
-            }
-            total += 1;
-            if matches.len() == max_matches {
-                continue;
-            }
-            let before = &text[scanned..m.start()];
-            chars += before.chars().count();
-            lines += before.bytes().filter(|&b| b == b'\n').count();
-            scanned = m.start();
-            let line_start = text[..m.start()].rfind('\n').map_or(0, |i| i + 1);
-            let line_end = text[m.start()..]
-                .find('\n')
-                .map_or(text.len(), |i| m.start() + i);
-            if line_end - line_start > LONG_LINE {
-                matches.push(Match {
-                    offset: chars,
-                    line: lines,
-                    text: window(text, m.start(), m.end()),
-                });
-            } else if line_start != last_line_start {
-                last_line_start = line_start;
-                matches.push(Match {
-                    offset: chars,
-                    line: lines,
-                    text: with_context(text, line_start, line_end, context_lines),
-                });
-            }
-        }
-        Ok((matches, total))
+        let stored = self.text_of(id, owner).await?;
+        search_text(
+            stored.as_text().unwrap_or_default(),
+            pattern,
+            context_lines,
+            max_matches,
+        )
     }
 
     /// The whole stored result as an MCP resource.
-    pub fn read_resource(&self, id: &str, owner: &Owner) -> Result<ResourceContents, LookupError> {
-        let stored = self.store.get(id, owner)?;
+    pub async fn read_resource(
+        &self,
+        id: &str,
+        owner: &Owner,
+    ) -> Result<ResourceContents, LookupError> {
+        let stored = self.store.get(id, owner).await?;
         let uri = resource_uri(id);
         Ok(match &stored.body {
             Body::Text(text) => ResourceContents::TextResourceContents {
@@ -221,17 +200,82 @@ impl ResultHandler {
         })
     }
 
-    fn text_of(&self, id: &str, owner: &Owner) -> Result<std::sync::Arc<Stored>, LookupError> {
-        let stored = self.store.get(id, owner)?;
-        if stored.as_text().is_none() {
-            return Err(LookupError::Binary {
-                id: id.to_owned(),
-                mime: stored.mime_type.clone(),
-                uri: resource_uri(id),
-            });
-        }
+    async fn text_of(
+        &self,
+        id: &str,
+        owner: &Owner,
+    ) -> Result<std::sync::Arc<Stored>, LookupError> {
+        let stored = self.store.get(id, owner).await?;
+        binary_check(id, &stored)?;
         Ok(stored)
     }
+}
+
+/// A binary result cannot be paged or searched: it is read whole with `resources/read`.
+fn binary_check(id: &str, stored: &Stored) -> Result<(), LookupError> {
+    if stored.as_text().is_none() {
+        return Err(LookupError::Binary {
+            id: id.to_owned(),
+            mime: stored.mime_type.clone(),
+            uri: resource_uri(id),
+        });
+    }
+    Ok(())
+}
+
+/// Lines of `text` matching `pattern` (a regex; taken literally if it is not one), with
+/// `context_lines` around each, at most `max_matches` of them; also returns how many matched.
+pub fn search_text(
+    text: &str,
+    pattern: &str,
+    context_lines: usize,
+    max_matches: usize,
+) -> Result<(Vec<Match>, usize), LookupError> {
+    let compile = |p: &str| {
+        regex::RegexBuilder::new(p)
+            .size_limit(PATTERN_SIZE_LIMIT)
+            .build()
+    };
+    let regex = compile(pattern)
+        .or_else(|_| compile(&regex::escape(pattern)))
+        .map_err(|_| LookupError::PatternTooLarge {
+            bytes: pattern.len(),
+        })?;
+    let (mut matches, mut total) = (Vec::new(), 0);
+    let (mut chars, mut lines, mut scanned) = (0usize, 1usize, 0usize);
+    let mut last_line_start = usize::MAX;
+    for m in regex.find_iter(text) {
+        if m.as_str().is_empty() {
+            continue;
+        }
+        total += 1;
+        if matches.len() == max_matches {
+            continue;
+        }
+        let before = &text[scanned..m.start()];
+        chars += before.chars().count();
+        lines += before.bytes().filter(|&b| b == b'\n').count();
+        scanned = m.start();
+        let line_start = text[..m.start()].rfind('\n').map_or(0, |i| i + 1);
+        let line_end = text[m.start()..]
+            .find('\n')
+            .map_or(text.len(), |i| m.start() + i);
+        if line_end - line_start > LONG_LINE {
+            matches.push(Match {
+                offset: chars,
+                line: lines,
+                text: window(text, m.start(), m.end()),
+            });
+        } else if line_start != last_line_start {
+            last_line_start = line_start;
+            matches.push(Match {
+                offset: chars,
+                line: lines,
+                text: with_context(text, line_start, line_end, context_lines),
+            });
+        }
+    }
+    Ok((matches, total))
 }
 
 /// About `WINDOW` bytes either side of a match, on char boundaries, marked with ellipses.

@@ -5,19 +5,20 @@
 
 mod lookup;
 pub mod notice;
-pub mod store;
 pub mod truncate;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rmcp::model::{CallToolResult, ContentBlock, Resource, ResourceContents};
 use serde_json::Value;
 
 use crate::budget::{Limits, Route, TokenCounter};
 
-pub use lookup::{Match, Page};
+use crate::store;
+pub use crate::store::{Owner, ResultStore, SpillStore, StoreError, Stored};
+pub use lookup::{LookupError, Match, Page, search_text};
 pub use notice::{LOOKUP_TOOL, Notice};
-pub use store::{Owner, ResultStore, SpillStore, StoreError, Stored};
 
 /// URI scheme under which stored results are MCP resources.
 pub const RESOURCE_PREFIX: &str = "meta-server://results/";
@@ -42,6 +43,18 @@ pub fn resource_id(uri: &str) -> Option<&str> {
 pub struct ResultHandler {
     store: Arc<dyn ResultStore>,
     counter: Arc<dyn TokenCounter>,
+    counts: Counts,
+}
+
+/// What result handling has stored since start, for `/metrics`.
+#[derive(Debug, Default)]
+pub struct Counts {
+    /// Full results stored.
+    pub stored: AtomicU64,
+    /// Their bytes.
+    pub stored_bytes: AtomicU64,
+    /// Results cut without their full version kept (the store was unreachable).
+    pub unkept: AtomicU64,
 }
 
 /// A result's tokens by part, with each part's tokens-per-byte ratio.
@@ -69,7 +82,24 @@ struct Parts {
 
 impl ResultHandler {
     pub fn new(store: Arc<dyn ResultStore>, counter: Arc<dyn TokenCounter>) -> Self {
-        Self { store, counter }
+        Self {
+            store,
+            counter,
+            counts: Counts::default(),
+        }
+    }
+
+    pub fn counts(&self) -> &Counts {
+        &self.counts
+    }
+
+    /// Stores `stored` for `owner`, counting what was kept.
+    async fn keep(&self, owner: &Owner, stored: Stored) -> Result<String, StoreError> {
+        let bytes = stored.size() as u64;
+        let id = self.store.put(owner, stored).await?;
+        self.counts.stored.fetch_add(1, Ordering::Relaxed);
+        self.counts.stored_bytes.fetch_add(bytes, Ordering::Relaxed);
+        Ok(id)
     }
 
     pub fn store(&self) -> &dyn ResultStore {
@@ -112,7 +142,9 @@ impl ResultHandler {
     }
 
     /// Passes `result` of `tool` through the limits of its route; what is stored is `owner`'s.
-    pub fn shape(
+    /// When the store cannot be reached, over-budget text is still cut, with a notice that
+    /// says its full version could not be kept.
+    pub async fn shape(
         &self,
         tool: &str,
         route: &Route,
@@ -157,8 +189,15 @@ impl ResultHandler {
             if binary_len(block) == 0 {
                 continue;
             }
-            match self.stash_binary(tool, owner, block) {
+            match self.stash_binary(tool, owner, block).await {
                 Ok(reference) => *block = reference,
+                Err(StoreError::Unavailable(why)) => {
+                    self.counts.unkept.fetch_add(1, Ordering::Relaxed);
+                    *block = ContentBlock::text(format!(
+                        "[binary content of {tool} ({} bytes of base64) left out: it is over the budget for {route}, and it could not be kept for reading back ({why})]",
+                        binary_len(block)
+                    ));
+                }
                 Err(e) => failures.push(e.to_string()),
             }
         }
@@ -170,14 +209,17 @@ impl ResultHandler {
         if let Some(first) = parts.first_text
             && text_tokens > text_share
         {
-            match self.cut_and_store(
-                tool,
-                owner,
-                &parts.text,
-                (text_tokens, text_ratio),
-                text_share,
-                &reason("the result", text_tokens),
-            ) {
+            match self
+                .cut_and_store(
+                    tool,
+                    owner,
+                    &parts.text,
+                    (text_tokens, text_ratio),
+                    text_share,
+                    &reason("the result", text_tokens),
+                )
+                .await
+            {
                 Ok((shown, notice, link)) => {
                     if parts.structured_duplicates_text {
                         result.structured_content = result
@@ -195,7 +237,7 @@ impl ResultHandler {
                     }
                     result.content = kept;
                     appended.push(ContentBlock::text(notice.render()));
-                    appended.push(link);
+                    appended.extend(link);
                 }
                 Err(e) => failures.push(e.to_string()),
             }
@@ -205,20 +247,23 @@ impl ResultHandler {
             && structured_tokens > structured_share
         {
             let reason = reason("structuredContent", structured_tokens);
-            match self.cut_and_store(
-                tool,
-                owner,
-                structured,
-                (structured_tokens, structured_ratio),
-                structured_share,
-                &reason,
-            ) {
+            match self
+                .cut_and_store(
+                    tool,
+                    owner,
+                    structured,
+                    (structured_tokens, structured_ratio),
+                    structured_share,
+                    &reason,
+                )
+                .await
+            {
                 Ok((shown, notice, link)) => {
                     result.structured_content = serde_json::from_str::<Value>(&shown)
                         .ok()
                         .filter(Value::is_object);
                     appended.push(ContentBlock::text(notice.render()));
-                    appended.push(link);
+                    appended.extend(link);
                 }
                 Err(e) => failures.push(e.to_string()),
             }
@@ -236,8 +281,9 @@ impl ResultHandler {
         result
     }
 
-    /// Stores `text` whole, cuts it to `budget` tokens, and builds its notice and resource link.
-    fn cut_and_store(
+    /// Stores `text` whole, cuts it to `budget` tokens, and builds its notice and resource
+    /// link; without a reachable store, the notice says the full text was not kept (no link).
+    async fn cut_and_store(
         &self,
         tool: &str,
         owner: &Owner,
@@ -245,7 +291,7 @@ impl ResultHandler {
         (tokens, ratio): (usize, f64),
         budget: usize,
         reason: &str,
-    ) -> Result<(String, Notice, ContentBlock), StoreError> {
+    ) -> Result<(String, Notice, Option<ContentBlock>), StoreError> {
         let (cut, returned) = self.cut_to(text, ratio, budget);
         // The cut already scanned the whole text; telling the rest apart needs only a prefix.
         let mime = if cut.boundary == truncate::Boundary::JsonElement {
@@ -257,15 +303,32 @@ impl ResultHandler {
                 _ => "text/plain",
             }
         };
-        let id = self
-            .store
-            .put(owner, Stored::text(tool, mime, text.to_owned()))?;
+        let kept = self
+            .keep(owner, Stored::text(tool, mime, text.to_owned()))
+            .await;
         let mut reason = reason.to_owned();
         if let Some(detail) = &cut.detail {
             // The detail can name a JSON Pointer, whose keys come from the result itself.
             reason.push_str("; ");
             reason.extend(detail.chars().take(MAX_DETAIL_CHARS));
         }
+        let id = match kept {
+            Ok(id) => id,
+            Err(StoreError::Unavailable(why)) => {
+                self.counts.unkept.fetch_add(1, Ordering::Relaxed);
+                let notice = Notice::unkept(
+                    tool,
+                    tokens,
+                    returned,
+                    cut.boundary.as_str(),
+                    reason,
+                    &why,
+                    cut.next_offset,
+                );
+                return Ok((cut.shown, notice, None));
+            }
+            Err(e) => return Err(e),
+        };
         let notice = Notice::new(
             tool,
             tokens,
@@ -279,7 +342,7 @@ impl ResultHandler {
         link.description = Some(format!("Full result of {tool} ({tokens} tokens)"));
         link.mime_type = Some(mime.to_owned());
         link.size = Some(text.len() as u64);
-        Ok((cut.shown, notice, ContentBlock::resource_link(link)))
+        Ok((cut.shown, notice, Some(ContentBlock::resource_link(link))))
     }
 
     /// Tokens of `text` and its tokens-per-byte ratio: exact up to `RATIO_SAMPLE` bytes, above
@@ -321,7 +384,7 @@ impl ResultHandler {
     }
 
     /// Moves an image, audio clip or binary resource into the store; returns the reference block.
-    fn stash_binary(
+    async fn stash_binary(
         &self,
         tool: &str,
         owner: &Owner,
@@ -345,8 +408,8 @@ impl ResultHandler {
         };
         let size = data.len() / 4 * 3;
         let id = self
-            .store
-            .put(owner, Stored::new(tool, &mime, store::Body::Blob(data)))?;
+            .keep(owner, Stored::new(tool, &mime, store::Body::Blob(data)))
+            .await?;
         let uri = resource_uri(&id);
         let mut link = Resource::new(uri.clone(), id.clone());
         link.mime_type = Some(mime.clone());
@@ -475,11 +538,11 @@ mod tests {
     }
 
     /// Follows the notice's recovery hint page by page and returns the whole text.
-    fn read_back(h: &ResultHandler, notice: &Value) -> String {
+    async fn read_back(h: &ResultHandler, notice: &Value) -> String {
         let id = notice["resourceId"].as_str().unwrap();
         let (mut offset, mut out) = (0, String::new());
         loop {
-            let page = h.page(id, me(), offset, None, None, 300).unwrap();
+            let page = h.page(id, me(), offset, None, None, 300).await.unwrap();
             assert!(page.content.len() <= 300 * 4 + 4);
             out.push_str(&page.content);
             if !page.has_more {
@@ -490,28 +553,32 @@ mod tests {
         }
     }
 
-    #[test]
-    fn small_results_pass_through_untouched() {
+    #[tokio::test]
+    async fn small_results_pass_through_untouched() {
         let result = CallToolResult::success(vec![ContentBlock::text("hi")]);
         assert_eq!(
-            handler().shape("fs__read", &route(), LIMITS, me(), result.clone()),
+            handler()
+                .shape("fs__read", &route(), LIMITS, me(), result.clone())
+                .await,
             result
         );
     }
 
-    #[test]
-    fn big_text_is_cut_stored_and_recoverable() {
+    #[tokio::test]
+    async fn big_text_is_cut_stored_and_recoverable() {
         let h = handler();
         let text: String = (0..2000)
             .map(|i| format!("line {i}: héllo wörld\n"))
             .collect();
-        let shaped = h.shape(
-            "fs__read",
-            &route(),
-            LIMITS,
-            me(),
-            CallToolResult::success(vec![ContentBlock::text(text.clone())]),
-        );
+        let shaped = h
+            .shape(
+                "fs__read",
+                &route(),
+                LIMITS,
+                me(),
+                CallToolResult::success(vec![ContentBlock::text(text.clone())]),
+            )
+            .await;
         let blocks = texts(&shaped);
         assert_eq!(blocks.len(), 2, "cut text + notice");
         assert!(ByteEstimate.count(&blocks[0]) <= LIMITS.soft);
@@ -531,9 +598,10 @@ mod tests {
             .as_resource_link()
             .expect("resource link");
         assert_eq!(resource_id(&link.uri), notice["resourceId"].as_str());
-        assert_eq!(read_back(&h, &notice), text);
+        assert_eq!(read_back(&h, &notice).await, text);
         let ResourceContents::TextResourceContents { text: whole, .. } = h
             .read_resource(resource_id(&link.uri).unwrap(), me())
+            .await
             .unwrap()
         else {
             panic!("text resource");
@@ -541,13 +609,15 @@ mod tests {
         assert_eq!(whole, text);
     }
 
-    #[test]
-    fn duplicated_structured_content_is_cut_the_same_way() {
+    #[tokio::test]
+    async fn duplicated_structured_content_is_cut_the_same_way() {
         let h = handler();
         let text = "abc def. ".repeat(1000);
         let mut result = CallToolResult::success(vec![ContentBlock::text(text.clone())]);
         result.structured_content = Some(json!({"content": text}));
-        let shaped = h.shape("fs__read_text_file", &route(), LIMITS, me(), result);
+        let shaped = h
+            .shape("fs__read_text_file", &route(), LIMITS, me(), result)
+            .await;
         let blocks = texts(&shaped);
         assert_eq!(
             shaped.structured_content,
@@ -556,15 +626,15 @@ mod tests {
         assert_eq!(blocks.len(), 2, "one notice for the one document");
     }
 
-    #[test]
-    fn separate_structured_content_gets_its_own_notice_and_stays_an_object() {
+    #[tokio::test]
+    async fn separate_structured_content_gets_its_own_notice_and_stays_an_object() {
         let h = handler();
         let items: Vec<Value> = (0..500)
             .map(|i| json!({"id": i, "name": format!("item {i}")}))
             .collect();
         let mut result = CallToolResult::success(vec![ContentBlock::text("500 items found")]);
         result.structured_content = Some(json!({"items": items}));
-        let shaped = h.shape("db__query", &route(), LIMITS, me(), result);
+        let shaped = h.shape("db__query", &route(), LIMITS, me(), result).await;
         let structured = shaped
             .structured_content
             .clone()
@@ -581,24 +651,26 @@ mod tests {
                 .contains("structuredContent")
         );
         let original = json!({"items": items}).to_string();
-        assert_eq!(read_back(&h, &notice), original);
+        assert_eq!(read_back(&h, &notice).await, original);
     }
 
-    #[test]
-    fn over_the_hard_limit_is_a_loud_error() {
+    #[tokio::test]
+    async fn over_the_hard_limit_is_a_loud_error() {
         let h = handler();
         let text = "x".repeat(500_000);
         let limits = Limits {
             soft: 1_000,
             hard: 50_000,
         };
-        let shaped = h.shape(
-            "fs__read",
-            &route(),
-            limits,
-            me(),
-            CallToolResult::success(vec![ContentBlock::text(text)]),
-        );
+        let shaped = h
+            .shape(
+                "fs__read",
+                &route(),
+                limits,
+                me(),
+                CallToolResult::success(vec![ContentBlock::text(text)]),
+            )
+            .await;
         assert_eq!(shaped.is_error, Some(true));
         let msg = &texts(&shaped)[0];
         for needle in [
@@ -613,15 +685,15 @@ mod tests {
         }
     }
 
-    #[test]
-    fn images_over_budget_go_to_the_store() {
+    #[tokio::test]
+    async fn images_over_budget_go_to_the_store() {
         let h = handler();
         let data = "iVBORw0KGgo".repeat(1000);
         let result = CallToolResult::success(vec![
             ContentBlock::text("a chart"),
             ContentBlock::Image(ImageContent::new(data.clone(), "image/png")),
         ]);
-        let shaped = h.shape("plot__draw", &route(), LIMITS, me(), result);
+        let shaped = h.shape("plot__draw", &route(), LIMITS, me(), result).await;
         assert_eq!(texts(&shaped), ["a chart"]);
         let link = shaped.content[1]
             .as_resource_link()
@@ -629,13 +701,14 @@ mod tests {
         assert_eq!(link.mime_type.as_deref(), Some("image/png"));
         let id = resource_id(&link.uri).unwrap();
         let ResourceContents::BlobResourceContents { blob, .. } =
-            h.read_resource(id, me()).unwrap()
+            h.read_resource(id, me()).await.unwrap()
         else {
             panic!("blob resource");
         };
         assert_eq!(blob, data);
         let err = h
             .page(id, me(), 0, None, None, 100)
+            .await
             .unwrap_err()
             .to_string();
         assert!(
@@ -644,16 +717,17 @@ mod tests {
         );
     }
 
-    #[test]
-    fn pages_search_and_pointers_read_the_stored_text() {
+    #[tokio::test]
+    async fn pages_search_and_pointers_read_the_stored_text() {
         let h = handler();
         let doc = json!({"meta": {"n": 2}, "items": [{"name": "ä"}, {"name": "needle here"}]})
             .to_string();
         let id = h
             .store
             .put(me(), Stored::text("t", "application/json", doc.clone()))
+            .await
             .unwrap();
-        let page = h.page(&id, me(), 0, Some(10), None, 1000).unwrap();
+        let page = h.page(&id, me(), 0, Some(10), None, 1000).await.unwrap();
         assert_eq!(
             page.content,
             doc.chars().take(page.next_offset).collect::<String>()
@@ -661,29 +735,36 @@ mod tests {
         assert!(page.has_more && page.total == doc.chars().count());
         let one = h
             .page(&id, me(), 0, None, Some("/items/1/name"), 1000)
+            .await
             .unwrap();
         assert_eq!(one.content, "needle here");
         let err = h
             .page(&id, me(), 0, None, Some("/nope"), 1000)
+            .await
             .unwrap_err()
             .to_string();
         assert!(err.contains("/nope"), "{err}");
         let err = h
             .page(&id, me(), 10_000, None, None, 1000)
+            .await
             .unwrap_err()
             .to_string();
         assert!(err.contains("past the end"), "{err}");
-        let (matches, total) = h.search(&id, me(), "needle", 0, 10).unwrap();
+        let (matches, total) = h.search(&id, me(), "needle", 0, 10).await.unwrap();
         assert_eq!(total, 1);
         let from: String = doc.chars().skip(matches[0].offset).collect();
         assert!(
             from.starts_with("needle"),
             "offset points at the match: {from}"
         );
-        let (_, total) = h.search(&id, me(), "[unclosed", 0, 10).unwrap();
+        let (_, total) = h.search(&id, me(), "[unclosed", 0, 10).await.unwrap();
         assert_eq!(total, 0, "an invalid regex is searched literally");
         let huge = format!("({}", "ab".repeat(250_000));
-        let err = h.search(&id, me(), &huge, 0, 10).unwrap_err().to_string();
+        let err = h
+            .search(&id, me(), &huge, 0, 10)
+            .await
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("too large") && err.contains("500001 bytes"),
             "{err}"

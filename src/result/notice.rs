@@ -1,4 +1,5 @@
 //! The truncation notice: the one place that writes it, same keys in the same order every time.
+//! When the full result could not be kept, `resourceId` is null and the hint says so.
 
 use serde::Serialize;
 
@@ -18,7 +19,7 @@ pub struct Notice {
     pub returned_fraction: f64,
     pub boundary: String,
     pub reason: String,
-    pub resource_id: String,
+    pub resource_id: Option<String>,
     pub next_offset: usize,
     pub recovery_hint: String,
 }
@@ -46,10 +47,34 @@ impl Notice {
             returned_fraction: fraction,
             boundary: boundary.to_owned(),
             reason,
-            resource_id: resource_id.to_owned(),
+            resource_id: Some(resource_id.to_owned()),
             next_offset,
             recovery_hint: recovery_hint(resource_id, next_offset),
         }
+    }
+
+    /// A notice for a cut whose full result could not be kept (`why`): nothing to read back.
+    pub fn unkept(
+        tool: &str,
+        original_tokens: usize,
+        returned_tokens: usize,
+        boundary: &str,
+        reason: String,
+        why: &str,
+        next_offset: usize,
+    ) -> Self {
+        let mut notice = Self::new(
+            tool,
+            original_tokens,
+            returned_tokens,
+            boundary,
+            format!("{reason}; the full result could not be kept ({why})"),
+            "",
+            next_offset,
+        );
+        notice.resource_id = None;
+        notice.recovery_hint = "the full result could not be kept, so there is nothing to read back; call the tool again with narrower arguments (a smaller range, a page, a limit), or again later".into();
+        notice
     }
 
     /// The text block appended after the kept part.
@@ -127,5 +152,29 @@ mod tests {
             "r-7f3a9c2e04b1d6a85e3c9f7b2a1d4e60"
         );
         assert_eq!(call["arguments"]["offset"], 4242);
+    }
+
+    #[test]
+    fn an_unkept_result_has_the_same_keys_and_says_so() {
+        let kept =
+            Notice::parse(&Notice::new("t", 10, 5, "line", "r".into(), "r-1", 3).render()).unwrap();
+        let unkept = Notice::unkept("t", 10, 5, "line", "r".into(), "store down", 3);
+        let parsed = Notice::parse(&unkept.render()).unwrap();
+        let keys =
+            |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+        assert_eq!(keys(&parsed), keys(&kept));
+        assert!(parsed["resourceId"].is_null());
+        assert!(
+            parsed["reason"]
+                .as_str()
+                .unwrap()
+                .ends_with("the full result could not be kept (store down)")
+        );
+        assert!(
+            parsed["recoveryHint"]
+                .as_str()
+                .unwrap()
+                .contains("could not be kept")
+        );
     }
 }

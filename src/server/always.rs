@@ -32,7 +32,7 @@ pub(super) async fn prepare(state: &Arc<State>) -> Vec<Tool> {
                 "alwaysLoad server did not start; its tools are listed from the catalog: {e}"
             );
         } else if state.is_stale(server)
-            && let Err(e) = freshness::refresh(state, server).await
+            && let Err(e) = freshness::refresh(state, server, false).await
         {
             tracing::warn!(server, "re-listing tools failed: {e}");
         }

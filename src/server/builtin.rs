@@ -58,7 +58,7 @@ struct SearchOutput<'a> {
 }
 
 /// Runs built-in tool `tool` (arguments already checked against its schema).
-pub(super) fn run(
+pub(super) async fn run(
     state: &State,
     caller: &Caller,
     tool: &str,
@@ -79,14 +79,18 @@ pub(super) fn run(
                 .soft
                 .saturating_sub(PAGE_RESERVE)
                 .max(1);
-            match state.results.page(
-                &args.resource_id,
-                &caller.owner,
-                args.offset,
-                args.limit,
-                args.pointer.as_deref(),
-                budget,
-            ) {
+            match state
+                .results
+                .page(
+                    &args.resource_id,
+                    &caller.owner,
+                    args.offset,
+                    args.limit,
+                    args.pointer.as_deref(),
+                    budget,
+                )
+                .await
+            {
                 Ok(page) => {
                     let mut text = page.content.clone();
                     if page.has_more {
@@ -111,13 +115,17 @@ pub(super) fn run(
                 Ok(args) => args,
                 Err(e) => return reply::error(e),
             };
-            match state.results.search(
-                &args.resource_id,
-                &caller.owner,
-                &args.pattern,
-                args.context_lines,
-                args.max_matches,
-            ) {
+            match state
+                .results
+                .search(
+                    &args.resource_id,
+                    &caller.owner,
+                    &args.pattern,
+                    args.context_lines,
+                    args.max_matches,
+                )
+                .await
+            {
                 Ok((matches, total_matches)) => {
                     // As many matches as fit the budget; totalMatches still counts them all.
                     let soft = state.limits(&route, caller.client_limit).soft;

@@ -109,10 +109,11 @@ pub(super) async fn dispatch(
     if let Some(skill) = &entry.skill {
         return super::skill_tool::run(state, skill);
     }
+    let started = std::time::Instant::now();
     let result = if entry.server == RESERVED_SERVER && entry.def.name == super::script_tool::TOOL {
         super::script_tool::run(state, caller, arguments).await
     } else if entry.server == RESERVED_SERVER {
-        super::builtin::run(state, caller, &entry.def.name, arguments)
+        super::builtin::run(state, caller, &entry.def.name, arguments).await
     } else {
         let (relay, mut progress) = tokio::sync::mpsc::channel(PROGRESS_BACKLOG);
         let call = state.manager.call_tool(
@@ -127,9 +128,15 @@ pub(super) async fn dispatch(
             tokio::select! {
                 result = &mut call => match result {
                     Ok(result) => break result,
-                    Err(e) => return reply::error(e.to_string()),
+                    Err(e) => {
+                        state.metrics.tool_call(&entry.server, false, started.elapsed());
+                        return reply::error(e.to_string());
+                    }
                 },
-                () = caller.cancelled.cancelled() => return reply::error("cancelled by the client"),
+                () = caller.cancelled.cancelled() => {
+                    state.metrics.tool_call(&entry.server, false, started.elapsed());
+                    return reply::error("cancelled by the client");
+                }
                 Some(mut update) = progress.recv() => {
                     if let Some((peer, token)) = &caller.progress_to {
                         update.progress_token = token.clone();
@@ -142,5 +149,10 @@ pub(super) async fn dispatch(
     let route = Route::CallTool {
         server: entry.server.clone(),
     };
-    state.shape(&entry.qualified, route, caller, result)
+    let result = state.shape(&entry.qualified, route, caller, result).await;
+    let ok = result.is_error != Some(true);
+    state
+        .metrics
+        .tool_call(&entry.server, ok, started.elapsed());
+    result
 }

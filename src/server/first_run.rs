@@ -81,7 +81,7 @@ pub(super) async fn list(state: &Arc<State>, server: &str) -> Result<(), String>
         return Ok(());
     }
     tracing::info!(server, "listing tools (no catalog yet)");
-    let listed = freshness::refresh(state, server).await;
+    let listed = freshness::refresh(state, server, false).await;
     state.set_unavailable(server, listed.as_ref().err().cloned());
     listed
 }

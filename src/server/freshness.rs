@@ -1,7 +1,8 @@
 //! Keeping catalogs fresh while serving: servers without a catalog are indexed in the
 //! background; a stale catalog (launch config changed) is re-listed when its server connects;
 //! `tools/list_changed` re-lists the server after a quiet period. Each refresh persists the
-//! catalog and swaps in a new library. The meta-tools themselves never change.
+//! catalog and swaps in a new library (with a shared store, through `shared.rs`: one replica
+//! lists, the others take its catalog). The meta-tools themselves never change.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -55,6 +56,8 @@ pub(super) async fn watch(state: Arc<State>) {
         return;
     };
     let mut due: BTreeMap<String, Instant> = BTreeMap::new();
+    // Servers due because their tool list changed (not only because their catalog is stale).
+    let mut changed: BTreeSet<String> = BTreeSet::new();
     loop {
         let next = due.values().min().copied();
         tokio::select! {
@@ -67,6 +70,7 @@ pub(super) async fn watch(state: Arc<State>) {
                     }
                 }
                 Some(Event::ToolListChanged(server)) => {
+                    changed.insert(server.clone());
                     due.insert(server, Instant::now() + DEBOUNCE);
                 }
             },
@@ -75,8 +79,9 @@ pub(super) async fn watch(state: Arc<State>) {
                 let ready: Vec<String> = due.iter().filter(|(_, t)| **t <= now).map(|(s, _)| s.clone()).collect();
                 for server in ready {
                     due.remove(&server);
+                    let was_changed = changed.remove(&server);
                     if state.manager.is_connected(&server).await {
-                        if let Err(e) = refresh(&state, &server).await {
+                        if let Err(e) = refresh(&state, &server, was_changed).await {
                             tracing::warn!(server, "re-listing tools failed: {e}");
                         }
                     } else {
@@ -89,19 +94,36 @@ pub(super) async fn watch(state: Arc<State>) {
     }
 }
 
-/// Lists `server`'s tools, logs what changed, persists the catalog and swaps the library.
-pub(super) async fn refresh(state: &Arc<State>, server: &str) -> Result<(), String> {
+/// Lists `server`'s tools and installs the catalog; with a shared store, only if no other
+/// replica is listing it or has listed it: `changed` (its tool list changed) rules out
+/// catalogs listed before now.
+pub(super) async fn refresh(state: &Arc<State>, server: &str, changed: bool) -> Result<(), String> {
+    match &state.shared {
+        Some(store) => super::shared::refresh(state, store, server, changed).await,
+        None => install(state, fetch(state, server).await?),
+    }
+}
+
+/// A fresh catalog of `server` from its upstream.
+pub(super) async fn fetch(state: &Arc<State>, server: &str) -> Result<Catalog, String> {
     let config = state.settings.server(server).ok_or("not configured")?;
     let fresh = catalog::fetch(&state.manager, config)
         .await
         .map_err(|e| e.to_string())?;
+    state.count_catalog(server, true);
     state.dirty.lock().expect("dirty lock").remove(server);
+    Ok(fresh)
+}
+
+/// Logs what changed, persists the catalog and swaps the library.
+pub(super) fn install(state: &Arc<State>, fresh: Catalog) -> Result<(), String> {
+    let server = fresh.server.clone();
     let library = state.library();
-    match library.catalogs.get(server) {
+    match library.catalogs.get(&server) {
         Some(old) if old.tools_hash == fresh.tools_hash => {
             tracing::debug!(server, "tool list unchanged");
         }
-        old => log_changes(server, old, &fresh),
+        old => log_changes(&server, old, &fresh),
     }
     if let Err(e) = fresh.write(&state.settings.catalog_dir) {
         tracing::warn!(server, "{e}");

@@ -89,6 +89,31 @@ impl MetaServer {
     fn client_limit(&self) -> Option<usize> {
         self.client_limit.get().copied().flatten()
     }
+
+    /// Whose stored results a request may create and read. Over HTTP: the principal that
+    /// sent it (its bearer token) and, unless results are shared, its MCP session id; both
+    /// are the same on every replica, so a result stored through one is read through any.
+    /// Elsewhere (stdio): this session's own owner.
+    fn owner(&self, extensions: &rmcp::model::Extensions) -> Owner {
+        let Some(parts) = extensions.get::<http::request::Parts>() else {
+            return self.owner.clone();
+        };
+        let principal = parts
+            .extensions
+            .get::<super::http::Principal>()
+            .map_or(super::http::ANONYMOUS, |p| p.name());
+        if self.share_results {
+            return Owner::of(principal, None);
+        }
+        match parts
+            .headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+        {
+            Some(session) => Owner::of(principal, Some(session)),
+            None => self.owner.clone(),
+        }
+    }
 }
 
 impl ServerHandler for MetaServer {
@@ -173,7 +198,7 @@ impl ServerHandler for MetaServer {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _cx: RequestContext<RoleServer>,
+        cx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         if let Some(name) = request.uri.strip_prefix(SKILL_SCHEME) {
             let library = self.state.library();
@@ -206,7 +231,12 @@ impl ServerHandler for MetaServer {
                 None,
             )
         })?;
-        match self.state.results.read_resource(id, &self.owner) {
+        match self
+            .state
+            .results
+            .read_resource(id, &self.owner(&cx.extensions))
+            .await
+        {
             Ok(contents) => Ok(ReadResourceResult::new(vec![contents]).into()),
             Err(e) => Err(McpError::resource_not_found(e.to_string(), None)),
         }
@@ -232,7 +262,7 @@ impl ServerHandler for MetaServer {
     ) -> Result<CallToolResponse, McpError> {
         let caller = call_tool::Caller {
             client_limit: self.client_limit(),
-            owner: self.owner.clone(),
+            owner: self.owner(&cx.extensions),
             cancelled: cx.ct.clone(),
             progress_to: cx
                 .meta
@@ -351,7 +381,7 @@ impl MetaServer {
                 (definitions::CALL_TOOL, route, result)
             }
         };
-        let result = state.shape(tool, route, caller, result);
+        let result = state.shape(tool, route, caller, result).await;
         Ok(definitions::conform(tool, result))
     }
 }

@@ -18,9 +18,11 @@ mod handler;
 mod http;
 mod instructions;
 mod login_offer;
+pub mod metrics;
 mod reply;
 mod script_tool;
 mod search_tool;
+mod shared;
 mod skill_tool;
 mod state;
 mod stdio;
@@ -32,6 +34,7 @@ use std::sync::Arc;
 use crate::config::Settings;
 use crate::library::{Library, LoadReport};
 use crate::search::SearchError;
+use crate::store::{StoreError, Valkey};
 
 pub use definitions::definitions;
 pub use handler::MetaServer;
@@ -51,7 +54,7 @@ pub fn search_tools(
     settings: &Settings,
     args: SearchArgs,
 ) -> rmcp::model::CallToolResult {
-    let results = state::result_handler(settings);
+    let results = state::result_handler(settings, None);
     let scope = search_tool::Scope {
         library,
         servers: settings.servers.iter().map(|s| s.name.as_str()).collect(),
@@ -75,11 +78,39 @@ pub fn load_library(settings: &Settings) -> Result<(Library, LoadReport), Search
     Library::load(settings, Some(builtin::catalog()))
 }
 
-/// Start-up shared by stdio and HTTP: loads the library from the catalogs, starts the
-/// freshness watcher, connects alwaysLoad servers, fixes `tools/list` and the `initialize`
-/// instructions, and indexes servers without a catalog in the background.
-async fn start(settings: Settings) -> Result<MetaServer, SearchError> {
-    let (state, missing) = State::open(settings)?;
+/// Why serving could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Library(#[from] SearchError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Start-up shared by stdio and HTTP: opens the shared store if one is configured (taking the
+/// catalogs other replicas listed), loads the library from the catalogs, starts the freshness
+/// watcher, connects alwaysLoad servers, fixes `tools/list` and the `initialize` instructions,
+/// and indexes servers without a catalog in the background.
+async fn start(settings: Settings) -> Result<MetaServer, StartError> {
+    let shared = match &settings.store {
+        Some(store) => Some(Valkey::open(&store.url)?),
+        None => None,
+    };
+    let pulled = match &shared {
+        Some(store) => {
+            tracing::info!(
+                store = store.shown_url(),
+                "results, sessions and catalogs are shared"
+            );
+            shared::pull(&settings, store).await
+        }
+        None => Vec::new(),
+    };
+    let (state, missing) = State::open(settings, shared.clone())?;
+    shared::record_pulled(&state, pulled);
+    if let Some(store) = shared {
+        tokio::spawn(shared::follow(state.clone(), store));
+    }
     let loading = state.clone();
     tokio::task::block_in_place(move || loading.embed_at_start());
     tokio::spawn(freshness::watch(state.clone()));

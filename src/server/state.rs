@@ -1,5 +1,6 @@
 //! The state one serving process shares between sessions: settings, upstream connections,
-//! the library (swapped whole on a refresh), the result store, and budgets resolved once.
+//! the library (swapped whole on a refresh), the result store (local, or shared with other
+//! replicas), metrics, and budgets resolved once.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -7,11 +8,13 @@ use std::time::Duration;
 
 use crate::budget::{self, Budgets, ByteEstimate, Limits, O200k, Route, TokenCounter};
 use crate::config::{ServerConfig, Settings, Tokenizer};
-use crate::result::{ResultHandler, SpillStore, store::DEFAULT_SPILL_BYTES};
+use crate::result::{ResultHandler, ResultStore};
 use crate::search::SearchError;
+use crate::store::{DEFAULT_SPILL_BYTES, SharedResults, SpillStore, Valkey};
 use crate::upstream::{Events, Manager};
 
 use super::call_tool::Caller;
+use super::metrics::Metrics;
 use crate::library::Library;
 
 /// How long listings still running may finish after the client left, so their catalogs are
@@ -28,6 +31,13 @@ pub struct State {
     budgets: Budgets,
     pub manager: Arc<Manager>,
     pub results: ResultHandler,
+    /// The store shared with other replicas, if one is configured.
+    pub shared: Option<Valkey>,
+    pub metrics: Metrics,
+    /// Per server: tool lists fetched by this process, catalogs taken from the shared store.
+    catalog_counts: Mutex<BTreeMap<String, (u64, u64)>>,
+    /// The version of each shared catalog this process has (by `<server>:<fingerprint>`).
+    pub(super) shared_versions: Mutex<HashMap<String, String>>,
     library: RwLock<Arc<Library>>,
     rebuilding: Mutex<()>,
     pub(super) indexing: Mutex<BTreeSet<String>>,
@@ -63,11 +73,24 @@ impl State {
         library: Library,
         manager: impl FnOnce(&[ServerConfig], Events) -> Arc<Manager>,
     ) -> Arc<Self> {
+        Self::build(settings, library, manager, None)
+    }
+
+    fn build(
+        settings: Settings,
+        library: Library,
+        manager: impl FnOnce(&[ServerConfig], Events) -> Arc<Manager>,
+        shared: Option<Valkey>,
+    ) -> Arc<Self> {
         let (events, receiver) = tokio::sync::mpsc::unbounded_channel();
         Arc::new(Self {
             budgets: budgets(&settings),
             manager: manager(&settings.servers, events),
-            results: result_handler(&settings),
+            results: result_handler(&settings, shared.as_ref()),
+            shared,
+            metrics: Metrics::default(),
+            catalog_counts: Mutex::new(BTreeMap::new()),
+            shared_versions: Mutex::new(HashMap::new()),
             settings,
             library: RwLock::new(Arc::new(library)),
             rebuilding: Mutex::new(()),
@@ -84,15 +107,19 @@ impl State {
         })
     }
 
-    /// The state of one process: the library from the catalog dir, upstreams not started.
-    /// Servers that cannot be started as configured are marked unavailable. Also returns the
-    /// servers that have no usable catalog yet and can be started.
-    pub fn open(settings: Settings) -> Result<(Arc<Self>, Vec<String>), SearchError> {
+    /// The state of one process: the library from the catalog dir, upstreams not started,
+    /// results in `shared` if given (else in memory and on local disk). Servers that cannot be
+    /// started as configured are marked unavailable. Also returns the servers that have no
+    /// usable catalog yet and can be started.
+    pub fn open(
+        settings: Settings,
+        shared: Option<Valkey>,
+    ) -> Result<(Arc<Self>, Vec<String>), SearchError> {
         let (library, report) = super::load_library(&settings)?;
         for warning in &report.warnings {
             tracing::warn!("{warning}");
         }
-        let state = State::new(settings, library);
+        let state = Self::build(settings, library, Manager::with_events, shared);
         for server in &state.settings.servers {
             if let Err(reason) = crate::upstream::check_launch(server) {
                 tracing::warn!(server = %server.name, "cannot be started: {reason}");
@@ -245,7 +272,7 @@ impl State {
 
     /// Passes a result through result handling for `route`, within the caller's client limit;
     /// what is stored belongs to the caller's session.
-    pub(super) fn shape(
+    pub(super) async fn shape(
         &self,
         tool: &str,
         route: Route,
@@ -255,6 +282,27 @@ impl State {
         let limits = self.limits(&route, caller.client_limit);
         self.results
             .shape(tool, &route, limits, &caller.owner, result)
+            .await
+    }
+
+    /// Counts a tool list this process fetched from `server` (`listed`) or a catalog of it
+    /// taken from the shared store.
+    pub(super) fn count_catalog(&self, server: &str, listed: bool) {
+        let mut counts = self.catalog_counts.lock().expect("catalog counts lock");
+        let entry = counts.entry(server.to_owned()).or_default();
+        if listed {
+            entry.0 += 1;
+        } else {
+            entry.1 += 1;
+        }
+    }
+
+    /// Per server: (tool lists fetched by this process, catalogs taken from the shared store).
+    pub fn catalog_counts(&self) -> BTreeMap<String, (u64, u64)> {
+        self.catalog_counts
+            .lock()
+            .expect("catalog counts lock")
+            .clone()
     }
 
     /// The current library (a snapshot; cheap to hold across a call).
@@ -302,14 +350,22 @@ impl State {
     }
 }
 
-/// Result handling as the settings configure it: the tokenizer and the result store.
-pub(super) fn result_handler(settings: &Settings) -> ResultHandler {
+/// Result handling as the settings configure it: the tokenizer, and the result store (`shared`
+/// when the settings name one and it is open, else memory and local disk).
+pub(super) fn result_handler(settings: &Settings, shared: Option<&Valkey>) -> ResultHandler {
     let r = &settings.results;
     let counter: Arc<dyn TokenCounter> = match r.tokenizer {
         Tokenizer::O200k => Arc::new(O200k),
         Tokenizer::Estimate => Arc::new(ByteEstimate),
     };
-    let store = Arc::new(SpillStore::new(r.ttl, r.memory_bytes, DEFAULT_SPILL_BYTES));
+    let store: Arc<dyn ResultStore> = match (shared, &settings.store) {
+        (Some(valkey), Some(s)) => Arc::new(SharedResults::new(
+            valkey.clone(),
+            s.ttl,
+            s.max_result_bytes,
+        )),
+        _ => Arc::new(SpillStore::new(r.ttl, r.memory_bytes, DEFAULT_SPILL_BYTES)),
+    };
     ResultHandler::new(store, counter)
 }
 

@@ -5,14 +5,13 @@ use rmcp::service::ServerInitializeError;
 use rmcp::transport::async_rw::AsyncRwTransport;
 
 use crate::config::Settings;
-use crate::search::SearchError;
 
 use super::guard::PreInitGuard;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StdioError {
     #[error(transparent)]
-    Library(#[from] SearchError),
+    Start(#[from] super::StartError),
     #[error("the MCP session over stdio did not start: {0}")]
     Session(Box<ServerInitializeError>),
 }

@@ -57,10 +57,13 @@ fn rig() -> &'static Rig {
         let text: String = (0..3000)
             .map(|i| format!("{{\"line\": {i}, \"text\": \"ab ü 漢字 🙂\"}}\n"))
             .collect();
-        let stored = state
-            .results
-            .store()
-            .put(&owner, Stored::text("x__y", "application/x-ndjson", text))
+        let stored = runtime
+            .block_on(
+                state
+                    .results
+                    .store()
+                    .put(&owner, Stored::text("x__y", "application/x-ndjson", text)),
+            )
             .expect("stored");
         Rig {
             runtime,
@@ -357,12 +360,12 @@ fn snapshot_a_shaped_result_with_its_notice() {
     let route = Route::CallTool {
         server: "everything".into(),
     };
-    let result = rig.server.state.results.shape(
+    let result = rig.runtime.block_on(rig.server.state.results.shape(
         "everything__echo",
         &route,
         limits,
         &rig.owner,
         CallToolResult::success(vec![rmcp::model::ContentBlock::text(lines)]),
-    );
+    ));
     snapshot!("shaped_result", model_view(&result));
 }

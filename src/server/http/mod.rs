@@ -1,6 +1,8 @@
 //! Serving MCP over streamable HTTP: one shared `State` for every client, one rmcp session per
 //! client, an optional bearer token, Host/Origin checks against DNS rebinding, and limits on
-//! sessions (`sessions.rs`) and connections (`conn.rs`).
+//! sessions (`sessions.rs`) and connections (`conn.rs`). With a shared store, sessions are
+//! kept there too, so a session started on one replica goes on at any other. `GET /healthz`
+//! (no token) and `GET /metrics` (with the token) are for operators.
 
 mod conn;
 mod sessions;
@@ -13,6 +15,7 @@ use std::time::Duration;
 use axum::extract::{Request, State as Extract};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 use http::{HeaderValue, StatusCode, header};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -21,10 +24,29 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Settings;
-use crate::search::SearchError;
+use crate::store::SharedSessions;
+
+use super::State;
 
 /// The one URL path that speaks MCP.
 pub const PATH: &str = "/mcp";
+/// Liveness and store health, without a token: 200 `ok`, or 503 and why.
+pub const HEALTH_PATH: &str = "/healthz";
+/// Prometheus metrics, with the token when one is set.
+pub const METRICS_PATH: &str = "/metrics";
+
+/// The principal of requests without a token (a server without one is loopback-only).
+pub(crate) const ANONYMOUS: &str = "anonymous";
+
+/// Who sent a request: today one bearer token is one principal.
+#[derive(Debug, Clone)]
+pub(crate) struct Principal(Arc<str>);
+
+impl Principal {
+    pub(crate) fn name(&self) -> &str {
+        &self.0
+    }
+}
 
 /// Host header values always accepted: the loopback names.
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
@@ -63,7 +85,7 @@ pub enum HttpError {
         source: std::io::Error,
     },
     #[error(transparent)]
-    Library(#[from] SearchError),
+    Start(#[from] super::StartError),
 }
 
 /// A bearer token; never printed.
@@ -181,32 +203,62 @@ impl HttpServer {
         }
         let state = server.state.clone();
         let ct = CancellationToken::new();
-        let config = StreamableHttpServerConfig::default()
+        let mut config = StreamableHttpServerConfig::default()
             .with_allowed_hosts(self.options.allowed_hosts())
             .with_allowed_origins(self.options.allowed_origins())
             .with_cancellation_token(ct.child_token());
+        // A session another replica started is restored by replaying its initialize.
+        let shared_sessions = state.shared.as_ref().map(|store| {
+            Arc::new(SharedSessions::new(
+                store.clone(),
+                self.options.session_idle,
+            ))
+        });
+        if let Some(shared) = &shared_sessions {
+            config.session_store = Some(shared.clone());
+        }
         // Each session gets a clone: its own connection state over the one shared `State`.
         let mut sessions = LocalSessionManager::default();
         sessions.session_config.keep_alive = Some(self.options.session_idle);
         let sessions = Arc::new(sessions);
-        let cap = sessions::SessionCap::new(sessions.clone(), self.options.max_sessions);
+        let cap =
+            sessions::SessionCap::new(sessions.clone(), self.options.max_sessions, shared_sessions);
         let service =
-            StreamableHttpService::new(move || Ok(server.for_session()), sessions, config);
-        // Outermost last: the request deadline, then the token, then the session cap.
-        let mut router =
-            axum::Router::new()
-                .route_service(PATH, service)
-                .layer(middleware::from_fn_with_state(
-                    cap,
-                    sessions::limit_sessions,
-                ));
+            StreamableHttpService::new(move || Ok(server.for_session()), sessions.clone(), config);
+        let metrics = {
+            let (state, sessions) = (state.clone(), sessions.clone());
+            move || async move {
+                let live = sessions.sessions.read().await.len();
+                let text = super::metrics::render(&state, live).await;
+                ([(header::CONTENT_TYPE, super::metrics::CONTENT_TYPE)], text)
+            }
+        };
+        let health = {
+            let state = state.clone();
+            move || async move { health(&state).await }
+        };
+        // Outermost last: request counting, the request deadline, then the token (not for
+        // /healthz), then the session cap.
+        let mut router = axum::Router::new()
+            .route_service(PATH, service)
+            .layer(middleware::from_fn_with_state(
+                cap,
+                sessions::limit_sessions,
+            ))
+            .route(METRICS_PATH, get(metrics));
         if let Some(token) = &self.options.token {
-            let expected = Arc::new(digest(token.0.as_bytes()));
+            let expected = Arc::new(TokenCheck::new(&token.0));
             router = router.layer(middleware::from_fn_with_state(expected, require_token));
         } else {
             tracing::info!("no token set: any local process can use this server");
         }
-        let router = router.layer(middleware::from_fn(conn::within_request_timeout));
+        let router = router
+            .route(HEALTH_PATH, get(health))
+            .layer(middleware::from_fn(conn::within_request_timeout))
+            .layer(middleware::from_fn_with_state(
+                state.clone(),
+                count_requests,
+            ));
         let served = conn::serve(
             self.listener,
             router,
@@ -229,14 +281,63 @@ impl HttpServer {
     }
 }
 
+/// 200 `ok` while serving (and the shared store, if any, answers); 503 and why otherwise.
+async fn health(state: &State) -> Response {
+    match &state.shared {
+        None => (StatusCode::OK, "ok\n").into_response(),
+        Some(store) => match store.ping().await {
+            Ok(()) => (StatusCode::OK, "ok\n").into_response(),
+            Err(e) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("store down: {e}\n"),
+            )
+                .into_response(),
+        },
+    }
+}
+
+/// Counts every request by method and status for `/metrics`.
+async fn count_requests(
+    Extract(state): Extract<Arc<State>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let method = request.method().clone();
+    let response = next.run(request).await;
+    state
+        .metrics
+        .http_request(method.as_str(), response.status().as_u16());
+    response
+}
+
 fn digest(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
 }
 
-/// Lets a request through only with the right bearer token; compares digests in constant time.
+/// The expected token's digest and the principal it stands for.
+struct TokenCheck {
+    digest: [u8; 32],
+    principal: Principal,
+}
+
+impl TokenCheck {
+    fn new(token: &str) -> Self {
+        let digest = digest(token.as_bytes());
+        // Names the token without revealing it: a digest of its digest.
+        let name = Sha256::digest(digest);
+        let hex: String = name[..8].iter().map(|b| format!("{b:02x}")).collect();
+        Self {
+            digest,
+            principal: Principal(format!("token-{hex}").into()),
+        }
+    }
+}
+
+/// Lets a request through only with the right bearer token (compared by digest, in constant
+/// time), marked with the token's principal.
 async fn require_token(
-    Extract(expected): Extract<Arc<[u8; 32]>>,
-    request: Request,
+    Extract(expected): Extract<Arc<TokenCheck>>,
+    mut request: Request,
     next: Next,
 ) -> Response {
     let presented = request
@@ -249,11 +350,12 @@ async fn require_token(
     let authorized = presented.is_some_and(|token| {
         let got = digest(token.as_bytes());
         got.iter()
-            .zip(expected.iter())
+            .zip(expected.digest.iter())
             .fold(0u8, |acc, (a, b)| acc | (a ^ b))
             == 0
     });
     if authorized {
+        request.extensions_mut().insert(expected.principal.clone());
         return next.run(request).await;
     }
     let challenge = if presented.is_some() {

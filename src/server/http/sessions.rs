@@ -1,5 +1,6 @@
 //! Bounding the MCP sessions of `serve --http`: a request that would start a session beyond
-//! the cap gets 503 with `Retry-After`; sessions idle for the session idle time end.
+//! the cap gets 503 with `Retry-After`; sessions idle for the session idle time end (in the
+//! shared store too: each request renews its session there).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -10,6 +11,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, Method, StatusCode, header};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+
+use crate::store::SharedSessions;
 
 /// Sessions open at once, by default: about 70 KB each (see BENCHMARKS.md).
 pub const DEFAULT_MAX_SESSIONS: usize = 256;
@@ -24,14 +27,21 @@ pub(super) struct SessionCap {
     max: usize,
     /// Requests that may start a session and have not been answered yet.
     starting: AtomicUsize,
+    /// Sessions kept in the shared store, renewed as they are used.
+    shared: Option<Arc<SharedSessions>>,
 }
 
 impl SessionCap {
-    pub(super) fn new(sessions: Arc<LocalSessionManager>, max: usize) -> Arc<Self> {
+    pub(super) fn new(
+        sessions: Arc<LocalSessionManager>,
+        max: usize,
+        shared: Option<Arc<SharedSessions>>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             sessions,
             max,
             starting: AtomicUsize::new(0),
+            shared,
         })
     }
 }
@@ -53,7 +63,13 @@ pub(super) async fn limit_sessions(
     request: Request,
     next: Next,
 ) -> Response {
-    if request.method() != Method::POST || request.headers().contains_key("mcp-session-id") {
+    if let Some(session) = request.headers().get("mcp-session-id") {
+        if let (Some(shared), Ok(session)) = (&cap.shared, session.to_str()) {
+            shared.renew(session);
+        }
+        return next.run(request).await;
+    }
+    if request.method() != Method::POST {
         return next.run(request).await;
     }
     let starting = Starting(&cap.starting);

@@ -1,6 +1,6 @@
-//! The result store: full results kept for reading back by the session that made them, in
-//! memory and, when large, in an owner-only temporary directory; one byte budget covers both,
-//! and results expire after a TTL.
+//! The local result store: full results kept for reading back by the session that made them,
+//! in memory and, when large, in an owner-only temporary directory; one byte budget covers
+//! both, and results expire after a TTL.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -8,168 +8,25 @@ use std::time::Duration;
 
 use moka::notification::RemovalCause;
 use moka::policy::EvictionPolicy;
-use rand::Rng;
 
+use super::{Body, Owner, ResultStore, StoreError, Stored, new_id};
 use crate::atomic_file::{self, Access};
 
 /// Results larger than this go to disk.
 pub const DEFAULT_SPILL_BYTES: usize = 1 << 20;
 
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// Unknown, expired and foreign ids all get this one message, so it tells nothing about
-    /// results of other sessions.
-    #[error(
-        "no stored result {0}: results are kept for a limited time, for the session that made them, and ids come from a truncation notice; re-run the tool to get it again"
-    )]
-    Missing(String),
-    #[error(
-        "the full result is {bytes} bytes, more than the {capacity} bytes kept for stored results (resultMemoryMb)"
-    )]
-    TooLarge { bytes: usize, capacity: u64 },
-    #[error("cannot keep the full result on disk: {0}")]
-    Io(#[from] std::io::Error),
-}
-
-/// What a stored result holds.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Body {
-    Text(String),
-    /// Base64 data of an image, audio clip or binary resource.
-    Blob(String),
-}
-
-/// One full result.
-#[derive(Debug)]
-pub struct Stored {
-    /// Qualified name of the tool that produced it.
-    pub tool: String,
-    pub mime_type: String,
-    pub body: Body,
-    chars: OnceLock<CharIndex>,
-}
-
-impl Stored {
-    pub fn text(tool: &str, mime_type: &str, text: String) -> Self {
-        Self::new(tool, mime_type, Body::Text(text))
-    }
-
-    pub fn new(tool: &str, mime_type: &str, body: Body) -> Self {
-        Self {
-            tool: tool.to_owned(),
-            mime_type: mime_type.to_owned(),
-            body,
-            chars: OnceLock::new(),
-        }
-    }
-
-    fn size(&self) -> usize {
-        match &self.body {
-            Body::Text(t) | Body::Blob(t) => t.len(),
-        }
-    }
-
-    /// The text, or `None` for binary data.
-    pub fn as_text(&self) -> Option<&str> {
-        match &self.body {
-            Body::Text(t) => Some(t),
-            Body::Blob(_) => None,
-        }
-    }
-
-    /// Number of chars in the text (0 for binary data).
-    pub fn char_len(&self) -> usize {
-        self.index().total
-    }
-
-    /// Byte offset of char offset `at` (clamped to the end).
-    pub fn byte_offset(&self, at: usize) -> usize {
-        let text = self.as_text().unwrap_or_default();
-        let index = self.index();
-        if at >= index.total {
-            return text.len();
-        }
-        let block = at / CharIndex::STEP;
-        let start = index.bytes[block];
-        start
-            + text[start..]
-                .char_indices()
-                .nth(at - block * CharIndex::STEP)
-                .map_or(text.len() - start, |(b, _)| b)
-    }
-
-    fn index(&self) -> &CharIndex {
-        self.chars
-            .get_or_init(|| CharIndex::new(self.as_text().unwrap_or_default()))
-    }
-}
-
-/// Byte offsets of every `STEP`-th char, so char offsets map to bytes without a full scan.
-#[derive(Debug)]
-struct CharIndex {
-    total: usize,
-    bytes: Vec<usize>,
-}
-
-impl CharIndex {
-    const STEP: usize = 4096;
-
-    fn new(text: &str) -> Self {
-        let mut bytes = Vec::with_capacity(text.len() / Self::STEP + 1);
-        let mut total = 0;
-        for (b, _) in text.char_indices() {
-            if total % Self::STEP == 0 {
-                bytes.push(b);
-            }
-            total += 1;
-        }
-        if bytes.is_empty() {
-            bytes.push(0);
-        }
-        Self { total, bytes }
-    }
-}
-
 /// Writes a result into `dir` (owner-only, atomically) and returns its disk slot.
 fn spill(dir: &std::path::Path, id: &str, owner: &Owner, stored: &Stored) -> std::io::Result<Slot> {
     let path = dir.join(id);
-    let (Body::Text(data) | Body::Blob(data)) = &stored.body;
-    atomic_file::write(&path, data.as_bytes(), Access::OwnerOnly)?;
+    atomic_file::write(&path, stored.data().as_bytes(), Access::OwnerOnly)?;
     Ok(Slot::Disk {
         owner: owner.clone(),
         path: Arc::new(path),
         tool: stored.tool.as_str().into(),
         mime_type: stored.mime_type.as_str().into(),
-        blob: matches!(stored.body, Body::Blob(_)),
+        blob: stored.is_blob(),
         size: stored.size(),
     })
-}
-
-/// Who may read a stored result: the client session (or principal) that made it, or every
-/// session when results are shared.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Owner(Arc<str>);
-
-impl Owner {
-    /// A new owner no other session can name (128 random bits): one client session.
-    pub fn session() -> Self {
-        Self(format!("session-{:032x}", rand::rng().random::<u128>()).into())
-    }
-
-    /// The one owner of every result when sessions share their results.
-    pub fn shared() -> Self {
-        Self("shared".into())
-    }
-}
-
-/// Keeps full results by id, each readable only by its owner.
-pub trait ResultStore: Send + Sync {
-    /// Stores a result for `owner` and returns its new id: `r-` and 32 hex digits, 128 random
-    /// bits, so ids cannot be guessed.
-    fn put(&self, owner: &Owner, stored: Stored) -> Result<String, StoreError>;
-    /// The result `id`, if it is still kept and `owner` made it; an unknown, expired or
-    /// foreign id gets the same error.
-    fn get(&self, id: &str, owner: &Owner) -> Result<Arc<Stored>, StoreError>;
 }
 
 #[derive(Clone)]
@@ -259,17 +116,19 @@ impl SpillStore {
     }
 }
 
+#[async_trait::async_trait]
 impl ResultStore for SpillStore {
     /// Large results are kept in memory at once and written to disk behind the request, so
     /// storing never delays the answer; the memory slot is then replaced by the disk one.
-    fn put(&self, owner: &Owner, stored: Stored) -> Result<String, StoreError> {
+    async fn put(&self, owner: &Owner, stored: Stored) -> Result<String, StoreError> {
         if stored.size() as u64 > self.capacity {
             return Err(StoreError::TooLarge {
                 bytes: stored.size(),
                 capacity: self.capacity,
+                setting: "resultMemoryMb",
             });
         }
-        let id = format!("r-{:032x}", rand::rng().random::<u128>());
+        let id = new_id();
         let large = stored.size() > self.spill_bytes;
         let stored = Arc::new(stored);
         let slot = Slot::Memory {
@@ -302,7 +161,7 @@ impl ResultStore for SpillStore {
         Ok(id)
     }
 
-    fn get(&self, id: &str, owner: &Owner) -> Result<Arc<Stored>, StoreError> {
+    async fn get(&self, id: &str, owner: &Owner) -> Result<Arc<Stored>, StoreError> {
         let missing = || StoreError::Missing(id.to_owned());
         let slot = self
             .cache
@@ -339,6 +198,11 @@ impl ResultStore for SpillStore {
             }
         }
     }
+
+    fn held_bytes(&self) -> Option<u64> {
+        self.cache.run_pending_tasks();
+        Some(self.cache.weighted_size())
+    }
 }
 
 #[cfg(test)]
@@ -348,12 +212,27 @@ mod tests {
         DEFAULT_RESULT_MEMORY as DEFAULT_MEMORY_BYTES, DEFAULT_RESULT_TTL as DEFAULT_TTL,
     };
 
+    /// The store's calls, run to completion (the local store never waits).
+    trait Now {
+        fn put_now(&self, owner: &Owner, stored: Stored) -> Result<String, StoreError>;
+        fn get_now(&self, id: &str, owner: &Owner) -> Result<Arc<Stored>, StoreError>;
+    }
+
+    impl<T: ResultStore + ?Sized> Now for T {
+        fn put_now(&self, owner: &Owner, stored: Stored) -> Result<String, StoreError> {
+            futures::executor::block_on(self.put(owner, stored))
+        }
+        fn get_now(&self, id: &str, owner: &Owner) -> Result<Arc<Stored>, StoreError> {
+            futures::executor::block_on(self.get(id, owner))
+        }
+    }
+
     /// The behaviour every store must show, run over memory and disk placement.
     fn behaves(store: &dyn ResultStore) {
         let me = Owner::session();
         let text = "héllo wörld ✓ ".repeat(2000);
         let id = store
-            .put(&me, Stored::text("s__t", "text/plain", text.clone()))
+            .put_now(&me, Stored::text("s__t", "text/plain", text.clone()))
             .unwrap();
         assert!(
             id.starts_with("r-")
@@ -361,7 +240,7 @@ mod tests {
                 && id[2..].chars().all(|c| c.is_ascii_hexdigit()),
             "{id}"
         );
-        let stored = store.get(&id, &me).unwrap();
+        let stored = store.get_now(&id, &me).unwrap();
         assert_eq!(stored.as_text(), Some(text.as_str()));
         assert_eq!(stored.tool, "s__t");
         assert_eq!(stored.char_len(), text.chars().count());
@@ -370,19 +249,19 @@ mod tests {
             assert_eq!(stored.byte_offset(at), expected, "char {at}");
         }
         let blob = store
-            .put(
+            .put_now(
                 &me,
                 Stored::new("s__img", "image/png", Body::Blob("aGVsbG8=".into())),
             )
             .unwrap();
         assert_eq!(
-            store.get(&blob, &me).unwrap().body,
+            store.get_now(&blob, &me).unwrap().body,
             Body::Blob("aGVsbG8=".into())
         );
         let unknown = store
-            .get(&format!("r-{}", "0".repeat(32)), &me)
+            .get_now(&format!("r-{}", "0".repeat(32)), &me)
             .unwrap_err();
-        let foreign = store.get(&id, &Owner::session()).unwrap_err();
+        let foreign = store.get_now(&id, &Owner::session()).unwrap_err();
         assert!(matches!(unknown, StoreError::Missing(_)), "{unknown:?}");
         assert_eq!(
             foreign.to_string(),
@@ -453,7 +332,7 @@ mod tests {
             .map(|i| {
                 let text = format!("{i:03}").repeat(100_000 / 3);
                 store
-                    .put(&me, Stored::text("s__t", "text/plain", text))
+                    .put_now(&me, Stored::text("s__t", "text/plain", text))
                     .unwrap()
             })
             .collect();
@@ -477,10 +356,13 @@ mod tests {
                 .sum();
             memory + disk_bytes() <= BUDGET
         });
-        assert!(store.get(&ids[59], &me).is_ok(), "the newest is kept");
-        assert!(store.get(&ids[0], &me).is_err(), "the oldest went first");
+        assert!(store.get_now(&ids[59], &me).is_ok(), "the newest is kept");
+        assert!(
+            store.get_now(&ids[0], &me).is_err(),
+            "the oldest went first"
+        );
         let huge = Stored::text("s__t", "text/plain", "x".repeat(BUDGET as usize + 1));
-        let err = store.put(&me, huge).unwrap_err().to_string();
+        let err = store.put_now(&me, huge).unwrap_err().to_string();
         assert!(err.contains("resultMemoryMb"), "{err}");
     }
 
@@ -489,11 +371,11 @@ mod tests {
         let store = SpillStore::new(Duration::from_millis(1), DEFAULT_MEMORY_BYTES, usize::MAX);
         let me = Owner::session();
         let id = store
-            .put(&me, Stored::text("s__t", "text/plain", "x".into()))
+            .put_now(&me, Stored::text("s__t", "text/plain", "x".into()))
             .unwrap();
         std::thread::sleep(Duration::from_millis(20));
         store.cache.run_pending_tasks();
-        let err = store.get(&id, &me).unwrap_err();
+        let err = store.get_now(&id, &me).unwrap_err();
         assert!(matches!(err, StoreError::Missing(_)), "{err:?}");
         assert!(err.to_string().contains("re-run the tool"));
     }
