@@ -260,6 +260,7 @@ impl ServerHandler for MetaServer {
         request: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let started = std::time::Instant::now();
         let caller = call_tool::Caller {
             client_limit: self.client_limit(),
             owner: self.owner(&cx.extensions),
@@ -276,37 +277,47 @@ impl ServerHandler for MetaServer {
             && request.name != definitions::SEARCH_TOOLS
         {
             let failed = reply::error(failed);
-            return Ok(self.offer_logins(&servers, failed, &cx.peer).into());
+            return Ok(self
+                .offer_logins(&servers, failed, &cx.peer, started)
+                .into());
         }
         let Value::Object(arguments) = args else {
             unreachable!("built from an object above")
         };
         let result = self.dispatch(&request.name, arguments, &caller).await?;
-        Ok(self.offer_logins(&servers, result, &cx.peer).into())
+        Ok(self
+            .offer_logins(&servers, result, &cx.peer, started)
+            .into())
     }
 }
 
 impl MetaServer {
-    /// When `result` failed because one of `servers` needs a login, offers the login to the
-    /// user (URL-mode elicitation, if the client takes it) and says so in the result.
+    /// When `result` of a call begun at `started` failed because one of `servers` needs a
+    /// login, offers the login to the user (URL-mode elicitation, if the client takes it) and
+    /// says so in the result; a login that completed meanwhile is not offered again.
     fn offer_logins(
         &self,
         servers: &[String],
         mut result: CallToolResult,
         peer: &rmcp::service::Peer<RoleServer>,
+        started: std::time::Instant,
     ) -> CallToolResult {
         if result.is_error != Some(true) {
             return result;
         }
         for server in servers {
-            if let Some(challenge) = self.state.manager.take_login_challenge(server)
-                && login_offer::offer(&self.state, server, challenge, peer)
-            {
-                result
-                    .content
-                    .push(rmcp::model::ContentBlock::text(login_offer::OFFERED));
-                break;
-            }
+            let Some(challenge) = self.state.manager.take_login_challenge(server) else {
+                continue;
+            };
+            let said = if login_offer::logged_in_since(&self.state, server, started) {
+                login_offer::JUST_LOGGED_IN
+            } else if login_offer::offer(&self.state, server, challenge, peer) {
+                login_offer::OFFERED
+            } else {
+                continue;
+            };
+            result.content.push(rmcp::model::ContentBlock::text(said));
+            break;
         }
         result
     }

@@ -3,7 +3,7 @@
 //! login completes in the background (the loopback callback), taking effect at the next call.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rmcp::model::ElicitRequestParams;
 use rmcp::service::{ElicitationMode, Peer, RoleServer};
@@ -17,6 +17,20 @@ const OFFER_TIMEOUT: Duration = Duration::from_secs(600);
 /// What the caller is told about the offer, appended to the "needs a login" error.
 pub(super) const OFFERED: &str =
     "A login link was offered to the user; call again once they have logged in.";
+
+/// What the caller is told when the login completed while its call was failing.
+pub(super) const JUST_LOGGED_IN: &str = "The user has just logged in; call again.";
+
+/// Whether an offered login of `server` completed after `since` (a call that began before it
+/// may still have failed for want of it: offering the login again would be wrong).
+pub(super) fn logged_in_since(state: &State, server: &str, since: Instant) -> bool {
+    state
+        .logged_in
+        .lock()
+        .expect("logged_in lock")
+        .get(server)
+        .is_some_and(|&at| at >= since)
+}
 
 /// Offers a login to `server` through `peer` if it takes URL-mode elicitation; `true` when an
 /// offer is out (now or from an earlier call).
@@ -69,6 +83,11 @@ pub(super) fn offer(
         match crate::auth::login(&config, Some(&challenge), prompt).await {
             Ok(login) => {
                 tracing::info!(server = %login.server, "logged in through the client's login offer");
+                state
+                    .logged_in
+                    .lock()
+                    .expect("logged_in lock")
+                    .insert(login.server.clone(), Instant::now());
                 state.set_unavailable(&login.server, None);
             }
             Err(e) => {

@@ -59,6 +59,8 @@ pub struct State {
     unavailable: Mutex<BTreeMap<String, String>>,
     /// Servers with a login offered to a client and not finished yet.
     pub(super) logins: Mutex<BTreeSet<String>>,
+    /// When an offered login of each server last completed.
+    pub(super) logged_in: Mutex<HashMap<String, std::time::Instant>>,
 }
 
 impl State {
@@ -104,6 +106,7 @@ impl State {
             listing: Mutex::new(HashMap::new()),
             unavailable: Mutex::new(BTreeMap::new()),
             logins: Mutex::new(BTreeSet::new()),
+            logged_in: Mutex::new(HashMap::new()),
         })
     }
 

@@ -47,7 +47,11 @@ def unstartable_servers() -> dict:
 
 
 def shipped_catalogs_config(tmp: Path, servers: dict) -> Path:
-    return write_config(tmp, servers, catalogDir=str(ROOT / "catalogs"))
+    """A config over a copy of the shipped catalogs: a server started here may re-list its
+    catalog (its launch config differs from the one that made it), never the repository's."""
+    catalogs = tmp / "shipped-catalogs"
+    shutil.copytree(ROOT / "catalogs", catalogs)
+    return write_config(tmp, servers, catalogDir=str(catalogs))
 
 
 @contextmanager
