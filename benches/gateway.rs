@@ -172,6 +172,8 @@ struct Run {
 /// `clients` sessions making `calls` calls each, after a warm-up that starts every replica's
 /// upstream; with `rotate`, each request goes to the next replica.
 async fn load(ports: &[u16], rotate: bool, clients: usize, calls: usize) -> Run {
+    // reqwest is built without a TLS provider of its own; meta-server installs the one it uses.
+    meta_server::auth::ensure_tls();
     let http = reqwest::Client::new();
     let mut sessions = Vec::new();
     for n in 0..clients {
