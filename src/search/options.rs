@@ -43,6 +43,14 @@ pub struct SearchOptions {
     pub params: f32,
     pub server: f32,
     pub combine: Combine,
+    /// One IDF per word over all of a tool's fields (BM25F's), rather than one per field.
+    pub global_idf: bool,
+    /// Each field's average length is taken as this many times its real one: above 1, a long
+    /// field is penalised less (BM25's b is fixed at 0.75 by tantivy; see `stats.rs`).
+    pub name_len: f32,
+    pub description_len: f32,
+    pub params_len: f32,
+    pub server_len: f32,
     /// Exponent of the coverage factor: score × coverage^this (0 disables it). Coverage is the
     /// share of the query's IDF weight a tool matches, see [`super::Hit::coverage`].
     pub coverage: f32,
@@ -72,6 +80,11 @@ impl Default for SearchOptions {
             params: 0.3,
             server: 1.0,
             combine: Combine::Sum,
+            global_idf: false,
+            name_len: 1.0,
+            description_len: 1.0,
+            params_len: 1.0,
+            server_len: 1.0,
             coverage: 0.0,
             phrase: 0.0,
             max_df: 1.0,
@@ -131,6 +144,17 @@ impl SearchOptions {
             "params" => self.params = number()?,
             "server" => self.server = number()?,
             "coverage" => self.coverage = number()?,
+            "idf" => {
+                self.global_idf = match value {
+                    "global" => true,
+                    "field" => false,
+                    _ => return Err(format!("idf is global or field, got \"{value}\"")),
+                };
+            }
+            "name_len" => self.name_len = number()?,
+            "description_len" => self.description_len = number()?,
+            "params_len" => self.params_len = number()?,
+            "server_len" => self.server_len = number()?,
             "phrase" => self.phrase = number()?,
             "max_df" => self.max_df = number()?,
             "embeddings" => {
@@ -157,7 +181,7 @@ impl SearchOptions {
             }
             _ => {
                 return Err(format!(
-                    "unknown option \"{key}\"; options: stopwords, stem, split_case, decompound, name, title, description, params, server, combine, coverage, phrase, max_df, embeddings, fusion"
+                    "unknown option \"{key}\"; options: stopwords, stem, split_case, decompound, name, title, description, params, server, combine, idf, name_len, description_len, params_len, server_len, coverage, phrase, max_df, embeddings, fusion"
                 ));
             }
         }

@@ -5,6 +5,7 @@ use tantivy::collector::{Count, TopDocs};
 
 use super::confidence::strong_words;
 use super::names::identifier_like;
+use super::stats::Stats;
 use super::{DocVectors, Fusion, Hit, SearchError, SearchIndex, fusion};
 
 impl SearchIndex {
@@ -51,7 +52,21 @@ impl SearchIndex {
             // lists, where pruning spends more keeping them ordered than it skips (p99 at 10k
             // tools 2.2 ms -> 0.8 ms, BENCHMARKS.md).
             let exhaustive = (TopDocs::with_limit(pool).order_by_score(), Count);
-            let (top, _) = searcher.search(&q, &exhaustive)?;
+            let o = &self.options;
+            let f = &self.fields;
+            let lengths = [
+                (f.name, o.name_len),
+                (f.description, o.description_len),
+                (f.params, o.params_len),
+                (f.server_text, o.server_len),
+            ];
+            let stats = Stats {
+                searcher,
+                tables: &self.tables,
+                global_idf: o.global_idf,
+                lengths: &lengths,
+            };
+            let (top, _) = searcher.search_with_statistics_provider(&q, &exhaustive, &stats)?;
             let mut ords = Vec::with_capacity(searcher.segment_readers().len());
             for segment in searcher.segment_readers() {
                 ords.push(segment.fast_fields().u64("ord")?);
