@@ -54,6 +54,10 @@ pub struct SearchOptions {
     /// Exponent of the coverage factor: score × coverage^this (0 disables it). Coverage is the
     /// share of the query's IDF weight a tool matches, see [`super::Hit::coverage`].
     pub coverage: f32,
+    /// The coverage factor applies only to queries of at most this many words (after stop
+    /// words; 0: any length). In a short query every word is part of the request; in a long task
+    /// description no tool covers most words.
+    pub coverage_words: usize,
     /// Extra boost for two adjacent query words found near each other (0 disables it).
     pub phrase: f32,
     /// Query words found in more than this share of tools are dropped (1, the default, keeps
@@ -85,7 +89,8 @@ impl Default for SearchOptions {
             description_len: 1.0,
             params_len: 1.0,
             server_len: 1.0,
-            coverage: 0.0,
+            coverage: 0.25,
+            coverage_words: 6,
             phrase: 0.0,
             max_df: 1.0,
             embeddings: true,
@@ -144,6 +149,11 @@ impl SearchOptions {
             "params" => self.params = number()?,
             "server" => self.server = number()?,
             "coverage" => self.coverage = number()?,
+            "coverage_words" => {
+                self.coverage_words = value
+                    .parse()
+                    .map_err(|_| format!("coverage_words is a whole number, got \"{value}\""))?;
+            }
             "idf" => {
                 self.global_idf = match value {
                     "global" => true,
@@ -181,7 +191,7 @@ impl SearchOptions {
             }
             _ => {
                 return Err(format!(
-                    "unknown option \"{key}\"; options: stopwords, stem, split_case, decompound, name, title, description, params, server, combine, idf, name_len, description_len, params_len, server_len, coverage, phrase, max_df, embeddings, fusion"
+                    "unknown option \"{key}\"; options: stopwords, stem, split_case, decompound, name, title, description, params, server, combine, idf, name_len, description_len, params_len, server_len, coverage, coverage_words, phrase, max_df, embeddings, fusion"
                 ));
             }
         }

@@ -44,6 +44,7 @@ impl SearchIndex {
             (if total > 0.0 { matched / total } else { 0.0 }, words)
         };
         let coverage = |i: u32| shared(i).0;
+        let short = self.options.coverage_words == 0 || words.len() <= self.options.coverage_words;
         let mut bm25: Vec<(u32, f32)> = Vec::new();
         if let Some(q) = self.query(&words, server) {
             let searcher = &self.searcher;
@@ -74,7 +75,7 @@ impl SearchIndex {
             for (score, addr) in top {
                 if let Some(i) = ords[addr.segment_ord as usize].first(addr.doc_id) {
                     let i = i as u32;
-                    let score = if self.options.coverage == 0.0 {
+                    let score = if self.options.coverage == 0.0 || !short {
                         score
                     } else {
                         score * coverage(i).powf(self.options.coverage)
