@@ -14,6 +14,10 @@ ask it, without tool names) as the query; the gold tools are the task's servers'
 look like identifiers (with `_`, `-` or a capital inside), as the bare name. Tasks naming no tool
 are dropped.
 
+Only servers that come with a licence of their own are kept (UNLICENSED lists the nine vendored
+without one, whose tool texts we may not redistribute), and so only tasks whose servers are all
+kept.
+
 usage: mcp_bench.py TASKS_DIR TOOLS_JSON OUT_DIR
 """
 import json
@@ -21,7 +25,16 @@ import re
 import sys
 
 tasks_dir, tools_path, out = sys.argv[1:]
-servers = json.load(open(tools_path, encoding="utf-8"))
+# Vendored in MCP-Bench without a licence file of their own (evaldata/README.md).
+UNLICENSED = {
+    "Call for Papers", "Car Price Evaluator", "FruityVice", "Game Trends", "Medical Calculator",
+    "Movie Recommender", "OKX Exchange", "OSINT Intelligence", "Weather Data",
+}
+servers = {
+    display: tools
+    for display, tools in json.load(open(tools_path, encoding="utf-8")).items()
+    if display not in UNLICENSED
+}
 
 
 def server_id(display):
@@ -44,6 +57,9 @@ with open(f"{out}/mcp-bench.queries.jsonl", "w", encoding="utf-8") as f:
         data = json.load(open(f"{tasks_dir}/mcpbench_tasks_{kind}_runner_format.json", encoding="utf-8"))
         for group in data["server_tasks"]:
             names = group["server_name"].split("+")
+            if UNLICENSED.intersection(names):
+                dropped += len(group["tasks"])
+                continue
             for task in group["tasks"]:
                 text = task.get("dependency_analysis", "") + "\n" + task.get("task_description", "")
                 gold = []
@@ -60,4 +76,4 @@ with open(f"{out}/mcp-bench.queries.jsonl", "w", encoding="utf-8") as f:
                 n += 1
                 query = " ".join(task["fuzzy_description"].split())
                 f.write(json.dumps({"id": task["task_id"], "query": query, "gold": gold}, ensure_ascii=False) + "\n")
-print(f"{n} tasks kept, {dropped} naming no tool dropped", file=sys.stderr)
+print(f"{n} tasks kept, {dropped} dropped (an unlicensed server, or naming no tool)", file=sys.stderr)

@@ -21,9 +21,10 @@ use crate::search::{self, SearchOptions};
 /// search_tools uses and print Recall@1/3/5/10, MRR and nDCG@10.
 ///
 /// Without --queries, every evaluation set in --sets is measured and shown side by side: each
-/// NAME.queries.jsonl with its tools in NAME.catalog.jsonl. Query file: JSON lines {"id",
-/// "query", "gold": [{"server", "name", "alt"?: [{"server", "name"}]}]}; a gold item counts as
-/// found when it or one of its alts is retrieved. With --queries, tools come from --tools (JSON
+/// NAME.queries.jsonl with its tools in NAME.catalog.jsonl (BASE.catalog.jsonl for a set named
+/// BASE.VARIANT without a catalog of its own: other queries over the same tools). Query file:
+/// JSON lines {"id", "query", "gold": [{"server", "name", "alt"?: [{"server", "name"}]}]}; a
+/// gold item counts as found when it or one of its alts is retrieved. With --queries, tools come from --tools (JSON
 /// lines, one MCP tool per line plus its "server") or from the catalogs in --catalog-dir. No
 /// config file is needed.
 #[derive(clap::Args, Debug)]
@@ -238,9 +239,16 @@ fn sets(dir: &Path, only: &[String]) -> anyhow::Result<Vec<(String, PathBuf, Pat
             continue;
         }
         let tools = dir.join(format!("{name}.catalog.jsonl"));
-        if !tools.exists() {
-            bail!("{} has no tools file {}", path.display(), tools.display());
-        }
+        let shared = name
+            .rsplit_once('.')
+            .map(|(base, _)| dir.join(format!("{base}.catalog.jsonl")));
+        let tools = match shared {
+            Some(shared) if !tools.exists() && shared.exists() => shared,
+            _ if !tools.exists() => {
+                bail!("{} has no tools file {}", path.display(), tools.display())
+            }
+            _ => tools,
+        };
         sets.push((name.to_owned(), path, tools));
     }
     sets.sort();

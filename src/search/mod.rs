@@ -15,6 +15,7 @@ mod options;
 mod query;
 mod rank;
 mod schema;
+mod stats;
 mod tables;
 mod tokenizer;
 

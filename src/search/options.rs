@@ -43,9 +43,21 @@ pub struct SearchOptions {
     pub params: f32,
     pub server: f32,
     pub combine: Combine,
+    /// One IDF per word over all of a tool's fields (BM25F's), rather than one per field.
+    pub global_idf: bool,
+    /// Each field's average length is taken as this many times its real one: above 1, a long
+    /// field is penalised less (BM25's b is fixed at 0.75 by tantivy; see `stats.rs`).
+    pub name_len: f32,
+    pub description_len: f32,
+    pub params_len: f32,
+    pub server_len: f32,
     /// Exponent of the coverage factor: score × coverage^this (0 disables it). Coverage is the
     /// share of the query's IDF weight a tool matches, see [`super::Hit::coverage`].
     pub coverage: f32,
+    /// The coverage factor applies only to queries of at most this many words (after stop
+    /// words; 0: any length). In a short query every word is part of the request; in a long task
+    /// description no tool covers most words.
+    pub coverage_words: usize,
     /// Extra boost for two adjacent query words found near each other (0 disables it).
     pub phrase: f32,
     /// Query words found in more than this share of tools are dropped (1, the default, keeps
@@ -72,7 +84,13 @@ impl Default for SearchOptions {
             params: 0.3,
             server: 1.0,
             combine: Combine::Sum,
-            coverage: 0.0,
+            global_idf: false,
+            name_len: 1.0,
+            description_len: 1.0,
+            params_len: 1.0,
+            server_len: 1.0,
+            coverage: 0.25,
+            coverage_words: 6,
             phrase: 0.0,
             max_df: 1.0,
             embeddings: true,
@@ -131,6 +149,22 @@ impl SearchOptions {
             "params" => self.params = number()?,
             "server" => self.server = number()?,
             "coverage" => self.coverage = number()?,
+            "coverage_words" => {
+                self.coverage_words = value
+                    .parse()
+                    .map_err(|_| format!("coverage_words is a whole number, got \"{value}\""))?;
+            }
+            "idf" => {
+                self.global_idf = match value {
+                    "global" => true,
+                    "field" => false,
+                    _ => return Err(format!("idf is global or field, got \"{value}\"")),
+                };
+            }
+            "name_len" => self.name_len = number()?,
+            "description_len" => self.description_len = number()?,
+            "params_len" => self.params_len = number()?,
+            "server_len" => self.server_len = number()?,
             "phrase" => self.phrase = number()?,
             "max_df" => self.max_df = number()?,
             "embeddings" => {
@@ -157,7 +191,7 @@ impl SearchOptions {
             }
             _ => {
                 return Err(format!(
-                    "unknown option \"{key}\"; options: stopwords, stem, split_case, decompound, name, title, description, params, server, combine, coverage, phrase, max_df, embeddings, fusion"
+                    "unknown option \"{key}\"; options: stopwords, stem, split_case, decompound, name, title, description, params, server, combine, idf, name_len, description_len, params_len, server_len, coverage, coverage_words, phrase, max_df, embeddings, fusion"
                 ));
             }
         }

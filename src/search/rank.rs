@@ -5,6 +5,7 @@ use tantivy::collector::{Count, TopDocs};
 
 use super::confidence::strong_words;
 use super::names::identifier_like;
+use super::stats::Stats;
 use super::{DocVectors, Fusion, Hit, SearchError, SearchIndex, fusion};
 
 impl SearchIndex {
@@ -43,6 +44,7 @@ impl SearchIndex {
             (if total > 0.0 { matched / total } else { 0.0 }, words)
         };
         let coverage = |i: u32| shared(i).0;
+        let short = self.options.coverage_words == 0 || words.len() <= self.options.coverage_words;
         let mut bm25: Vec<(u32, f32)> = Vec::new();
         if let Some(q) = self.query(&words, server) {
             let searcher = &self.searcher;
@@ -51,7 +53,21 @@ impl SearchIndex {
             // lists, where pruning spends more keeping them ordered than it skips (p99 at 10k
             // tools 2.2 ms -> 0.8 ms, BENCHMARKS.md).
             let exhaustive = (TopDocs::with_limit(pool).order_by_score(), Count);
-            let (top, _) = searcher.search(&q, &exhaustive)?;
+            let o = &self.options;
+            let f = &self.fields;
+            let lengths = [
+                (f.name, o.name_len),
+                (f.description, o.description_len),
+                (f.params, o.params_len),
+                (f.server_text, o.server_len),
+            ];
+            let stats = Stats {
+                searcher,
+                tables: &self.tables,
+                global_idf: o.global_idf,
+                lengths: &lengths,
+            };
+            let (top, _) = searcher.search_with_statistics_provider(&q, &exhaustive, &stats)?;
             let mut ords = Vec::with_capacity(searcher.segment_readers().len());
             for segment in searcher.segment_readers() {
                 ords.push(segment.fast_fields().u64("ord")?);
@@ -59,7 +75,7 @@ impl SearchIndex {
             for (score, addr) in top {
                 if let Some(i) = ords[addr.segment_ord as usize].first(addr.doc_id) {
                     let i = i as u32;
-                    let score = if self.options.coverage == 0.0 {
+                    let score = if self.options.coverage == 0.0 || !short {
                         score
                     } else {
                         score * coverage(i).powf(self.options.coverage)

@@ -491,3 +491,57 @@ fn a_cjk_word_ranks_the_tool_that_has_it_above_one_with_its_characters_apart() {
     assert_eq!(hits[0].key, "zh__write");
     assert!(!confident(&hits), "{hits:?}");
 }
+
+#[test]
+fn coverage_weighs_short_queries_only() {
+    let docs = vec![
+        doc(
+            "memory",
+            "add_observations",
+            "Add new observations to existing entities in the knowledge graph",
+            "observations",
+        ),
+        doc(
+            "everything",
+            "get-sum",
+            "Returns the sum of two numbers",
+            "a First number b Second number",
+        ),
+        doc(
+            "memory",
+            "create_entities",
+            "Create multiple new entities in the knowledge graph",
+            "entities",
+        ),
+        doc("fs", "read_text_file", "Read a file as text", "path"),
+    ];
+    let plain = SearchOptions {
+        coverage: 0.0,
+        ..SearchOptions::default()
+    };
+    let plain = SearchIndex::build_with(docs.clone(), plain).unwrap();
+    let idx = SearchIndex::build(docs).unwrap();
+    // In a short query a tool's score is weighed by the share of the query it matches:
+    // `get-sum` ("two numbers") keeps more of its score than `add_observations` ("add").
+    let score = |idx: &SearchIndex, query: &str, key: &str| {
+        let hits = idx.search(query, 4, None).unwrap();
+        hits.iter().find(|h| h.key == key).map(|h| h.score).unwrap()
+    };
+    let kept = |key| score(&idx, "add two numbers", key) / score(&plain, "add two numbers", key);
+    let (sum, add) = (
+        kept("everything__get-sum"),
+        kept("memory__add_observations"),
+    );
+    assert!(add < sum && sum < 1.0, "{add} {sum}");
+    assert_eq!(
+        keys(&idx.search("add two numbers", 1, None).unwrap()),
+        ["everything__get-sum"]
+    );
+    // A long request is scored as before: no tool covers most of its words.
+    let long = "please add the new observations about these two numbers to the existing entities";
+    let scores = |idx: &SearchIndex| -> Vec<(String, f32)> {
+        let hits = idx.search(long, 4, None).unwrap();
+        hits.into_iter().map(|h| (h.key, h.score)).collect()
+    };
+    assert_eq!(scores(&plain), scores(&idx));
+}
