@@ -77,12 +77,15 @@ pub fn load_library(settings: &Settings) -> Result<(Library, LoadReport), Search
 
 /// Start-up shared by stdio and HTTP: loads the library from the catalogs, starts the
 /// freshness watcher, connects alwaysLoad servers, fixes `tools/list` and the `initialize`
-/// instructions, and indexes servers without a catalog in the background.
+/// instructions; checks that servers with a catalog can be started and indexes servers without
+/// one in the background.
 async fn start(settings: Settings) -> Result<MetaServer, SearchError> {
     let (state, missing) = State::open(settings)?;
     let loading = state.clone();
     tokio::task::block_in_place(move || loading.embed_at_start());
     tokio::spawn(freshness::watch(state.clone()));
+    let checking = state.clone();
+    tokio::task::spawn_blocking(move || checking.check_launches());
     let server = MetaServer::start(state.clone()).await;
     let missing: Vec<String> = missing
         .into_iter()
