@@ -163,13 +163,14 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             skipped.reason
         );
     }
-    // Commands that start upstreams stop them even if killed.
+    // Commands that start upstreams stop them even if killed (the guardian starts with the
+    // first upstream, so serving from catalogs alone starts no process).
     if matches!(
         cli.command,
         Command::Serve(_) | Command::Index(_) | Command::Call(_)
     ) {
         match std::env::current_exe() {
-            Ok(exe) => guardian::start(&exe),
+            Ok(exe) => guardian::arm(exe),
             Err(e) => tracing::warn!("cannot start the guardian: {e}"),
         }
     }

@@ -89,8 +89,9 @@ pub enum StartError {
 
 /// Start-up shared by stdio and HTTP: opens the shared store if one is configured (taking the
 /// catalogs other replicas listed), loads the library from the catalogs, starts the freshness
-/// watcher, connects alwaysLoad servers, fixes `tools/list` and the `initialize` instructions,
-/// and indexes servers without a catalog in the background.
+/// watcher, connects alwaysLoad servers, fixes `tools/list` and the `initialize` instructions;
+/// checks that servers with a catalog can be started and indexes servers without one in the
+/// background.
 async fn start(settings: Settings) -> Result<MetaServer, StartError> {
     let shared = match &settings.store {
         Some(store) => Some(Valkey::open(&store.url)?),
@@ -114,6 +115,8 @@ async fn start(settings: Settings) -> Result<MetaServer, StartError> {
     let loading = state.clone();
     tokio::task::block_in_place(move || loading.embed_at_start());
     tokio::spawn(freshness::watch(state.clone()));
+    let checking = state.clone();
+    tokio::task::spawn_blocking(move || checking.check_launches());
     let server = MetaServer::start(state.clone()).await;
     let missing: Vec<String> = missing
         .into_iter()

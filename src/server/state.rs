@@ -111,9 +111,10 @@ impl State {
     }
 
     /// The state of one process: the library from the catalog dir, upstreams not started,
-    /// results in `shared` if given (else in memory and on local disk). Servers that cannot be
-    /// started as configured are marked unavailable. Also returns the servers that have no
-    /// usable catalog yet and can be started.
+    /// results in `shared` if given (else in memory and on local disk). Also returns the servers
+    /// that have no usable catalog yet and can be started; those that cannot be started as
+    /// configured are marked unavailable now, the others by [`Self::check_launches`], which
+    /// takes a path lookup per server and can wait.
     pub fn open(
         settings: Settings,
         shared: Option<Valkey>,
@@ -123,19 +124,39 @@ impl State {
             tracing::warn!("{warning}");
         }
         let state = Self::build(settings, library, Manager::with_events, shared);
-        for server in &state.settings.servers {
-            if let Err(reason) = crate::upstream::check_launch(server) {
-                tracing::warn!(server = %server.name, "cannot be started: {reason}");
-                state.set_unavailable(&server.name, Some(reason));
-            }
-        }
-        let unavailable = state.unavailable.lock().expect("unavailable lock").clone();
         let missing = report
             .missing
             .into_iter()
-            .filter(|s| !unavailable.contains_key(s))
+            .filter(|name| {
+                let server = state.settings.servers.iter().find(|s| &s.name == name);
+                server.is_none_or(|server| state.check_launch(server))
+            })
             .collect();
         Ok((state, missing))
+    }
+
+    /// Marks the servers with a catalog that cannot be started as configured (their command is
+    /// not found, ...) unavailable, so searches say why their tools cannot be called. Blocking:
+    /// `serve` runs it in the background once it answers.
+    pub fn check_launches(&self) {
+        let library = self.library();
+        for server in &self.settings.servers {
+            if library.catalogs.contains_key(&server.name) {
+                self.check_launch(server);
+            }
+        }
+    }
+
+    /// Whether `server` can be started as configured; if not, it is marked unavailable.
+    fn check_launch(&self, server: &ServerConfig) -> bool {
+        match crate::upstream::check_launch(server) {
+            Ok(()) => true,
+            Err(reason) => {
+                tracing::warn!(server = %server.name, "cannot be started: {reason}");
+                self.set_unavailable(&server.name, Some(reason));
+                false
+            }
+        }
     }
 
     /// The lock that makes one listing of `server` at a time.

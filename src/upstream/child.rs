@@ -35,6 +35,7 @@ impl ChildTransport {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         die_with_parent(&mut cmd);
+        guardian::start();
         let mut wrapped = CommandWrap::from(cmd);
         wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
         let mut child = wrapped.spawn()?;

@@ -14,12 +14,24 @@ use std::sync::{Mutex, OnceLock};
 /// The hidden subcommand that runs the guardian side.
 pub const SUBCOMMAND: &str = "__guard";
 
+/// The executable to run as the guardian, set by [`arm`]; the guardian itself starts with the
+/// first upstream (see [`watch`]), so a process that starts none has no child at all.
+static EXE: OnceLock<std::path::PathBuf> = OnceLock::new();
 static GUARDIAN: OnceLock<Mutex<Option<ChildStdin>>> = OnceLock::new();
 
-/// Starts the guardian for this process (once): `exe` run with [`SUBCOMMAND`]. Without one
-/// (it could not start, or nobody started it, as in library tests) only direct children die
-/// with meta-server.
-pub fn start(exe: &std::path::Path) {
+/// Arms the guardian for this process: `exe` is run with [`SUBCOMMAND`] just before the first
+/// upstream is spawned. Unarmed (as in library tests) only direct children die with
+/// meta-server.
+pub fn arm(exe: std::path::PathBuf) {
+    let _ = EXE.set(exe);
+}
+
+/// Starts the guardian (once), if armed. Without one (it could not start, or nobody armed it)
+/// only direct children die with meta-server.
+pub(super) fn start() {
+    let Some(exe) = EXE.get() else {
+        return;
+    };
     GUARDIAN.get_or_init(|| {
         let mut cmd = Command::new(exe);
         cmd.arg(SUBCOMMAND)

@@ -1,9 +1,10 @@
 //! The MCP surface of `meta-server serve`: golden `tools/list` bytes, the probe answers, and
-//! the meta-tools answering from shipped catalogs without starting anything.
+//! the meta-tools answering from shipped catalogs without starting anything (not even the
+//! guardian).
 
 use serde_json::{Value, json};
 
-use crate::support::{SHIPPED, Session, repo, unstartable, write_config};
+use crate::support::{SHIPPED, Session, processes, repo, unstartable, write_config};
 
 const GOLDEN: &str = "tests/golden/tools_list.json";
 
@@ -185,6 +186,15 @@ fn meta_tools_answer_from_shipped_catalogs_without_starting_servers() {
             .unwrap()
             .contains("get_tool_details")
     );
+
+    // Nothing so far needed an upstream: no process was started, not even the guardian.
+    let pid = s.pid();
+    let children: Vec<String> = processes()
+        .into_iter()
+        .filter(|(_, ppid, _)| *ppid == pid)
+        .map(|(_, _, cmd)| cmd)
+        .collect();
+    assert!(children.is_empty(), "{children:?}");
 
     // The one call that needs a server reports the failed start as an error result.
     let failed = call(
