@@ -114,6 +114,10 @@ const SKILL_BOOST: f32 = 1.5;
 
 /// Length of the one-line description in a hit (`detail: "full"` gives all of it).
 const SUMMARY_CHARS: usize = 160;
+/// Servers listed as unavailable or still indexing in one result: those of the hits and the
+/// `server` filter first. A config of hundreds of servers that cannot start would otherwise
+/// fill every result (and make it slow to fit).
+pub(super) const SERVERS_SHOWN: usize = 8;
 
 /// What `search_tools` answers from: the library, what the session knows around it, and
 /// the budget its result must keep within.
@@ -174,6 +178,12 @@ pub fn answer(scope: &Scope, args: Args) -> Reply {
     if let Some(server) = &args.server
         && !servers.contains(&server.as_str())
     {
+        if let Some((_, reason)) = scope.unavailable.iter().find(|(s, _)| s == server) {
+            return reply::error(format!(
+                "server \"{}\" cannot be used: {reason}",
+                reply::echo(server)
+            ));
+        }
         return reply::error(format!(
             "unknown server \"{}\"; servers are: {}",
             reply::echo(server),
@@ -246,14 +256,29 @@ pub fn answer(scope: &Scope, args: Args) -> Reply {
     } else {
         (!confident).then(|| weak_hint(library, &args.query, &hits, &servers))
     };
-    let unavailable: Vec<Unavailable> = scope
-        .unavailable
-        .iter()
+    // Servers that matter to this search first: the filter's and the hits'.
+    let relevant = |server: &str| {
+        args.server.as_deref() == Some(server) || hits.iter().any(|h| h.server == server)
+    };
+    let (unavailable, more_unavailable) = relevant_first(&scope.unavailable, |u| relevant(&u.0));
+    let unavailable: Vec<Unavailable> = unavailable
+        .into_iter()
         .map(|(server, reason)| Unavailable {
             server: server.clone(),
             reason: reason.clone(),
         })
         .collect();
+    let (indexing, more_indexing) = relevant_first(&scope.indexing, |s| relevant(s));
+    let indexing: Vec<String> = indexing.into_iter().cloned().collect();
+    let hint = match (more_unavailable + more_indexing, hint) {
+        (0, hint) => hint,
+        (more, hint) => {
+            let note = format!(
+                "{more} more servers are unavailable or still indexing; search with \"server\" set to one of them to see its state."
+            );
+            Some(hint.map_or(note.clone(), |h| format!("{h} {note}")))
+        }
+    };
     let hybrid = found
         .first()
         .map_or(library.is_hybrid(), |h| h.similarity.is_some());
@@ -278,13 +303,23 @@ pub fn answer(scope: &Scope, args: Args) -> Reply {
             mode: if hybrid { "hybrid" } else { "bm25" },
             hits,
             hint,
-            indexing: scope.indexing.clone(),
+            indexing: indexing.clone(),
             unavailable: unavailable.clone(),
             groups,
         };
         let text = render(&output);
         reply::structured(&output, text)
     })
+}
+
+/// At most [`SERVERS_SHOWN`] of `items`, those `relevant` says first (each group in its
+/// order), and how many were left out.
+fn relevant_first<T>(items: &[T], relevant: impl Fn(&T) -> bool) -> (Vec<&T>, usize) {
+    let (mut shown, rest): (Vec<&T>, Vec<&T>) = items.iter().partition(|i| relevant(i));
+    shown.extend(rest);
+    let more = shown.len().saturating_sub(SERVERS_SHOWN);
+    shown.truncate(SERVERS_SHOWN);
+    (shown, more)
 }
 
 /// Orders hits server by server (servers by their best hit, hits by rank within a server).

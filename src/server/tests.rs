@@ -369,3 +369,48 @@ fn snapshot_a_shaped_result_with_its_notice() {
     ));
     snapshot!("shaped_result", model_view(&result));
 }
+
+#[test]
+fn hundreds_of_unavailable_servers_leave_room_for_the_hits_and_the_one_that_matters() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let config =
+        json!({"metaServer": {"skillsDirs": []}, "mcpServers": {"time": {"command": "x"}}});
+    let mut settings =
+        Settings::parse(&root.join("config.json"), &config.to_string()).expect("config");
+    settings.catalog_dir = root.join("catalogs");
+    settings.skipped = (0..300)
+        .map(|i| format!("broken-{i:03}"))
+        .chain(["time".to_owned()])
+        .map(|key| crate::config::SkippedServer {
+            key,
+            reason: "its command is not installed".into(),
+        })
+        .collect();
+    let (library, _) = super::load_library(&settings).expect("library");
+    let args: super::SearchArgs =
+        serde_json::from_value(json!({"query": "current time in a timezone"})).unwrap();
+    let out = super::search_tools(&library, &settings, args)
+        .structured_content
+        .unwrap();
+    let shown: Vec<&str> = out["unavailable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["server"].as_str().unwrap())
+        .collect();
+    assert_eq!(shown.len(), super::search_tool::SERVERS_SHOWN, "{shown:?}");
+    assert_eq!(shown[0], "time", "the hits' server comes first: {shown:?}");
+    let hint = out["hint"].as_str().unwrap();
+    assert!(hint.contains("293 more servers"), "{hint}");
+    assert_eq!(out["hits"][0]["server"], "time");
+    // The hint's way to the rest: a search with `server` set names the reason.
+    let args: super::SearchArgs =
+        serde_json::from_value(json!({"query": "x", "server": "broken-250"})).unwrap();
+    let result = super::search_tools(&library, &settings, args);
+    assert_eq!(result.is_error, Some(true));
+    let text = &result.content[0].as_text().unwrap().text;
+    assert!(
+        text.contains("\"broken-250\" cannot be used: its command is not installed"),
+        "{text}"
+    );
+}
