@@ -23,8 +23,8 @@ use serde_json::{Value, json};
 
 /// Runs of each fan-out task; the median time is reported.
 const RUNS: usize = 7;
-/// Calls of each kind per block in the single-call comparison (two blocks each).
-const SINGLE: usize = 250;
+/// Calls of each kind in the single-call comparison.
+const SINGLE: usize = 500;
 
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -245,26 +245,45 @@ async fn scripted(client: &Client, task: &str, paths: &[String]) -> Cost {
     cost
 }
 
-/// `tool` called plainly and from a script, in alternating blocks of `n` calls: wall time
-/// (median) and meta-server's own CPU time (mean) per call.
-async fn single(client: &Client, pid: u32, tool: &str, args: &Value, n: usize) {
+/// `tool` called plainly and from a script, `n` calls each: wall time (median), alternating
+/// call by call with `pause` before each (so a change of load hits both alike), then
+/// meta-server's own CPU time (mean) per call, in one block of each (so the sandbox that a run
+/// readies after its report is counted with the runs).
+async fn single(client: &Client, pid: u32, tool: &str, args: &Value, n: usize, pause: Duration) {
     let code = format!("return await tools.call({tool:?}, input);");
-    let (mut walls, mut cpus) = ([Vec::new(), Vec::new()], [0.0f64; 2]);
-    for _ in 0..2 {
-        for (script, (wall, cpu)) in walls.iter_mut().zip(cpus.iter_mut()).enumerate() {
-            let before = cpu_ms(pid);
-            for _ in 0..n {
-                wall.push(if script == 1 {
-                    client.script(&code, args.clone()).await.1.time
-                } else {
-                    client.call(tool, args.clone()).await.1.time
-                });
+    let call = async |script: bool| {
+        if script {
+            client.script(&code, args.clone()).await.1.time
+        } else {
+            client.call(tool, args.clone()).await.1.time
+        }
+    };
+    let mut walls = [Vec::new(), Vec::new()];
+    for _ in 0..n {
+        for (script, wall) in walls.iter_mut().enumerate() {
+            if !pause.is_zero() {
+                tokio::time::sleep(pause).await;
             }
-            *cpu += (cpu_ms(pid) - before) / (2 * n) as f64;
+            wall.push(call(script == 1).await);
         }
     }
+    let mut cpus = [0.0f64; 2];
+    for (script, cpu) in cpus.iter_mut().enumerate() {
+        let before = cpu_ms(pid);
+        for _ in 0..n {
+            if !pause.is_zero() {
+                tokio::time::sleep(pause).await;
+            }
+            call(script == 1).await;
+        }
+        *cpu = (cpu_ms(pid) - before) / n as f64;
+    }
     let [direct, via] = walls.map(median);
-    println!("  {tool}:");
+    if pause.is_zero() {
+        println!("  {tool}:");
+    } else {
+        println!("  {tool}, {} ms between calls:", pause.as_millis());
+    }
     println!(
         "    call_tool                  {:>6.2} ms wall  {:>6.3} ms CPU",
         ms(direct),
@@ -439,11 +458,14 @@ async fn run() {
     println!();
     println!(
         "one call: wall time median of {}, meta-server CPU time mean (load average {}):",
-        2 * SINGLE,
+        SINGLE,
         load_average()
     );
     let time = json!({"timezone": "UTC"});
-    single(&client, pid, "time__get_current_time", &time, SINGLE).await;
+    let tool = "time__get_current_time";
+    single(&client, pid, tool, &time, SINGLE, Duration::ZERO).await;
+    // Idle between calls, as between a model's turns: every thread has parked.
+    single(&client, pid, tool, &time, SINGLE, Duration::from_millis(5)).await;
     // A call that takes 10 ms upstream, like a tool that does real work.
     let slow = json!({"duration": 0.01, "steps": 1});
     single(
@@ -452,16 +474,17 @@ async fn run() {
         "everything__trigger-long-running-operation",
         &slow,
         SINGLE / 5,
+        Duration::ZERO,
     )
     .await;
     let (mut wall, before) = (Vec::new(), cpu_ms(pid));
-    for _ in 0..2 * SINGLE {
+    for _ in 0..SINGLE {
         wall.push(client.script("return 1;", Value::Null).await.1.time);
     }
     println!(
         "  run_script, no call          {:>6.2} ms wall  {:>6.3} ms CPU",
         ms(median(wall)),
-        (cpu_ms(pid) - before) / (2 * SINGLE) as f64
+        (cpu_ms(pid) - before) / SINGLE as f64
     );
     service.cancel().await.expect("meta-server stops");
 }
