@@ -69,6 +69,10 @@ pub struct SearchOptions {
     pub embeddings: bool,
     /// How BM25 and vector ranks are combined in hybrid search.
     pub fusion: Fusion,
+    /// In hybrid search, tools that match exactly the same query words enter fusion with the
+    /// same BM25 score (the best of them): what tells them apart lexically is only term
+    /// frequency and field length, and the vectors then decide between them.
+    pub even_ties: bool,
 }
 
 impl Default for SearchOptions {
@@ -98,6 +102,7 @@ impl Default for SearchOptions {
                 alpha: 0.3,
                 norm: Norm::ZScore,
             },
+            even_ties: false,
         }
     }
 }
@@ -173,6 +178,11 @@ impl SearchOptions {
                     .map_err(|_| format!("embeddings is true or false, got \"{value}\""))?;
             }
             "fusion" => self.fusion = parse_fusion(value)?,
+            "even_ties" => {
+                self.even_ties = value
+                    .parse()
+                    .map_err(|_| format!("even_ties is true or false, got \"{value}\""))?;
+            }
             "combine" => {
                 self.combine = match value.split_once(':') {
                     None if value == "sum" => Combine::Sum,
@@ -191,7 +201,7 @@ impl SearchOptions {
             }
             _ => {
                 return Err(format!(
-                    "unknown option \"{key}\"; options: stopwords, stem, split_case, decompound, name, title, description, params, server, combine, idf, name_len, description_len, params_len, server_len, coverage, coverage_words, phrase, max_df, embeddings, fusion"
+                    "unknown option \"{key}\"; options: stopwords, stem, split_case, decompound, name, title, description, params, server, combine, idf, name_len, description_len, params_len, server_len, coverage, coverage_words, phrase, max_df, embeddings, fusion, even_ties"
                 ));
             }
         }
@@ -293,5 +303,8 @@ mod tests {
         assert_eq!(o.fusion, Fusion::Coverage { beta: 0.4 });
         assert!(o.set("fusion=rrf:1:2:3").is_err());
         assert!(o.set("fusion=max").is_err());
+        o.set("even_ties=true").unwrap();
+        assert!(o.even_ties);
+        assert!(o.set("even_ties=1").is_err());
     }
 }

@@ -103,7 +103,20 @@ impl SearchIndex {
         let cosine = dense.map(|(query_vector, vectors)| vectors.scores(query_vector));
         let mut scored = match &cosine {
             None => bm25,
-            Some(cosine) => self.fuse(bm25, cosine, pool, server, &coverage),
+            Some(cosine) => {
+                if self.options.even_ties {
+                    let matched = |i: u32| -> Vec<u32> {
+                        let terms = &self.tables.doc_terms[i as usize];
+                        weights
+                            .iter()
+                            .filter_map(|(id, _, _)| *id)
+                            .filter(|id| terms.binary_search(id).is_ok())
+                            .collect()
+                    };
+                    even_ties(&mut bm25, matched);
+                }
+                self.fuse(bm25, cosine, pool, server, &coverage)
+            }
         };
         // An exact or close name outside the pool (its words are common) still comes first.
         for &i in exact.iter().chain(&close) {
@@ -195,5 +208,31 @@ impl SearchIndex {
                 .map(|i| (i, cosine[i as usize] + beta * coverage(i)))
                 .collect(),
         }
+    }
+}
+
+/// Gives every hit the best score among the hits that match the same query words (`matched`).
+fn even_ties(bm25: &mut [(u32, f32)], matched: impl Fn(u32) -> Vec<u32>) {
+    let mut best: std::collections::HashMap<Vec<u32>, f32> = std::collections::HashMap::new();
+    let keys: Vec<Vec<u32>> = bm25.iter().map(|&(i, _)| matched(i)).collect();
+    for (key, &(_, score)) in keys.iter().zip(bm25.iter()) {
+        let b = best.entry(key.clone()).or_insert(score);
+        *b = b.max(score);
+    }
+    for (key, hit) in keys.iter().zip(bm25.iter_mut()) {
+        hit.1 = best[key];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::even_ties;
+
+    #[test]
+    fn hits_matching_the_same_words_get_the_best_score_among_them() {
+        // 1 and 2 match word 7 only, 3 matches 7 and 8: 2 rises to 1's score, 3 keeps its own.
+        let mut bm25 = vec![(1, 5.0), (2, 3.0), (3, 4.0)];
+        even_ties(&mut bm25, |i| if i == 3 { vec![7, 8] } else { vec![7] });
+        assert_eq!(bm25, [(1, 5.0), (2, 5.0), (3, 4.0)]);
     }
 }
