@@ -159,6 +159,13 @@ impl Catalog {
             path: path.to_owned(),
             message,
         };
+        // The usual catalog in one pass; anything else is read again below for its message
+        // (parsing into a `Value` first, then into a catalog, builds every tool twice).
+        if let Ok(catalog) = serde_json::from_str::<Self>(text)
+            && (1..=FORMAT).contains(&catalog.format)
+        {
+            return Ok(catalog);
+        }
         let value: Value = serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
         match value.get("format") {
             Some(Value::Number(n)) => match n.as_u64() {
