@@ -47,6 +47,9 @@ pub enum SavedError {
     },
 }
 
+/// Per source (a server, the built-in tools, skills), a hash of what its documents are made of.
+pub type Sources = BTreeMap<String, String>;
+
 #[derive(Serialize, Deserialize)]
 struct Manifest {
     format: u32,
@@ -57,7 +60,7 @@ struct Manifest {
     files: BTreeMap<String, FileSum>,
     /// What the index was built from, by source (a server, the built-in tools, skills): a hash
     /// of its inputs, compared by the caller to tell which sources changed.
-    sources: BTreeMap<String, String>,
+    sources: Sources,
 }
 
 #[derive(Serialize, Deserialize, PartialEq)]
@@ -83,7 +86,7 @@ pub fn hex(bytes: &[u8]) -> String {
 impl SearchIndex {
     /// Saves this index in `dir` with the hashes of its `sources`. Returns `Ok(false)` without
     /// saving when this is no longer the newest version (a newer one is saved instead).
-    pub fn save(&self, dir: &Path, sources: &BTreeMap<String, String>) -> Result<bool, SavedError> {
+    pub fn save(&self, dir: &Path, sources: &Sources) -> Result<bool, SavedError> {
         let root = dir.join(format!("v{FORMAT}"));
         let failed = |source| SavedError::Write {
             path: root.clone(),
@@ -146,7 +149,7 @@ impl SearchIndex {
     pub fn open_saved(
         dir: &Path,
         options: &SearchOptions,
-    ) -> Result<Option<(Self, BTreeMap<String, String>)>, SavedError> {
+    ) -> Result<Option<(Self, Sources)>, SavedError> {
         let root = dir.join(format!("v{FORMAT}"));
         let unusable = |message: String| SavedError::Unusable {
             path: root.clone(),

@@ -113,7 +113,8 @@ fn a_damaged_or_half_written_index_is_rebuilt_with_a_warning() {
     let (fresh, _) = search(&config);
     index_offline(&config);
     let root = dir.path().join("catalogs/.index/v1");
-    let damages: Vec<(&str, Box<dyn Fn()>)> = vec![
+    type Damage<'a> = Box<dyn Fn() + 'a>;
+    let damages: Vec<(&str, Damage)> = vec![
         (
             "a truncated tantivy file",
             Box::new(|| {
