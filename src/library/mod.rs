@@ -114,8 +114,8 @@ impl Library {
         let mut report = LoadReport::default();
         let mut catalogs = BTreeMap::new();
         let mut digests = BTreeMap::new();
-        for server in &settings.servers {
-            match Catalog::read_server(&settings.catalog_dir, &server.name) {
+        for (server, read) in settings.servers.iter().zip(read_catalogs(settings)) {
+            match read {
                 Ok(Some((catalog, digest))) => {
                     catalogs.insert(server.name.clone(), catalog);
                     digests.insert(server.name.clone(), digest);
@@ -486,6 +486,38 @@ impl Library {
         }
         out
     }
+}
+
+/// A catalog file read: the catalog and the SHA-256 of the file, if there is one.
+type CatalogRead = Result<Option<(Catalog, [u8; 32])>, CatalogError>;
+
+/// Each configured server's catalog file with its SHA-256, in config order, read on a few
+/// threads: parsing is most of what start-up does with a saved index.
+fn read_catalogs(settings: &Settings) -> Vec<CatalogRead> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    let chunk = settings.servers.len().div_ceil(threads).max(1);
+    std::thread::scope(|scope| {
+        let readers: Vec<_> = settings
+            .servers
+            .chunks(chunk)
+            .map(|servers| {
+                scope.spawn(|| {
+                    servers
+                        .iter()
+                        .map(|s| Catalog::read_server(&settings.catalog_dir, &s.name))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        readers
+            .into_iter()
+            .flat_map(|reader| {
+                reader
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
 }
 
 /// Entries of all tools, and the search documents of the sources asked for.
