@@ -184,7 +184,15 @@ impl Library {
                         changed = changed.len(),
                         "saved search index: re-indexing the servers whose catalog or config changed"
                     );
-                    index.replace_servers(by_server.into_iter().collect())?
+                    // Any failure here is the saved index's: build from the catalogs instead.
+                    index
+                        .replace_servers(by_server.into_iter().collect())
+                        .unwrap_or_else(|e| {
+                            report
+                                .warnings
+                                .push(format!("{e}; it is rebuilt from the catalogs"));
+                            None
+                        })
                 };
                 match index {
                     Some(index) => Self {
@@ -220,9 +228,10 @@ impl Library {
 
     /// Saves the search index in the catalog dir (see [`index_dir`]) unless it is saved
     /// already, so the next start reads it instead of building it. Nothing to do for a library
-    /// not loaded from a catalog dir, or when a newer version of the index exists.
+    /// not loaded from a catalog dir or without catalogs, or when a newer version of the index
+    /// exists.
     pub fn save_index(&self, catalog_dir: &Path) -> Result<(), SavedError> {
-        if self.sources.is_empty() || self.saved.load(SeqCst) {
+        if self.catalogs.is_empty() || self.sources.is_empty() || self.saved.load(SeqCst) {
             return Ok(());
         }
         let started = std::time::Instant::now();
