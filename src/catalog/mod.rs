@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 use crate::atomic_file::{self, Access};
 use crate::config::ServerConfig;
@@ -113,6 +114,11 @@ impl Catalog {
 
     /// Loads one catalog file; `Ok(None)` if it does not exist.
     pub fn load(path: &Path) -> Result<Option<Self>, CatalogError> {
+        Ok(Self::read(path)?.map(|(catalog, _)| catalog))
+    }
+
+    /// Like [`Self::load`], with the SHA-256 of the file's bytes.
+    fn read(path: &Path) -> Result<Option<(Self, [u8; 32])>, CatalogError> {
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -123,15 +129,22 @@ impl Catalog {
                 });
             }
         };
-        Self::parse(path, &text).map(Some)
+        let digest = Sha256::digest(text.as_bytes()).into();
+        Ok(Some((Self::parse(path, &text)?, digest)))
     }
 
     /// Loads `server`'s catalog from `dir`; `Ok(None)` if there is none. A catalog in that
     /// file that names another server is an error, never taken for this server's.
     pub fn load_server(dir: &Path, server: &str) -> Result<Option<Self>, CatalogError> {
+        Ok(Self::read_server(dir, server)?.map(|(catalog, _)| catalog))
+    }
+
+    /// Like [`Self::load_server`], with the SHA-256 of the file's bytes: what tells whether
+    /// the file changed since the search index was saved.
+    pub fn read_server(dir: &Path, server: &str) -> Result<Option<(Self, [u8; 32])>, CatalogError> {
         let path = Self::path(dir, server);
-        match Self::load(&path)? {
-            Some(catalog) if catalog.server != server => Err(CatalogError::WrongServer {
+        match Self::read(&path)? {
+            Some((catalog, _)) if catalog.server != server => Err(CatalogError::WrongServer {
                 path,
                 found: catalog.server,
                 expected: server.to_owned(),
@@ -146,6 +159,13 @@ impl Catalog {
             path: path.to_owned(),
             message,
         };
+        // The usual catalog in one pass; anything else is read again below for its message
+        // (parsing into a `Value` first, then into a catalog, builds every tool twice).
+        if let Ok(catalog) = serde_json::from_str::<Self>(text)
+            && (1..=FORMAT).contains(&catalog.format)
+        {
+            return Ok(catalog);
+        }
         let value: Value = serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
         match value.get("format") {
             Some(Value::Number(n)) => match n.as_u64() {
@@ -178,6 +198,13 @@ impl Catalog {
             .collect()
     }
 
+    /// The catalog as [`Self::write`] writes it.
+    pub fn text(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).expect("catalog serializes");
+        text.push('\n');
+        text
+    }
+
     /// Writes the catalog into `dir` atomically (temp file + rename), owner-only. A catalog of
     /// a newer format (from a newer meta-server) is never overwritten.
     pub fn write(&self, dir: &Path) -> Result<PathBuf, CatalogError> {
@@ -200,8 +227,7 @@ impl Catalog {
             }
             _ => {}
         }
-        let mut text = serde_json::to_string_pretty(self).expect("catalog serializes");
-        text.push('\n');
+        let text = self.text();
         atomic_file::write(&path, text.as_bytes(), Access::OwnerOnly).map_err(fail)?;
         Ok(path)
     }

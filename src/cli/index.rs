@@ -1,4 +1,5 @@
-//! `meta-server index`: connect each server, list its tools, write its catalog, disconnect.
+//! `meta-server index`: connect each server, list its tools, write its catalog, disconnect;
+//! then save the search index of all catalogs beside them.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -15,6 +16,9 @@ use crate::upstream::Manager;
 
 /// Build catalogs: connect each configured server, page through tools/list, write
 /// <catalog-dir>/<server>.json atomically, then stop the server.
+///
+/// Then the search index of all catalogs is saved in <catalog-dir>/.index, which `serve`
+/// starts from.
 ///
 /// Servers are indexed a few at a time (metaServer.indexConcurrency, default 4), each within its
 /// timeoutSecs. One failing server does not stop the others. Exit code: 0 when all succeeded,
@@ -34,6 +38,11 @@ pub struct Args {
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     json: bool,
+
+    /// Connect no server: only save the search index (and, with embeddings, the tool vectors)
+    /// of the catalogs already in the catalog dir.
+    #[arg(long, conflicts_with_all = ["servers", "stale"])]
+    offline: bool,
 }
 
 #[derive(Serialize)]
@@ -50,6 +59,10 @@ struct Outcome {
 }
 
 pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
+    if args.offline {
+        index_catalogs(&settings)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let chosen: Vec<&ServerConfig> = if args.servers.is_empty() {
         settings.servers.iter().collect()
     } else {
@@ -86,6 +99,7 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
     };
     if chosen.is_empty() {
         report(&[], &settings, args.json)?;
+        index_catalogs(&settings)?;
         return Ok(ExitCode::SUCCESS);
     }
     let manager = Manager::new(&settings.servers);
@@ -135,8 +149,8 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
     manager.shutdown().await;
     outcomes.sort_by(|a, b| a.server.cmp(&b.server));
     report(&outcomes, &settings, args.json)?;
-    if outcomes.iter().any(|o| o.ok) {
-        embed_catalogs(&settings);
+    if let Err(e) = index_catalogs(&settings) {
+        eprintln!("warning: {e:#}; `serve` builds the search index at start instead");
     }
     let failed = outcomes.iter().filter(|o| !o.ok).count();
     Ok(if failed == 0 {
@@ -146,23 +160,29 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// In a build with embeddings, with them on and the assets there, computes the tool vectors of the catalogs
-/// now on disk into `<catalog-dir>/<server>.vectors` (unchanged tools are kept), so `serve`
-/// is hybrid from its first search. Problems are reported, never fatal: search falls back to
-/// BM25.
-fn embed_catalogs(settings: &Settings) {
+/// Saves the search index of the catalogs now on disk in `<catalog-dir>/.index`, so `serve`
+/// starts without analysing every tool again, and in a build with embeddings, with them on
+/// and the assets there, computes their tool vectors into `<catalog-dir>/<server>.vectors`
+/// (unchanged tools are kept), so `serve` is hybrid from its first search. Vectors that cannot
+/// be computed are reported, never fatal: search falls back to BM25.
+fn index_catalogs(settings: &Settings) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let (library, report) = crate::server::load_library(settings)?;
+    for warning in &report.warnings {
+        eprintln!("warning: {warning}");
+    }
+    library.save_index(&settings.catalog_dir)?;
+    eprintln!(
+        "search index: {} tools in {} ({:.1}s)",
+        library.index.len(),
+        crate::library::index_dir(&settings.catalog_dir).display(),
+        started.elapsed().as_secs_f64()
+    );
     let Some(embedder) = crate::library::embedder(settings) else {
-        return;
+        return Ok(());
     };
     let started = Instant::now();
-    let embedded = crate::server::load_library(settings)
-        .map_err(|e| e.to_string())
-        .and_then(|(library, _)| {
-            library
-                .embed(embedder, Some(&settings.catalog_dir))
-                .map_err(|e| e.to_string())
-        });
-    match embedded {
+    match library.embed(embedder, Some(&settings.catalog_dir)) {
         Ok(stats) => eprintln!(
             "tool vectors: {} tools, {} embedded now ({:.1}s)",
             stats.tools,
@@ -171,6 +191,7 @@ fn embed_catalogs(settings: &Settings) {
         ),
         Err(e) => eprintln!("tool vectors not computed, search stays BM25 until they are: {e}"),
     }
+    Ok(())
 }
 
 /// Missing, unreadable, listed under another launch config, or past its `ttlMs`.

@@ -33,6 +33,11 @@ impl ToolFilter {
         })
     }
 
+    /// The allow and deny globs as written.
+    pub fn globs(&self) -> (&[String], &[String]) {
+        (&self.allow, &self.deny)
+    }
+
     /// Whether the tool named `tool` is offered.
     pub fn allows(&self, tool: &str) -> bool {
         (self.allow.is_empty() || self.allow_set.is_match(tool)) && !self.deny_set.is_match(tool)

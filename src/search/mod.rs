@@ -14,6 +14,7 @@ mod names;
 mod options;
 mod query;
 mod rank;
+mod saved;
 mod schema;
 mod stats;
 mod tables;
@@ -34,6 +35,7 @@ pub use confidence::{
 };
 pub use embed::DocVectors;
 pub use options::{Combine, Fusion, SearchOptions, StopWords};
+pub use saved::{SavedError, hex};
 pub use tokenizer::{split_words, words_of};
 
 /// Errors from the search engine (index build or query execution).
@@ -115,7 +117,7 @@ impl SearchIndex {
         let mut tables = Tables::default();
         schema::commit_docs(
             &index,
-            None,
+            Vec::new(),
             &fields,
             &mut analyzer,
             &mut tables,
@@ -148,10 +150,24 @@ impl SearchIndex {
     pub fn replace_server(
         &self,
         server: &str,
-        mut docs: Vec<ToolDoc>,
+        docs: Vec<ToolDoc>,
     ) -> Result<Option<Self>, SearchError> {
-        let removed = self.tables.removed() + self.tables.ords_of(server).len();
-        let ordinals = self.tables.keys.len() + docs.len();
+        self.replace_servers(vec![(server.to_owned(), docs)])
+    }
+
+    /// [`Self::replace_server`] for several servers in one commit (an empty list of documents
+    /// removes a server).
+    pub fn replace_servers(
+        &self,
+        changes: Vec<(String, Vec<ToolDoc>)>,
+    ) -> Result<Option<Self>, SearchError> {
+        let removed = self.tables.removed()
+            + changes
+                .iter()
+                .map(|(server, _)| self.tables.ords_of(server).len())
+                .sum::<usize>();
+        let ordinals =
+            self.tables.keys.len() + changes.iter().map(|(_, docs)| docs.len()).sum::<usize>();
         if self.options.decompound
             || removed * 4 > ordinals
             || self
@@ -161,13 +177,19 @@ impl SearchIndex {
         {
             return Ok(None);
         }
-        docs.sort_by(|a, b| a.key.cmp(&b.key));
         let mut tables = self.tables.clone();
-        tables.remove_server(server);
+        let mut deletes = Vec::with_capacity(changes.len());
+        let mut docs = Vec::new();
+        for (server, server_docs) in changes {
+            tables.remove_server(&server);
+            deletes.push(Term::from_field_text(self.fields.server, &server));
+            docs.extend(server_docs);
+        }
+        docs.sort_by(|a, b| a.key.cmp(&b.key));
         let mut analyzer = self.analyzer.clone();
         schema::commit_docs(
             &self.index,
-            Some(Term::from_field_text(self.fields.server, server)),
+            deletes,
             &self.fields,
             &mut analyzer,
             &mut tables,

@@ -67,13 +67,13 @@ pub(super) fn schema(options: &SearchOptions) -> (Schema, Fields) {
     (sb.build(), fields)
 }
 
-/// Deletes the documents matching `delete`, adds `docs` (each with the next ordinal of
+/// Deletes the documents matching any of `delete`, adds `docs` (each with the next ordinal of
 /// `tables`, which records them too) and commits. The writer is single-threaded and never
 /// merges: every commit adds one segment, and a segment whose documents are all deleted is
 /// dropped at the next commit.
 pub(super) fn commit_docs(
     index: &Index,
-    delete: Option<Term>,
+    delete: Vec<Term>,
     fields: &Fields,
     analyzer: &mut TextAnalyzer,
     tables: &mut Tables,
@@ -82,7 +82,7 @@ pub(super) fn commit_docs(
 ) -> Result<(), SearchError> {
     let mut writer: IndexWriter = index.writer_with_num_threads(1, WRITER_BYTES)?;
     writer.set_merge_policy(Box::new(NoMergePolicy));
-    if let Some(term) = delete {
+    for term in delete {
         writer.delete_term(term);
     }
     for (d, parts) in docs.iter().zip(name_parts) {

@@ -108,6 +108,163 @@ impl Tables {
     pub fn removed(&self) -> usize {
         self.keys.len() - self.live
     }
+
+    /// The tables in a compact binary form (little-endian counts, length-prefixed strings);
+    /// maps in key order, so equal tables give equal bytes. Read back by [`Self::decode`].
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Writer(Vec::with_capacity(1 << 20));
+        out.strings(&self.keys);
+        out.strings(&self.servers);
+        let mut names: Vec<_> = self.names.iter().collect();
+        names.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        out.len(names.len());
+        for (name, ords) in names {
+            out.string(name);
+            out.ords(ords);
+        }
+        let mut squashed: Vec<_> = self.squashed.iter().collect();
+        squashed.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        out.len(squashed.len());
+        for (name, (letters, ords)) in squashed {
+            out.string(name);
+            out.0.extend_from_slice(&letters.to_le_bytes());
+            out.ords(ords);
+        }
+        let mut vocab = vec![""; self.vocab.len()];
+        for (term, &id) in &self.vocab {
+            vocab[id as usize] = term;
+        }
+        out.len(vocab.len());
+        for term in vocab {
+            out.string(term);
+        }
+        out.ords(&self.df);
+        out.len(self.doc_terms.len());
+        for terms in &self.doc_terms {
+            out.ords(terms);
+        }
+        out.len(self.live);
+        out.0
+    }
+
+    /// Tables from [`Self::encode`]'s bytes; an error for bytes it did not write (truncated,
+    /// a count past the end, an id out of range).
+    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
+        let mut r = Reader(bytes);
+        let keys = r.strings()?;
+        let servers = r.strings()?;
+        let mut names = HashMap::new();
+        for _ in 0..r.len()? {
+            names.insert(r.string()?, r.ords()?);
+        }
+        let mut squashed = HashMap::new();
+        for _ in 0..r.len()? {
+            let name = r.string()?;
+            let letters = u64::from_le_bytes(r.take(8)?.try_into().expect("8 bytes"));
+            squashed.insert(name, (letters, r.ords()?));
+        }
+        let terms = r.len()?;
+        let mut vocab = HashMap::with_capacity(terms.min(r.0.len() / 4));
+        for id in 0..terms as u32 {
+            vocab.insert(r.string()?, id);
+        }
+        let df = r.ords()?;
+        let mut doc_terms = Vec::new();
+        for _ in 0..r.len()? {
+            doc_terms.push(r.ords()?);
+        }
+        let live = r.len()?;
+        let docs = keys.len();
+        let ords_valid = names
+            .values()
+            .chain(squashed.values().map(|(_, ords)| ords))
+            .flatten()
+            .all(|&o| (o as usize) < docs);
+        if !r.0.is_empty()
+            || servers.len() != docs
+            || doc_terms.len() != docs
+            || df.len() != vocab.len()
+            || vocab.len() != terms
+            || live > docs
+            || !ords_valid
+            || doc_terms.iter().flatten().any(|&id| id as usize >= terms)
+        {
+            return Err("the side tables do not fit together".into());
+        }
+        Ok(Self {
+            keys,
+            servers,
+            names,
+            squashed,
+            vocab,
+            df,
+            doc_terms,
+            live,
+        })
+    }
+}
+
+struct Writer(Vec<u8>);
+
+impl Writer {
+    fn len(&mut self, n: usize) {
+        self.0.extend_from_slice(&(n as u32).to_le_bytes());
+    }
+
+    fn string(&mut self, s: &str) {
+        self.len(s.len());
+        self.0.extend_from_slice(s.as_bytes());
+    }
+
+    fn strings(&mut self, list: &[String]) {
+        self.len(list.len());
+        for s in list {
+            self.string(s);
+        }
+    }
+
+    fn ords(&mut self, list: &[u32]) {
+        self.len(list.len());
+        for n in list {
+            self.0.extend_from_slice(&n.to_le_bytes());
+        }
+    }
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8], String> {
+        if self.0.len() < n {
+            return Err("the side tables are truncated".into());
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+
+    fn len(&mut self) -> Result<usize, String> {
+        let n = u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes"));
+        Ok(n as usize)
+    }
+
+    fn string(&mut self) -> Result<String, String> {
+        let n = self.len()?;
+        String::from_utf8(self.take(n)?.to_vec()).map_err(|e| e.to_string())
+    }
+
+    fn strings(&mut self) -> Result<Vec<String>, String> {
+        (0..self.len()?).map(|_| self.string()).collect()
+    }
+
+    fn ords(&mut self) -> Result<Vec<u32>, String> {
+        let n = self.len()?;
+        let bytes = self.take(n.checked_mul(4).ok_or("a count overflows")?)?;
+        Ok(bytes
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+            .collect())
+    }
 }
 
 /// A name lower-cased without `_`, `-` and `.`: `getCurrentTime`, `get_current_time` and
@@ -160,5 +317,16 @@ mod tests {
         assert_eq!(ord, 2, "a new document gets a new ordinal");
         assert_eq!(t.df[t.vocab["file"] as usize], 1);
         assert_eq!(t.names["z"], [2]);
+
+        let bytes = t.encode();
+        let back = Tables::decode(&bytes).unwrap();
+        assert_eq!(back.encode(), bytes, "decoding loses nothing");
+        assert_eq!(
+            (back.keys, back.vocab, back.live),
+            (t.keys, t.vocab, t.live)
+        );
+        for cut in [0, 1, bytes.len() / 2, bytes.len() - 1] {
+            assert!(Tables::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
     }
 }

@@ -545,3 +545,159 @@ fn coverage_weighs_short_queries_only() {
     };
     assert_eq!(scores(&plain), scores(&idx));
 }
+
+/// The hits of some queries, exact and close names, typos and server filters included.
+fn answers(idx: &SearchIndex) -> Vec<Vec<Hit>> {
+    let queries = [
+        ("read a file", None),
+        ("current time", None),
+        ("echo", None),
+        ("get_curent_time", None),
+        ("time__echo", None),
+        ("path", Some("fs")),
+        ("sum of numbers", None),
+    ];
+    queries
+        .iter()
+        .map(|(q, server)| idx.search(q, 10, *server).unwrap())
+        .collect()
+}
+
+fn sources() -> std::collections::BTreeMap<String, String> {
+    [("fs", "1"), ("everything", "2"), ("time", "3")]
+        .into_iter()
+        .map(|(s, h)| (s.to_owned(), h.to_owned()))
+        .collect()
+}
+
+#[test]
+fn a_saved_index_answers_exactly_as_the_index_it_was_saved_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = SearchOptions::default();
+    assert!(
+        SearchIndex::open_saved(dir.path(), &options)
+            .unwrap()
+            .is_none()
+    );
+    let built = index();
+    assert!(built.save(dir.path(), &sources()).unwrap());
+    let (opened, saved_sources) = SearchIndex::open_saved(dir.path(), &options)
+        .unwrap()
+        .unwrap();
+    assert_eq!(saved_sources, sources());
+    assert_eq!(answers(&opened), answers(&built));
+    assert_eq!(opened.keys(), built.keys());
+
+    // Updated after opening, then saved and opened again: still the updated answers.
+    let docs = vec![doc(
+        "time",
+        "get_timezone",
+        "Which timezone a city is in",
+        "city",
+    )];
+    let updated = opened.replace_server("time", docs).unwrap().unwrap();
+    assert!(
+        !opened.save(dir.path(), &sources()).unwrap(),
+        "an older version is not saved"
+    );
+    assert!(updated.save(dir.path(), &sources()).unwrap());
+    let (reopened, _) = SearchIndex::open_saved(dir.path(), &options)
+        .unwrap()
+        .unwrap();
+    assert_eq!(answers(&reopened), answers(&updated));
+    assert_eq!(reopened.len(), updated.len());
+    let other = SearchOptions {
+        stem: false,
+        ..SearchOptions::default()
+    };
+    assert!(
+        SearchIndex::open_saved(dir.path(), &other)
+            .unwrap()
+            .is_none(),
+        "saved with other options"
+    );
+}
+
+#[test]
+fn a_damaged_saved_index_is_an_error_never_an_index() {
+    let saved = tempfile::tempdir().unwrap();
+    index().save(saved.path(), &sources()).unwrap();
+    let root = saved.path().join("v1");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("manifest.json")).unwrap()).unwrap();
+    let generation = manifest["generation"].as_str().unwrap();
+    let files: Vec<String> = manifest["files"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    assert!(files.iter().any(|f| f == "tables.bin") && files.iter().any(|f| f == "meta.json"));
+    assert!(files.len() > 5, "{files:?}");
+    type Damage = fn(&std::path::Path);
+    let damages: [(&str, Damage); 3] = [
+        ("truncated", |p| {
+            let bytes = std::fs::read(p).unwrap();
+            std::fs::write(p, &bytes[..bytes.len() / 2]).unwrap();
+        }),
+        ("one byte changed", |p| {
+            let mut bytes = std::fs::read(p).unwrap();
+            let middle = bytes.len() / 2;
+            bytes[middle] ^= 0x20;
+            std::fs::write(p, bytes).unwrap();
+        }),
+        ("missing", |p| std::fs::remove_file(p).unwrap()),
+    ];
+    for file in &files {
+        for (what, damage) in damages {
+            let dir = tempfile::tempdir().unwrap();
+            copy_dir(saved.path(), dir.path());
+            damage(&dir.path().join("v1").join(generation).join(file));
+            let opened = SearchIndex::open_saved(dir.path(), &SearchOptions::default());
+            assert!(
+                matches!(opened, Err(SavedError::Unusable { .. })),
+                "{file} {what}: {:?}",
+                opened.map(|o| o.is_some())
+            );
+        }
+    }
+    for manifest in ["", "{", "{\"format\": 1}"] {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(saved.path(), dir.path());
+        std::fs::write(dir.path().join("v1/manifest.json"), manifest).unwrap();
+        let opened = SearchIndex::open_saved(dir.path(), &SearchOptions::default());
+        assert!(opened.is_err(), "manifest {manifest:?}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(saved.path(), dir.path());
+    std::fs::remove_file(dir.path().join("v1/manifest.json")).unwrap();
+    let opened = SearchIndex::open_saved(dir.path(), &SearchOptions::default());
+    assert!(
+        matches!(opened, Ok(None)),
+        "files written a moment ago may be another process's save in progress"
+    );
+    let written = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
+    std::fs::File::open(dir.path().join("v1").join(generation))
+        .unwrap()
+        .set_modified(written)
+        .unwrap();
+    let opened = SearchIndex::open_saved(dir.path(), &SearchOptions::default());
+    assert!(
+        matches!(&opened, Err(SavedError::Unusable { message, .. }) if message.contains("manifest")),
+        "a save without its manifest is half-written: {:?}",
+        opened.map(|o| o.is_some())
+    );
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}

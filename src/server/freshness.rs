@@ -1,7 +1,7 @@
 //! Keeping catalogs fresh while serving: servers without a catalog are indexed in the
 //! background; a stale catalog (launch config changed) is re-listed when its server connects;
 //! `tools/list_changed` re-lists the server after a quiet period. Each refresh persists the
-//! catalog and swaps in a new library (with a shared store, through `shared.rs`: one replica
+//! catalog, swaps in a new library and saves its search index (with a shared store, through `shared.rs`: one replica
 //! lists, the others take its catalog). The meta-tools themselves never change.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -130,6 +130,7 @@ pub(super) fn install(state: &Arc<State>, fresh: Catalog) -> Result<(), String> 
     }
     state.replace_catalog(fresh).map_err(|e| e.to_string())?;
     state.embed_in_background();
+    state.save_index_in_background();
     Ok(())
 }
 

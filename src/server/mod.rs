@@ -90,8 +90,8 @@ pub enum StartError {
 /// Start-up shared by stdio and HTTP: opens the shared store if one is configured (taking the
 /// catalogs other replicas listed), loads the library from the catalogs, starts the freshness
 /// watcher, connects alwaysLoad servers, fixes `tools/list` and the `initialize` instructions;
-/// checks that servers with a catalog can be started and indexes servers without one in the
-/// background.
+/// checks that servers with a catalog can be started, saves the search index if it was built or
+/// updated, and indexes servers without one, all in the background.
 async fn start(settings: Settings) -> Result<MetaServer, StartError> {
     let shared = match &settings.store {
         Some(store) => Some(Valkey::open(&store.url)?),
@@ -117,6 +117,7 @@ async fn start(settings: Settings) -> Result<MetaServer, StartError> {
     tokio::spawn(freshness::watch(state.clone()));
     let checking = state.clone();
     tokio::task::spawn_blocking(move || checking.check_launches());
+    state.save_index_in_background();
     let server = MetaServer::start(state.clone()).await;
     let missing: Vec<String> = missing
         .into_iter()

@@ -349,6 +349,17 @@ impl State {
         Ok(())
     }
 
+    /// Saves the search index beside the catalogs on a blocking thread unless the saved one
+    /// is the current library's already; a failure is a warning (the next start rebuilds).
+    pub(super) fn save_index_in_background(self: &Arc<Self>) {
+        let state = self.clone();
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = state.library().save_index(&state.settings.catalog_dir) {
+                tracing::warn!("{e}; the next start builds the index again");
+            }
+        });
+    }
+
     /// Whether `server`'s catalog should be re-listed on its next connection: missing, made
     /// from another launch config, or changed while disconnected.
     pub fn is_stale(&self, server: &str) -> bool {

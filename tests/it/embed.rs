@@ -44,7 +44,10 @@ fn a_paraphrase_finds_the_tool_that_bm25_misses() {
         tool("send_email", "Send an email message to a recipient"),
         tool("run_sql", "Run a SQL query against a database"),
     ];
-    let texts: Vec<String> = docs.iter().map(embed::tool_text).collect();
+    let texts: Vec<String> = docs
+        .iter()
+        .map(|d| embed::tool_text(&d.name, &d.title, &d.description))
+        .collect();
     let keys: Vec<String> = docs.iter().map(|d| d.key.clone()).collect();
     let idx = SearchIndex::build(docs).unwrap();
     let vectors = embedder.embed_documents(&texts).unwrap();

@@ -12,4 +12,5 @@ mod help;
 mod install;
 mod load;
 mod protocol;
+mod saved_index;
 mod support;

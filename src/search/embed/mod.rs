@@ -12,8 +12,6 @@ use std::path::{Path, PathBuf};
 pub use imp::Embedder;
 pub use store::{DocVectors, VectorFile, missing, text_hash, update_vectors};
 
-use super::ToolDoc;
-
 /// Sub-directory of the embedding directory holding the model files.
 pub const MODEL_DIR: &str = "all-minilm-l6-v2-int8";
 /// ONNX Runtime library file in the embedding directory.
@@ -44,10 +42,9 @@ pub enum EmbedError {
 }
 
 /// The text embedded for a tool: its name split into words, title and description.
-pub fn tool_text(doc: &ToolDoc) -> String {
-    let name = super::words_of(&doc.name);
-    let mut text = name;
-    for part in [&doc.title, &doc.description] {
+pub fn tool_text(name: &str, title: &str, description: &str) -> String {
+    let mut text = super::words_of(name);
+    for part in [title, description] {
         let part = part.trim();
         if !part.is_empty() && !text.contains(part) {
             text.push_str(": ");

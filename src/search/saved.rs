@@ -1,0 +1,263 @@
+//! The search index saved in a directory, so start-up reads it instead of analysing every
+//! tool text again: tantivy's files, the side tables, and `manifest.json`, written last,
+//! with the size and SHA-256 of every file and the sources the index was built from.
+//!
+//! Layout: `<dir>/v<FORMAT>/manifest.json` names a generation directory beside it that holds
+//! the files. A save writes a new generation, then the manifest (temp file + rename); a
+//! generation is never written again, so a reader sees a whole index or none. A file that
+//! does not match the manifest is an error, never served.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::SeqCst;
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tantivy::directory::{Directory, RamDirectory};
+use tantivy::{Index, ReloadPolicy};
+
+use super::tables::Tables;
+use super::{SearchIndex, SearchOptions, schema};
+use crate::atomic_file::{self, Access};
+
+/// The saved format; a change makes earlier saves unread (they stay in their own directory).
+pub const FORMAT: u32 = 1;
+const MANIFEST: &str = "manifest.json";
+const TABLES: &str = "tables.bin";
+/// tantivy's list of its index's segments, and of the files it manages (which a reopened
+/// index needs to save all its files again).
+const META: [&str; 2] = ["meta.json", ".managed.json"];
+/// Generations other than the current one older than this are deleted by a save, and without
+/// a manifest they mean a save was interrupted; younger ones may be another process's save
+/// in progress.
+const KEEP_OTHERS: Duration = Duration::from_secs(60);
+
+/// Why a saved index cannot be used or saved.
+#[derive(Debug, thiserror::Error)]
+pub enum SavedError {
+    #[error("saved search index {path} is unusable: {message}")]
+    Unusable { path: PathBuf, message: String },
+    #[error("cannot save the search index in {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Per source (a server, the built-in tools, skills), a hash of what its documents are made of.
+pub type Sources = BTreeMap<String, String>;
+
+#[derive(Serialize, Deserialize)]
+struct Manifest {
+    format: u32,
+    /// The search options' debug form: another ranking setup builds another index.
+    options: String,
+    /// The directory beside the manifest that holds the files.
+    generation: String,
+    files: BTreeMap<String, FileSum>,
+    /// What the index was built from, by source (a server, the built-in tools, skills): a hash
+    /// of its inputs, compared by the caller to tell which sources changed.
+    sources: Sources,
+}
+
+#[derive(Serialize, Deserialize, PartialEq)]
+struct FileSum {
+    size: u64,
+    sha256: String,
+}
+
+impl FileSum {
+    fn of(bytes: &[u8]) -> Self {
+        Self {
+            size: bytes.len() as u64,
+            sha256: hex(&Sha256::digest(bytes)),
+        }
+    }
+}
+
+/// Lower-case hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl SearchIndex {
+    /// Saves this index in `dir` with the hashes of its `sources`. Returns `Ok(false)` without
+    /// saving when this is no longer the newest version (a newer one is saved instead).
+    pub fn save(&self, dir: &Path, sources: &Sources) -> Result<bool, SavedError> {
+        let root = dir.join(format!("v{FORMAT}"));
+        let failed = |source| SavedError::Write {
+            path: root.clone(),
+            source,
+        };
+        if !self.is_newest() {
+            return Ok(false);
+        }
+        let directory = self.index.directory();
+        let mut names: Vec<PathBuf> = directory.list_managed_files().into_iter().collect();
+        names.extend(META.map(PathBuf::from));
+        names.sort();
+        names.dedup();
+        let mut files = Vec::with_capacity(names.len() + 1);
+        for name in names {
+            match directory.atomic_read(&name) {
+                Ok(bytes) => files.push((name.to_string_lossy().into_owned(), bytes)),
+                // Listed but gone: a segment dropped at the last commit.
+                Err(tantivy::directory::error::OpenReadError::FileDoesNotExist(_)) => {}
+                Err(e) => return Err(failed(std::io::Error::other(e.to_string()))),
+            }
+        }
+        files.push((TABLES.to_owned(), self.tables.encode()));
+        if !self.is_newest() {
+            // Updated while the files were read: they may not fit the tables.
+            return Ok(false);
+        }
+        std::fs::create_dir_all(&root).map_err(failed)?;
+        let generation = tempfile::Builder::new()
+            .prefix("g")
+            .tempdir_in(&root)
+            .map_err(failed)?
+            .keep();
+        let mut sums = BTreeMap::new();
+        for (name, bytes) in &files {
+            std::fs::write(generation.join(name), bytes).map_err(failed)?;
+            sums.insert(name.clone(), FileSum::of(bytes));
+        }
+        let generation = generation
+            .file_name()
+            .expect("a temp dir has a name")
+            .to_string_lossy()
+            .into_owned();
+        let manifest = Manifest {
+            format: FORMAT,
+            options: format!("{:?}", self.options),
+            generation: generation.clone(),
+            files: sums,
+            sources: sources.clone(),
+        };
+        let text = serde_json::to_vec_pretty(&manifest).expect("manifest serializes");
+        atomic_file::write(&root.join(MANIFEST), &text, Access::OwnerOnly).map_err(failed)?;
+        remove_old_generations(&root, &generation);
+        Ok(true)
+    }
+
+    /// The index saved in `dir` with the hashes of its sources; `Ok(None)` when there is none
+    /// for this format and these options. Every file is checked against the manifest first:
+    /// a missing, truncated or changed file is an error.
+    pub fn open_saved(
+        dir: &Path,
+        options: &SearchOptions,
+    ) -> Result<Option<(Self, Sources)>, SavedError> {
+        let root = dir.join(format!("v{FORMAT}"));
+        let unusable = |message: String| SavedError::Unusable {
+            path: root.clone(),
+            message,
+        };
+        let text = match std::fs::read(root.join(MANIFEST)) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // Younger files may be another process's first save, still writing.
+                if std::fs::read_dir(&root).is_ok_and(|d| d.flatten().any(|e| is_old(&e))) {
+                    return Err(unusable(
+                        "its files have no manifest: a save was interrupted".into(),
+                    ));
+                }
+                return Ok(None);
+            }
+            Err(e) => return Err(unusable(e.to_string())),
+        };
+        let manifest: Manifest = serde_json::from_slice(&text)
+            .map_err(|e| unusable(format!("its manifest does not parse: {e}")))?;
+        if manifest.format != FORMAT || manifest.options != format!("{options:?}") {
+            return Ok(None);
+        }
+        let generation = root.join(&manifest.generation);
+        if manifest.generation.contains(['/', '\\']) || manifest.generation.starts_with('.') {
+            return Err(unusable("its manifest names no generation".into()));
+        }
+        let ram = RamDirectory::create();
+        let mut tables = None;
+        for (name, sum) in &manifest.files {
+            let bytes = std::fs::read(generation.join(name))
+                .map_err(|e| unusable(format!("{name}: {e}")))?;
+            if FileSum::of(&bytes) != *sum {
+                return Err(unusable(format!("{name} does not match its checksum")));
+            }
+            if name == TABLES {
+                tables = Some(bytes);
+            } else {
+                ram.atomic_write(Path::new(name), &bytes)
+                    .map_err(|e| unusable(format!("{name}: {e}")))?;
+            }
+        }
+        let tables = Tables::decode(&tables.ok_or_else(|| unusable(format!("no {TABLES}")))?)
+            .map_err(unusable)?;
+        let index = Index::open(ram).map_err(|e| unusable(e.to_string()))?;
+        let (definition, fields) = schema::schema(options);
+        if index.schema() != definition {
+            return Err(unusable("its schema is not this build's".into()));
+        }
+        let analyzer = schema::analyzer(options);
+        index
+            .tokenizers()
+            .register(schema::ANALYZER, analyzer.clone());
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(|e: tantivy::TantivyError| unusable(e.to_string()))?;
+        let searcher = reader.searcher();
+        if searcher.num_docs() != tables.live as u64 {
+            return Err(unusable(format!(
+                "{} documents, {} in the side tables",
+                searcher.num_docs(),
+                tables.live
+            )));
+        }
+        Ok(Some((
+            Self {
+                index,
+                reader,
+                searcher,
+                generation: Arc::new(AtomicU64::new(0)),
+                version: 0,
+                analyzer,
+                fields,
+                options: options.clone(),
+                tables,
+            },
+            manifest.sources,
+        )))
+    }
+
+    fn is_newest(&self) -> bool {
+        self.generation.load(SeqCst) == self.version
+    }
+}
+
+/// Deletes the generations in `root` other than `current` that are older than
+/// [`KEEP_OTHERS`]; what cannot be deleted stays for the next save.
+fn remove_old_generations(root: &Path, current: &str) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_name() != current
+            && is_old(&entry)
+            && entry.file_type().is_ok_and(|t| t.is_dir())
+        {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// Whether `entry` was last changed more than [`KEEP_OTHERS`] ago.
+fn is_old(entry: &std::fs::DirEntry) -> bool {
+    entry.metadata().and_then(|m| m.modified()).is_ok_and(|t| {
+        SystemTime::now()
+            .duration_since(t)
+            .is_ok_and(|age| age > KEEP_OTHERS)
+    })
+}
