@@ -124,6 +124,17 @@ impl SearchIndex {
             &docs,
             &name_parts,
         )?;
+        Ok(Self::open(index, analyzer, fields, options, tables)?)
+    }
+
+    /// The first version of an index whose documents are committed and described by `tables`.
+    fn open(
+        index: Index,
+        analyzer: TextAnalyzer,
+        fields: Fields,
+        options: SearchOptions,
+        tables: Tables,
+    ) -> Result<Self, tantivy::TantivyError> {
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)

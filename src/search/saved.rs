@@ -9,15 +9,13 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use tantivy::Index;
 use tantivy::directory::{Directory, RamDirectory};
-use tantivy::{Index, ReloadPolicy};
 
 use super::tables::Tables;
 use super::{SearchIndex, SearchOptions, schema};
@@ -203,33 +201,16 @@ impl SearchIndex {
         index
             .tokenizers()
             .register(schema::ANALYZER, analyzer.clone());
-        let reader = index
-            .reader_builder()
-            .reload_policy(ReloadPolicy::Manual)
-            .try_into()
-            .map_err(|e: tantivy::TantivyError| unusable(e.to_string()))?;
-        let searcher = reader.searcher();
-        if searcher.num_docs() != tables.live as u64 {
+        let live = tables.live as u64;
+        let opened = Self::open(index, analyzer, fields, options.clone(), tables)
+            .map_err(|e| unusable(e.to_string()))?;
+        let found = opened.searcher.num_docs();
+        if found != live {
             return Err(unusable(format!(
-                "{} documents, {} in the side tables",
-                searcher.num_docs(),
-                tables.live
+                "{found} documents, {live} in the side tables"
             )));
         }
-        Ok(Some((
-            Self {
-                index,
-                reader,
-                searcher,
-                generation: Arc::new(AtomicU64::new(0)),
-                version: 0,
-                analyzer,
-                fields,
-                options: options.clone(),
-                tables,
-            },
-            manifest.sources,
-        )))
+        Ok(Some((opened, manifest.sources)))
     }
 
     fn is_newest(&self) -> bool {
