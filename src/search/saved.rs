@@ -178,6 +178,11 @@ impl SearchIndex {
         let ram = RamDirectory::create();
         let mut tables = None;
         for (name, sum) in &manifest.files {
+            if name.contains(['/', '\\']) || name == ".." {
+                return Err(unusable(format!(
+                    "its manifest names a file outside it: {name}"
+                )));
+            }
             let bytes = std::fs::read(generation.join(name))
                 .map_err(|e| unusable(format!("{name}: {e}")))?;
             if FileSum::of(&bytes) != *sum {

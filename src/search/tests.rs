@@ -661,6 +661,23 @@ fn a_damaged_saved_index_is_an_error_never_an_index() {
             );
         }
     }
+    // A manifest that names a file outside its generation is not followed there.
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(saved.path(), dir.path());
+    let mut outside = manifest.clone();
+    let sum = outside["files"]["meta.json"].clone();
+    outside["files"]["../../secret"] = sum;
+    std::fs::write(
+        dir.path().join("v1/manifest.json"),
+        serde_json::to_vec(&outside).unwrap(),
+    )
+    .unwrap();
+    let opened = SearchIndex::open_saved(dir.path(), &SearchOptions::default());
+    assert!(
+        matches!(&opened, Err(SavedError::Unusable { message, .. }) if message.contains("outside")),
+        "{:?}",
+        opened.map(|o| o.is_some())
+    );
     for manifest in ["", "{", "{\"format\": 1}"] {
         let dir = tempfile::tempdir().unwrap();
         copy_dir(saved.path(), dir.path());
