@@ -1,11 +1,10 @@
 //! Hashes that tell whether a catalog still matches its server: the launch config (without
 //! secrets) and the tool list.
 
-use std::borrow::Borrow;
-
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use super::RawTool;
 use crate::config::{ServerConfig, TransportConfig};
 
 /// Hash of what launches the server, as written in the config (before `${VAR}` expansion).
@@ -30,10 +29,11 @@ pub fn config_fingerprint(server: &ServerConfig) -> String {
     hex_sha256(&launch)
 }
 
-/// SHA-256 of the tools as canonical JSON (object keys sorted), order of tools kept.
-pub fn tools_hash<T: Borrow<Value>>(tools: &[T]) -> String {
+/// SHA-256 of the tools as canonical JSON (object keys sorted), order of tools kept. Each
+/// tool is parsed for it, and not kept.
+pub fn tools_hash(tools: &[RawTool]) -> String {
     hex_sha256(&Value::Array(
-        tools.iter().map(|t| canonical(t.borrow())).collect(),
+        tools.iter().map(|t| canonical(&t.value())).collect(),
     ))
 }
 
@@ -98,10 +98,12 @@ mod tests {
 
     #[test]
     fn tools_hash_ignores_key_order() {
-        let a = vec![serde_json::json!({"name": "x", "description": "d"})];
-        let b: Vec<Value> =
+        let a = vec![RawTool::from(
+            serde_json::json!({"name": "x", "description": "d"}),
+        )];
+        let b: Vec<RawTool> =
             vec![serde_json::from_str(r#"{"description": "d", "name": "x"}"#).unwrap()];
         assert_eq!(tools_hash(&a), tools_hash(&b));
-        assert_ne!(tools_hash(&a), tools_hash::<Value>(&[]));
+        assert_ne!(tools_hash(&a), tools_hash(&[]));
     }
 }

@@ -2,11 +2,11 @@
 //! received, written atomically, plus fingerprints and refresh from a live upstream.
 
 mod fingerprint;
+mod raw;
 mod refresh;
 mod tool;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -17,6 +17,7 @@ use crate::atomic_file::{self, Access};
 use crate::config::ServerConfig;
 
 pub use fingerprint::{config_fingerprint, tools_hash};
+pub use raw::RawTool;
 pub use refresh::fetch;
 pub use tool::ToolDef;
 
@@ -76,13 +77,13 @@ pub struct Catalog {
     /// counted from `fetchedAt`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_ms: Option<u64>,
-    /// MCP Tool objects as the server sent them (shared, never copied).
-    pub tools: Vec<Arc<Value>>,
+    /// MCP Tool objects as the server sent them, kept as text (shared, never copied).
+    pub tools: Vec<RawTool>,
 }
 
 impl Catalog {
     /// A catalog of `tools` that says nothing about where or when they were listed.
-    pub fn new(server: impl Into<String>, tools: Vec<Arc<Value>>) -> Self {
+    pub fn new(server: impl Into<String>, tools: Vec<RawTool>) -> Self {
         Self {
             format: FORMAT,
             server: server.into(),
@@ -249,7 +250,7 @@ mod tests {
     use serde_json::json;
 
     fn sample() -> Catalog {
-        let tools = vec![Arc::new(json!({
+        let tools = vec![RawTool::from(json!({
             "name": "echo",
             "description": "Echoes back the input",
             "inputSchema": {"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]},
@@ -306,7 +307,7 @@ mod tests {
         assert_eq!(path, dir.path().join("everything.json"));
         let loaded = Catalog::load(&path).unwrap().unwrap();
         assert_eq!(loaded, catalog);
-        assert_eq!(loaded.tools[0]["x-extra"]["kept"], true);
+        assert_eq!(loaded.tools[0].value()["x-extra"]["kept"], true);
         let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(leftovers.len(), 1, "no temp file left behind");
         #[cfg(unix)]

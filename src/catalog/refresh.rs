@@ -5,16 +5,16 @@ use std::time::SystemTime;
 use crate::config::ServerConfig;
 use crate::upstream::{Manager, UpstreamError};
 
-use super::{Catalog, FORMAT, config_fingerprint, tools_hash};
+use super::{Catalog, FORMAT, RawTool, config_fingerprint, tools_hash};
 
 /// Connects `server` (if needed), pages through its whole `tools/list` and returns its catalog.
 pub async fn fetch(manager: &Manager, server: &ServerConfig) -> Result<Catalog, UpstreamError> {
     let (list, conn) = manager.list_tools(&server.name).await?;
     let info = conn.server_info();
-    let tools: Vec<std::sync::Arc<serde_json::Value>> = list
+    let tools: Vec<RawTool> = list
         .items
         .iter()
-        .map(|t| std::sync::Arc::new(serde_json::to_value(t).expect("tool serializes")))
+        .map(|t| RawTool::from(serde_json::to_value(t).expect("tool serializes")))
         .collect();
     Ok(Catalog {
         format: FORMAT,

@@ -1,17 +1,24 @@
 //! A read view of one catalog tool: the fields search and the meta-tools need.
 
-use std::sync::{Arc, LazyLock};
+use std::fmt;
+use std::sync::LazyLock;
 
+use serde::Deserializer;
+use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use super::RawTool;
+
 /// One tool as found in a catalog. `raw` is the object exactly as stored, shared with the
-/// catalog rather than copied.
+/// catalog rather than copied; only the name, title and description are read from it up
+/// front, the rest when asked for.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolDef {
     pub name: String,
     pub title: Option<String>,
     pub description: String,
-    pub raw: Arc<Value>,
+    pub raw: RawTool,
 }
 
 /// The schema of a tool that declares none: no arguments.
@@ -19,45 +26,47 @@ static NO_ARGUMENTS: LazyLock<Map<String, Value>> =
     LazyLock::new(|| Map::from_iter([("type".to_owned(), Value::from("object"))]));
 
 impl ToolDef {
-    /// Reads a tool object; needs at least a string `name`.
-    pub fn from_json(raw: &Arc<Value>) -> Result<Self, String> {
-        let obj = raw.as_object().ok_or("a tool must be a JSON object")?;
-        let name = obj
-            .get("name")
-            .and_then(Value::as_str)
+    /// Reads a tool object; needs at least a string `name`, and an `inputSchema` that is an
+    /// object if there is one. Reads only those fields of the text.
+    pub fn from_json(raw: &RawTool) -> Result<Self, String> {
+        let [name, title, annotations, description, schema] = fields(
+            raw.text(),
+            &["name", "title", "annotations", "description", "inputSchema"],
+        )
+        .ok_or("a tool must be a JSON object")?;
+        let name = string(name)
             .filter(|n| !n.is_empty())
             .ok_or("a tool has no \"name\"")?;
-        let title = obj
-            .get("title")
-            .or_else(|| obj.get("annotations").and_then(|a| a.get("title")))
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        if !matches!(
-            obj.get("inputSchema"),
-            None | Some(Value::Null | Value::Object(_))
-        ) {
+        let title = match title {
+            Some(title) => string(Some(title)),
+            None => annotations
+                .and_then(|a| fields(a.get(), &["title"]))
+                .and_then(|[title]| string(title)),
+        };
+        if schema.is_some_and(|s| !s.get().starts_with(['{', 'n'])) {
             return Err(format!(
                 "tool \"{name}\" has an inputSchema that is not an object"
             ));
         }
         Ok(Self {
-            name: name.to_owned(),
+            name,
             title,
-            description: obj
-                .get("description")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
+            description: string(description).unwrap_or_default(),
             raw: raw.clone(),
         })
     }
 
-    /// The input schema; `{"type": "object"}` when the tool declares none.
-    pub fn input_schema(&self) -> &Map<String, Value> {
-        self.raw
-            .get("inputSchema")
-            .and_then(Value::as_object)
-            .unwrap_or(&NO_ARGUMENTS)
+    /// The whole tool object, parsed now (not kept).
+    pub fn value(&self) -> Value {
+        self.raw.value()
+    }
+
+    /// The input schema; `{"type": "object"}` when the tool declares none. Parsed now.
+    pub fn input_schema(&self) -> Map<String, Value> {
+        let [schema] = fields(self.raw.text(), &["inputSchema"]).unwrap_or_default();
+        schema
+            .and_then(|s| serde_json::from_str(s.get()).ok())
+            .unwrap_or_else(|| NO_ARGUMENTS.clone())
     }
 
     /// The first line (or sentence) of the description, at most `max` characters.
@@ -77,17 +86,13 @@ impl ToolDef {
 
     /// Top-level parameters in schema order: (name, type, required, default, description).
     pub fn params(&self) -> Vec<Param> {
-        let required: Vec<&str> = self
-            .input_schema()
+        let schema = self.input_schema();
+        let required: Vec<&str> = schema
             .get("required")
             .and_then(Value::as_array)
             .map(|r| r.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
-        let Some(props) = self
-            .input_schema()
-            .get("properties")
-            .and_then(Value::as_object)
-        else {
+        let Some(props) = schema.get("properties").and_then(Value::as_object) else {
             return Vec::new();
         };
         props
@@ -139,6 +144,67 @@ pub struct Param {
     pub description: String,
 }
 
+/// The string a field holds; `None` for a missing field or one of another type.
+fn string(field: Option<&RawValue>) -> Option<String> {
+    field.and_then(|f| serde_json::from_str(f.get()).ok())
+}
+
+/// The text of each of `keys` in the JSON object `text` (the last of a repeated key, as a
+/// parsed object keeps), without parsing the other fields; `None` if `text` is no object.
+fn fields<'a, const N: usize>(
+    text: &'a str,
+    keys: &[&str; N],
+) -> Option<[Option<&'a RawValue>; N]> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    de.deserialize_map(Fields(keys)).ok()
+}
+
+struct Fields<'k, const N: usize>(&'k [&'k str; N]);
+
+impl<'de, const N: usize> Visitor<'de> for Fields<'_, N> {
+    type Value = [Option<&'de RawValue>; N];
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut found = [None; N];
+        while let Some(key) = map.next_key_seed(Key(self.0))? {
+            match key {
+                Some(i) => found[i] = Some(map.next_value()?),
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// A key as its position among the wanted keys, compared without copying it.
+struct Key<'k, const N: usize>(&'k [&'k str; N]);
+
+impl<'de, const N: usize> DeserializeSeed<'de> for Key<'_, N> {
+    type Value = Option<usize>;
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
+        de.deserialize_str(self)
+    }
+}
+
+impl<const N: usize> Visitor<'_> for Key<'_, N> {
+    type Value = Option<usize>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a key")
+    }
+
+    fn visit_str<E>(self, key: &str) -> Result<Self::Value, E> {
+        Ok(self.0.iter().position(|k| *k == key))
+    }
+}
+
 fn type_of(schema: &Value) -> String {
     match schema.get("type") {
         Some(Value::String(t)) if t == "array" => match schema.get("items").map(type_of) {
@@ -164,7 +230,7 @@ mod tests {
 
     #[test]
     fn signature_marks_required_types_and_defaults() {
-        let tool = ToolDef::from_json(&Arc::new(json!({
+        let tool = ToolDef::from_json(&RawTool::from(json!({
             "name": "read",
             "description": "Read a file.\nMore detail here.",
             "inputSchema": {"type": "object", "properties": {
@@ -185,9 +251,48 @@ mod tests {
 
     #[test]
     fn missing_schema_means_no_arguments() {
-        let tool = ToolDef::from_json(&Arc::new(json!({"name": "ping"}))).unwrap();
+        let tool = ToolDef::from_json(&RawTool::from(json!({"name": "ping"}))).unwrap();
         assert_eq!(tool.signature(), "()");
-        assert!(ToolDef::from_json(&Arc::new(json!({"description": "x"}))).is_err());
-        assert!(ToolDef::from_json(&Arc::new(json!({"name": "x", "inputSchema": 3}))).is_err());
+        assert!(ToolDef::from_json(&RawTool::from(json!({"description": "x"}))).is_err());
+        assert!(
+            ToolDef::from_json(&RawTool::from(json!({"name": "x", "inputSchema": 3}))).is_err()
+        );
+    }
+
+    /// The fields read from the text are what reading the parsed object gave.
+    #[test]
+    fn fields_read_from_text_as_from_the_parsed_object() {
+        let def = |text: &str| ToolDef::from_json(&serde_json::from_str(text).unwrap());
+        let tool = def(
+            r#"{"name": "n\u0061me", "description": 3, "annotations": {"title": "T"},
+                "inputSchema": null, "x": [{"name": "inner"}], "name": "last"}"#,
+        )
+        .unwrap();
+        assert_eq!(tool.name, "last", "a repeated key: the last one");
+        assert_eq!(tool.title.as_deref(), Some("T"), "annotations.title");
+        assert_eq!(tool.description, "", "a description that is no string");
+        assert_eq!(tool.input_schema(), *NO_ARGUMENTS);
+        let titled = def(r#"{"name": "a", "title": null, "annotations": {"title": "T"}}"#).unwrap();
+        assert_eq!(
+            titled.title, None,
+            "a title key, even null, hides annotations.title"
+        );
+        let escaped = def(r#"{"n\u0061me": "a", "title": "x\"y"}"#).unwrap();
+        assert_eq!(
+            (escaped.name.as_str(), escaped.title.as_deref()),
+            ("a", Some("x\"y"))
+        );
+        for bad in [
+            r#"[1]"#,
+            r#""x""#,
+            r#"{"name": ""}"#,
+            r#"{"name": 1}"#,
+            r#"{"name": "a", "inputSchema": []}"#,
+            r#"{"name": "a", "inputSchema": "{}"}"#,
+        ] {
+            assert!(def(bad).is_err(), "{bad}");
+        }
+        let schema = def(r#"{"name": "a", "inputSchema": {"type": "object", "properties": {"p": {"type": "string"}}}}"#).unwrap();
+        assert_eq!(schema.signature(), "(p: string)");
     }
 }

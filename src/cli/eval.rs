@@ -593,7 +593,7 @@ fn catalogs_from_jsonl(path: &Path) -> anyhow::Result<BTreeMap<String, Catalog>>
             .entry(server.clone())
             .or_insert_with(|| Catalog::new(server, Vec::new()))
             .tools
-            .push(std::sync::Arc::new(Value::Object(tool)));
+            .push(Value::Object(tool).into());
     }
     Ok(catalogs)
 }

@@ -37,7 +37,7 @@ impl Entry {
     pub fn validator(&self) -> Option<&jsonschema::Validator> {
         self.validator
             .get_or_init(|| {
-                let schema = Value::Object(self.def.input_schema().clone());
+                let schema = Value::Object(self.def.input_schema());
                 jsonschema::validator_for(&schema)
                     .inspect_err(|e| {
                         tracing::warn!(tool = %self.qualified, "input schema does not compile, arguments go unchecked: {e}");

@@ -561,7 +561,7 @@ impl Parts {
         let with_docs = docs_of(SKILL_SERVER);
         for skill in skills {
             let def = serde_json::json!({"name": skill.name, "description": skill.description, "inputSchema": {"type": "object"}});
-            let Ok(def) = ToolDef::from_json(&Arc::new(def)) else {
+            let Ok(def) = ToolDef::from_json(&def.into()) else {
                 continue;
             };
             let about = format!("agent skill instructions {}", skill.servers.join(" "));
@@ -707,11 +707,12 @@ fn without_examples(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::RawTool;
 
     fn catalog(server: &str, tools: &[&str]) -> Catalog {
         let tools = tools
             .iter()
-            .map(|t| Arc::new(serde_json::json!({"name": t, "description": format!("does {t}"), "inputSchema": {"type": "object"}})))
+            .map(|t| RawTool::from(serde_json::json!({"name": t, "description": format!("does {t}"), "inputSchema": {"type": "object"}})))
             .collect();
         Catalog::new(server, tools)
     }

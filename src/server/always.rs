@@ -47,14 +47,13 @@ pub(super) async fn prepare(state: &Arc<State>) -> Vec<Tool> {
                 .entries
                 .values()
                 .filter(move |e| e.server == server)
-                .filter_map(|e| listed(&e.def.raw, &e.qualified))
+                .filter_map(|e| listed(e.def.value(), &e.qualified))
         })
         .collect()
 }
 
 /// The catalog tool as an MCP tool under its qualified name; `None` if it does not parse.
-fn listed(raw: &Value, qualified: &str) -> Option<Tool> {
-    let mut raw = raw.clone();
+fn listed(mut raw: Value, qualified: &str) -> Option<Tool> {
     raw.as_object_mut()?.insert("name".into(), qualified.into());
     serde_json::from_value(raw)
         .inspect_err(|e| tracing::warn!(tool = qualified, "cannot list this alwaysLoad tool: {e}"))
@@ -74,7 +73,7 @@ mod tests {
     #[test]
     fn listed_tools_take_the_qualified_name() {
         let raw = serde_json::json!({"name": "get_current_time", "inputSchema": {"type": "object"}, "x-kept": 1});
-        let tool = listed(&raw, &qualified_name("time", "get_current_time")).unwrap();
+        let tool = listed(raw, &qualified_name("time", "get_current_time")).unwrap();
         assert_eq!(tool.name, "time__get_current_time");
         assert!(is_listed(&[tool], "time__get_current_time"));
     }

@@ -83,10 +83,11 @@ pub(super) fn run(state: &State, soft: usize, args: Args) -> Reply {
         tool.insert("description".into(), entry.def.description.clone().into());
         tool.insert(
             "inputSchema".into(),
-            Value::Object(entry.def.input_schema().clone()),
+            Value::Object(entry.def.input_schema()),
         );
+        let raw = entry.def.value();
         for key in ["outputSchema", "annotations"] {
-            if let Some(v) = entry.def.raw.get(key).filter(|v| !v.is_null()) {
+            if let Some(v) = raw.get(key).filter(|v| !v.is_null()) {
                 tool.insert(key.into(), v.clone());
             }
         }
@@ -133,10 +134,11 @@ fn typescript_text(out: &Output) -> String {
 
 /// The entry as a TypeScript declaration, for scripts.
 fn typescript(entry: &crate::library::Entry) -> String {
+    let raw = entry.def.value();
     crate::script::typescript::declaration(
         &entry.qualified,
         &entry.def.description,
-        entry.def.input_schema(),
-        entry.def.raw.get("outputSchema").and_then(Value::as_object),
+        &entry.def.input_schema(),
+        raw.get("outputSchema").and_then(Value::as_object),
     )
 }

@@ -140,6 +140,7 @@ fn log_changes(server: &str, old: Option<&Catalog>, fresh: &Catalog) {
             .iter()
             .map(|t| {
                 let name = t
+                    .value()
                     .get("name")
                     .and_then(Value::as_str)
                     .unwrap_or_default()

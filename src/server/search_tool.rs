@@ -234,10 +234,10 @@ pub fn answer(scope: &Scope, args: Args) -> Reply {
             score: (f64::from(h.score) * 1000.0).round() / 1000.0,
             kind: e.skill.as_ref().map(|_| "skill"),
             annotations: (args.detail != Detail::Name)
-                .then(|| hints(&e.def.raw))
+                .then(|| hints(&e.def.value()))
                 .flatten(),
             input_schema: (args.detail == Detail::Full)
-                .then(|| Value::Object(e.def.input_schema().clone())),
+                .then(|| Value::Object(e.def.input_schema())),
         })
         .collect();
     let confident = crate::search::confident(&found);

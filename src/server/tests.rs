@@ -104,6 +104,7 @@ fn output_schema(tool: &str, arguments: &Value) -> Option<Arc<jsonschema::Valida
             ))
         });
         let builtin = builtin::catalog().tools.iter().filter_map(|t| {
+            let t = t.value();
             let name = format!("{RESERVED_SERVER}__{}", t["name"].as_str()?);
             Some((name, t.get("outputSchema")?.clone()))
         });
