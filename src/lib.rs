@@ -8,6 +8,7 @@ pub mod atomic_file;
 pub mod auth;
 pub mod budget;
 pub mod catalog;
+pub mod checksum;
 pub mod cli;
 pub mod clients;
 pub mod config;

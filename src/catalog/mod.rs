@@ -11,9 +11,9 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use crate::atomic_file::{self, Access};
+use crate::checksum::{self, Checksum};
 use crate::config::ServerConfig;
 
 pub use fingerprint::{config_fingerprint, tools_hash};
@@ -118,8 +118,8 @@ impl Catalog {
         Ok(Self::read(path)?.map(|(catalog, _)| catalog))
     }
 
-    /// Like [`Self::load`], with the SHA-256 of the file's bytes.
-    fn read(path: &Path) -> Result<Option<(Self, [u8; 32])>, CatalogError> {
+    /// Like [`Self::load`], with the checksum of the file's bytes.
+    fn read(path: &Path) -> Result<Option<(Self, Checksum)>, CatalogError> {
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -130,8 +130,8 @@ impl Catalog {
                 });
             }
         };
-        let digest = Sha256::digest(text.as_bytes()).into();
-        Ok(Some((Self::parse(path, &text)?, digest)))
+        let sum = checksum::of(text.as_bytes());
+        Ok(Some((Self::parse(path, &text)?, sum)))
     }
 
     /// Loads `server`'s catalog from `dir`; `Ok(None)` if there is none. A catalog in that
@@ -140,9 +140,9 @@ impl Catalog {
         Ok(Self::read_server(dir, server)?.map(|(catalog, _)| catalog))
     }
 
-    /// Like [`Self::load_server`], with the SHA-256 of the file's bytes: what tells whether
+    /// Like [`Self::load_server`], with the checksum of the file's bytes: what tells whether
     /// the file changed since the search index was saved.
-    pub fn read_server(dir: &Path, server: &str) -> Result<Option<(Self, [u8; 32])>, CatalogError> {
+    pub fn read_server(dir: &Path, server: &str) -> Result<Option<(Self, Checksum)>, CatalogError> {
         let path = Self::path(dir, server);
         match Self::read(&path)? {
             Some((catalog, _)) if catalog.server != server => Err(CatalogError::WrongServer {

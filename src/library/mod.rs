@@ -10,12 +10,11 @@ use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, OnceLock};
 
-use sha2::{Digest, Sha256};
-
 use crate::catalog::{Catalog, CatalogError, ToolDef};
+use crate::checksum::{self, Checksum, hex};
 use crate::config::{EMBEDDINGS_ENV, SKILL_SERVER, ServerConfig, Settings};
 use crate::search::embed::{self, DocVectors, EmbedError, Embedder, VectorFile};
-use crate::search::{Hit, SavedError, SearchError, SearchIndex, SearchOptions, ToolDoc, hex};
+use crate::search::{Hit, SavedError, SearchError, SearchIndex, SearchOptions, ToolDoc};
 use crate::skills::Skill;
 
 pub use entry::{Entry, SEPARATOR, qualified_name};
@@ -299,7 +298,7 @@ impl Library {
             let text = catalogs[&name].text();
             sources.insert(
                 name.clone(),
-                server_source(config, &Sha256::digest(text.as_bytes()).into()),
+                server_source(config, &checksum::of(text.as_bytes())),
             );
         }
         let mut added = BTreeMap::new();
@@ -497,10 +496,10 @@ impl Library {
     }
 }
 
-/// A catalog file read: the catalog and the SHA-256 of the file, if there is one.
-type CatalogRead = Result<Option<(Catalog, [u8; 32])>, CatalogError>;
+/// A catalog file read: the catalog and the checksum of the file, if there is one.
+type CatalogRead = Result<Option<(Catalog, Checksum)>, CatalogError>;
 
-/// Each configured server's catalog file with its SHA-256, in config order, read on a few
+/// Each configured server's catalog file with its checksum, in config order, read on a few
 /// threads: parsing is most of what start-up does with a saved index.
 fn read_catalogs(settings: &Settings) -> Vec<CatalogRead> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
@@ -591,27 +590,27 @@ fn about(server: &ServerConfig) -> String {
     )
 }
 
-/// The hash of what a server's documents are made of: its catalog file (`digest`), its
+/// The checksum of what a server's documents are made of: its catalog file (`file`), its
 /// description and its allow and deny lists.
-fn server_source(server: &ServerConfig, digest: &[u8; 32]) -> String {
+fn server_source(server: &ServerConfig, file: &Checksum) -> String {
     let (allow, deny) = server.tools.globs();
-    let inputs = serde_json::json!([server.name, about(server), allow, deny, hex(digest)]);
-    hex(&Sha256::digest(inputs.to_string().as_bytes()))
+    let inputs = serde_json::json!([server.name, about(server), allow, deny, hex(file)]);
+    hex(&checksum::of(inputs.to_string().as_bytes()))
 }
 
-/// The hash of the built-in tools as search sees them.
+/// The checksum of the built-in tools as search sees them.
 fn builtin_source(builtin: &Catalog) -> String {
     let inputs = serde_json::json!([builtin.server, BUILTIN_ABOUT, builtin.tools]);
-    hex(&Sha256::digest(inputs.to_string().as_bytes()))
+    hex(&checksum::of(inputs.to_string().as_bytes()))
 }
 
-/// The hash of the skills as search sees them.
+/// The checksum of the skills as search sees them.
 fn skills_source(skills: &[Arc<Skill>]) -> String {
     let inputs: Vec<_> = skills
         .iter()
         .map(|s| serde_json::json!([s.name, s.description, s.servers]))
         .collect();
-    hex(&Sha256::digest(
+    hex(&checksum::of(
         serde_json::Value::from(inputs).to_string().as_bytes(),
     ))
 }

@@ -35,7 +35,7 @@ pub use confidence::{
 };
 pub use embed::DocVectors;
 pub use options::{Combine, Fusion, SearchOptions, StopWords};
-pub use saved::{SavedError, hex};
+pub use saved::SavedError;
 pub use tokenizer::{split_words, words_of};
 
 /// Errors from the search engine (index build or query execution).

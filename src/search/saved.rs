@@ -1,6 +1,6 @@
 //! The search index saved in a directory, so start-up reads it instead of analysing every
 //! tool text again: tantivy's files, the side tables, and `manifest.json`, written last,
-//! with the size and SHA-256 of every file and the sources the index was built from.
+//! with the size and checksum (xxh3) of every file and the sources the index was built from.
 //!
 //! Layout: `<dir>/v<FORMAT>/manifest.json` names a generation directory beside it that holds
 //! the files. A save writes a new generation, then the manifest (temp file + rename); a
@@ -13,16 +13,16 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use tantivy::Index;
 use tantivy::directory::{Directory, RamDirectory};
 
 use super::tables::Tables;
 use super::{SearchIndex, SearchOptions, schema};
 use crate::atomic_file::{self, Access};
+use crate::checksum;
 
 /// The saved format; a change makes earlier saves unread (they stay in their own directory).
-pub const FORMAT: u32 = 1;
+pub const FORMAT: u32 = 2;
 const MANIFEST: &str = "manifest.json";
 const TABLES: &str = "tables.bin";
 /// tantivy's list of its index's segments, and of the files it manages (which a reopened
@@ -64,21 +64,16 @@ struct Manifest {
 #[derive(Serialize, Deserialize, PartialEq)]
 struct FileSum {
     size: u64,
-    sha256: String,
+    xxh3: String,
 }
 
 impl FileSum {
     fn of(bytes: &[u8]) -> Self {
         Self {
             size: bytes.len() as u64,
-            sha256: hex(&Sha256::digest(bytes)),
+            xxh3: checksum::hex(&checksum::of(bytes)),
         }
     }
-}
-
-/// Lower-case hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl SearchIndex {

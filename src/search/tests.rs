@@ -622,7 +622,7 @@ fn a_saved_index_answers_exactly_as_the_index_it_was_saved_from() {
 fn a_damaged_saved_index_is_an_error_never_an_index() {
     let saved = tempfile::tempdir().unwrap();
     index().save(saved.path(), &sources()).unwrap();
-    let root = saved.path().join("v1");
+    let root = saved.path().join("v2");
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(root.join("manifest.json")).unwrap()).unwrap();
     let generation = manifest["generation"].as_str().unwrap();
@@ -652,7 +652,7 @@ fn a_damaged_saved_index_is_an_error_never_an_index() {
         for (what, damage) in damages {
             let dir = tempfile::tempdir().unwrap();
             copy_dir(saved.path(), dir.path());
-            damage(&dir.path().join("v1").join(generation).join(file));
+            damage(&dir.path().join("v2").join(generation).join(file));
             let opened = SearchIndex::open_saved(dir.path(), &SearchOptions::default());
             assert!(
                 matches!(opened, Err(SavedError::Unusable { .. })),
@@ -668,7 +668,7 @@ fn a_damaged_saved_index_is_an_error_never_an_index() {
     let sum = outside["files"]["meta.json"].clone();
     outside["files"]["../../secret"] = sum;
     std::fs::write(
-        dir.path().join("v1/manifest.json"),
+        dir.path().join("v2/manifest.json"),
         serde_json::to_vec(&outside).unwrap(),
     )
     .unwrap();
@@ -681,20 +681,20 @@ fn a_damaged_saved_index_is_an_error_never_an_index() {
     for manifest in ["", "{", "{\"format\": 1}"] {
         let dir = tempfile::tempdir().unwrap();
         copy_dir(saved.path(), dir.path());
-        std::fs::write(dir.path().join("v1/manifest.json"), manifest).unwrap();
+        std::fs::write(dir.path().join("v2/manifest.json"), manifest).unwrap();
         let opened = SearchIndex::open_saved(dir.path(), &SearchOptions::default());
         assert!(opened.is_err(), "manifest {manifest:?}");
     }
     let dir = tempfile::tempdir().unwrap();
     copy_dir(saved.path(), dir.path());
-    std::fs::remove_file(dir.path().join("v1/manifest.json")).unwrap();
+    std::fs::remove_file(dir.path().join("v2/manifest.json")).unwrap();
     let opened = SearchIndex::open_saved(dir.path(), &SearchOptions::default());
     assert!(
         matches!(opened, Ok(None)),
         "files written a moment ago may be another process's save in progress"
     );
     let written = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
-    std::fs::File::open(dir.path().join("v1").join(generation))
+    std::fs::File::open(dir.path().join("v2").join(generation))
         .unwrap()
         .set_modified(written)
         .unwrap();
