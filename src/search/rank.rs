@@ -32,15 +32,18 @@ impl SearchIndex {
         let pool = limit.max(50) * 2 + 32;
         let weights = self.weights(&words);
         let total: f32 = weights.iter().map(|(_, w, _)| w).sum();
-        // (coverage, words) of a tool: see `Hit::coverage` and `Hit::words`.
-        let shared = |i: u32| {
+        // The query words (term id, weight, counts as a word) a tool has in any field.
+        let matched = |i: u32| {
             let terms = &self.tables.doc_terms[i as usize];
-            let (matched, words) = weights
+            weights
                 .iter()
                 .filter(|(id, _, _)| id.is_some_and(|id| terms.binary_search(&id).is_ok()))
-                .fold((0.0, 0), |(weight, words), (_, w, counts)| {
-                    (weight + w, words + usize::from(*counts))
-                });
+        };
+        // (coverage, words) of a tool: see `Hit::coverage` and `Hit::words`.
+        let shared = |i: u32| {
+            let (matched, words) = matched(i).fold((0.0, 0), |(weight, words), (_, w, counts)| {
+                (weight + w, words + usize::from(*counts))
+            });
             (if total > 0.0 { matched / total } else { 0.0 }, words)
         };
         let coverage = |i: u32| shared(i).0;
@@ -105,15 +108,9 @@ impl SearchIndex {
             None => bm25,
             Some(cosine) => {
                 if self.options.even_ties {
-                    let matched = |i: u32| -> Vec<u32> {
-                        let terms = &self.tables.doc_terms[i as usize];
-                        weights
-                            .iter()
-                            .filter_map(|(id, _, _)| *id)
-                            .filter(|id| terms.binary_search(id).is_ok())
-                            .collect()
-                    };
-                    even_ties(&mut bm25, matched);
+                    even_ties(&mut bm25, |i| {
+                        matched(i).filter_map(|(id, _, _)| *id).collect()
+                    });
                 }
                 self.fuse(bm25, cosine, pool, server, &coverage)
             }
