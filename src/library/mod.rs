@@ -154,62 +154,58 @@ impl Library {
                 None
             }
         };
-        let library = match saved {
-            Some((index, saved_sources)) => {
-                let changed: BTreeSet<String> = sources
-                    .keys()
-                    .chain(saved_sources.keys())
-                    .filter(|s| sources.get(*s) != saved_sources.get(*s))
-                    .cloned()
-                    .collect();
-                let parts = Parts::assemble(
-                    &settings.servers,
-                    &catalogs,
-                    builtin.as_ref(),
-                    &skills,
-                    |server| changed.contains(server),
-                );
-                let index = if changed.is_empty() {
-                    Some(index)
-                } else {
-                    let mut by_server: BTreeMap<String, Vec<ToolDoc>> =
-                        changed.iter().map(|s| (s.clone(), Vec::new())).collect();
-                    for doc in parts.docs {
-                        if let Some(docs) = by_server.get_mut(&doc.server) {
-                            docs.push(doc);
-                        }
-                    }
-                    tracing::info!(
-                        changed = changed.len(),
-                        "saved search index: re-indexing the servers whose catalog or config changed"
-                    );
-                    // Any failure here is the saved index's: build from the catalogs instead.
-                    index
-                        .replace_servers(by_server.into_iter().collect())
-                        .unwrap_or_else(|e| {
-                            report
-                                .warnings
-                                .push(format!("{e}; it is rebuilt from the catalogs"));
-                            None
-                        })
-                };
-                match index {
-                    Some(index) => Self {
-                        entries: parts.entries,
-                        catalogs,
-                        skills,
-                        builtin,
-                        index,
-                        sources,
-                        saved: AtomicBool::new(changed.is_empty()),
-                        semantic: OnceLock::new(),
-                    },
-                    None => {
-                        Self::build_with(&settings.servers, catalogs, builtin, skills, options)?
-                            .with_sources(sources)
-                    }
+        // The saved index, with the sources that changed since re-indexed: (entries, index,
+        // whether it is still the saved one). `None` when it cannot be used.
+        let reused = saved.and_then(|(index, saved_sources)| {
+            let changed: BTreeSet<String> = sources
+                .keys()
+                .chain(saved_sources.keys())
+                .filter(|s| sources.get(*s) != saved_sources.get(*s))
+                .cloned()
+                .collect();
+            let parts = Parts::assemble(
+                &settings.servers,
+                &catalogs,
+                builtin.as_ref(),
+                &skills,
+                |server| changed.contains(server),
+            );
+            if changed.is_empty() {
+                return Some((parts.entries, index, true));
+            }
+            let mut by_server: BTreeMap<String, Vec<ToolDoc>> =
+                changed.iter().map(|s| (s.clone(), Vec::new())).collect();
+            for doc in parts.docs {
+                if let Some(docs) = by_server.get_mut(&doc.server) {
+                    docs.push(doc);
                 }
             }
+            tracing::info!(
+                changed = changed.len(),
+                "saved search index: re-indexing the servers whose catalog or config changed"
+            );
+            // Any failure here is the saved index's: build from the catalogs instead.
+            let index = index
+                .replace_servers(by_server.into_iter().collect())
+                .unwrap_or_else(|e| {
+                    report
+                        .warnings
+                        .push(format!("{e}; it is rebuilt from the catalogs"));
+                    None
+                })?;
+            Some((parts.entries, index, false))
+        });
+        let library = match reused {
+            Some((entries, index, saved)) => Self {
+                entries,
+                catalogs,
+                skills,
+                builtin,
+                index,
+                sources,
+                saved: AtomicBool::new(saved),
+                semantic: OnceLock::new(),
+            },
             None => Self::build_with(&settings.servers, catalogs, builtin, skills, options)?
                 .with_sources(sources),
         };
