@@ -10,7 +10,7 @@ pub fn of(bytes: &[u8]) -> Checksum {
     xxhash_rust::xxh3::xxh3_128(bytes).to_be_bytes()
 }
 
-/// Lower-case hex of `bytes`.
+/// Lower-case hex of `bytes` (of this module's checksums and of any digest).
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -54,8 +54,7 @@ fn canonical(value: &Value) -> Value {
 }
 
 fn hex_sha256(value: &Value) -> String {
-    let digest = Sha256::digest(value.to_string().as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    crate::checksum::hex(&Sha256::digest(value.to_string().as_bytes()))
 }
 
 #[cfg(test)]

@@ -192,7 +192,7 @@ impl Owner {
             None => hash.update([0, 0]),
         }
         let digest = hash.finalize();
-        let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+        let hex = crate::checksum::hex(&digest[..16]);
         Self(format!("owner-{hex}").into())
     }
 

@@ -37,7 +37,7 @@ impl SharedSessions {
 
     fn key(&self, session: &str) -> String {
         let digest = Sha256::digest(session.as_bytes());
-        let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+        let hex = crate::checksum::hex(&digest[..16]);
         self.store.key(&format!("s:{hex}"))
     }
 

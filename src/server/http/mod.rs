@@ -325,7 +325,7 @@ impl TokenCheck {
         let digest = digest(token.as_bytes());
         // Names the token without revealing it: a digest of its digest.
         let name = Sha256::digest(digest);
-        let hex: String = name[..8].iter().map(|b| format!("{b:02x}")).collect();
+        let hex = crate::checksum::hex(&name[..8]);
         Self {
             digest,
             principal: Principal(format!("token-{hex}").into()),
