@@ -119,6 +119,9 @@ const SUMMARY_CHARS: usize = 160;
 /// fill every result (and make it slow to fit).
 pub(super) const SERVERS_SHOWN: usize = 8;
 
+/// Server names a message lists in full; of more, the first this many and how many remain.
+const NAMES_SHOWN: usize = 20;
+
 /// What `search_tools` answers from: the library, what the session knows around it, and
 /// the budget its result must keep within.
 pub struct Scope<'a> {
@@ -184,10 +187,18 @@ pub fn answer(scope: &Scope, args: Args) -> Reply {
                 reply::echo(server)
             ));
         }
+        let similarity = |name: &str| strsim::jaro_winkler(server, name);
+        let mut closest = servers.clone();
+        closest.sort_by(|a, b| similarity(b).total_cmp(&similarity(a)));
+        let which = if servers.len() > NAMES_SHOWN {
+            format!("the closest of the {} servers", servers.len())
+        } else {
+            "servers are".to_owned()
+        };
         return reply::error(format!(
-            "unknown server \"{}\"; servers are: {}",
+            "unknown server \"{}\"; {which}: {}",
             reply::echo(server),
-            servers.join(", ")
+            name_list(&closest)
         ));
     }
     let boosted = &scope.boosted;
@@ -322,6 +333,15 @@ fn relevant_first<T>(items: &[T], relevant: impl Fn(&T) -> bool) -> (Vec<&T>, us
     (shown, more)
 }
 
+/// `names` for a message: all of them up to [`NAMES_SHOWN`], else the first ones and how many
+/// more there are (a config of a thousand servers would otherwise fill the result alone).
+fn name_list(names: &[&str]) -> String {
+    match names.len().checked_sub(NAMES_SHOWN) {
+        None | Some(0) => names.join(", "),
+        Some(more) => format!("{} and {more} more", names[..NAMES_SHOWN].join(", ")),
+    }
+}
+
 /// Orders hits server by server (servers by their best hit, hits by rank within a server).
 fn group(hits: Vec<Hit>) -> (Vec<Hit>, Vec<Group>) {
     let mut groups: Vec<(String, Vec<Hit>)> = Vec::new();
@@ -369,9 +389,18 @@ fn weak_hint(library: &Library, query: &str, hits: &[Hit], servers: &[&str]) -> 
             "No tool matched \"{shown}\" well: the hits share few of its distinctive words, so treat them as near misses."
         )
     };
+    // The hits' servers first: the likeliest places to look.
+    let mut of_hits: Vec<&str> = Vec::new();
+    for hit in hits {
+        if !of_hits.contains(&hit.server.as_str()) {
+            of_hits.push(&hit.server);
+        }
+    }
+    let rest = servers.iter().filter(|s| !of_hits.contains(s));
+    let ordered: Vec<&str> = of_hits.iter().chain(rest).copied().collect();
     hint.push_str(&format!(
         " Rephrase with what the tool does (e.g. \"read file\", \"create issue\"), or search one server only (servers: {}).",
-        servers.join(", ")
+        name_list(&ordered)
     ));
     let near: Vec<String> = library
         .suggestions(query, 3)

@@ -415,3 +415,51 @@ fn hundreds_of_unavailable_servers_leave_room_for_the_hits_and_the_one_that_matt
         "{text}"
     );
 }
+
+#[test]
+fn a_thousand_servers_are_named_by_the_few_that_matter_not_all() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut servers: serde_json::Map<String, Value> = (0..1000)
+        .map(|i| (format!("team-{i:04}"), json!({"command": "x"})))
+        .collect();
+    servers.insert("time".into(), json!({"command": "x"}));
+    let config = json!({"metaServer": {"skillsDirs": []}, "mcpServers": servers});
+    let mut settings =
+        Settings::parse(&root.join("config.json"), &config.to_string()).expect("config");
+    settings.catalog_dir = root.join("catalogs");
+    let (library, _) = super::load_library(&settings).expect("library");
+    let search = |args: Value| {
+        super::search_tools(&library, &settings, serde_json::from_value(args).unwrap())
+    };
+
+    // A weak match: the hint names the hits' servers first and counts the rest.
+    let out = search(json!({"query": "timezone of a meeting"}))
+        .structured_content
+        .unwrap();
+    assert_eq!(out["confident"], false, "{out}");
+    let mut of_hits: Vec<&str> = Vec::new();
+    for hit in out["hits"].as_array().unwrap() {
+        let server = hit["server"].as_str().unwrap();
+        if !of_hits.contains(&server) {
+            of_hits.push(server);
+        }
+    }
+    assert!(of_hits.contains(&"time"), "{out}");
+    let hint = out["hint"].as_str().unwrap();
+    let listed = hint.split("(servers: ").nth(1).expect(hint);
+    let first = format!("{}, team-0000, ", of_hits.join(", "));
+    assert!(listed.starts_with(&first), "{hint}");
+    let last = format!("team-{:04} and ", 19 - of_hits.len());
+    assert!(listed.contains(&last), "{hint}");
+    assert!(listed.ends_with(" more)."), "{hint}");
+
+    // An unknown server: the closest names, not a thousand.
+    let result = search(json!({"query": "now", "server": "tme"}));
+    assert_eq!(result.is_error, Some(true));
+    let text = &result.content[0].as_text().unwrap().text;
+    assert!(
+        text.starts_with("unknown server \"tme\"; the closest of the 1002 servers: time, "),
+        "{text}"
+    );
+    assert!(text.ends_with(" and 982 more"), "{text}");
+}
