@@ -372,6 +372,7 @@ impl MetaServer {
             }
             Ok(Call::Search(args)) => {
                 let route = Route::SearchTools;
+                state.start_vectors().await;
                 let result = search_tool::run(state, soft(&route), args);
                 (definitions::SEARCH_TOOLS, route, result)
             }

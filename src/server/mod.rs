@@ -112,8 +112,7 @@ async fn start(settings: Settings) -> Result<MetaServer, StartError> {
     if let Some(store) = shared {
         tokio::spawn(shared::follow(state.clone(), store));
     }
-    let loading = state.clone();
-    tokio::task::block_in_place(move || loading.embed_at_start());
+    state.embed_at_start();
     tokio::spawn(freshness::watch(state.clone()));
     let checking = state.clone();
     tokio::task::spawn_blocking(move || checking.check_launches());

@@ -51,6 +51,8 @@ pub struct State {
     embedder: OnceLock<Option<Arc<crate::search::embed::Embedder>>>,
     /// Held while tool vectors are computed, so only one thread does it.
     embedding: Mutex<()>,
+    /// True while the start's tool vectors are being loaded; searches wait for it.
+    loading_vectors: tokio::sync::watch::Sender<bool>,
     /// Listings of servers without a catalog, which outlive the request that started them.
     pub(super) tasks: tokio_util::task::TaskTracker,
     /// One lock per server listed for lack of a catalog, so it is listed once.
@@ -102,6 +104,7 @@ impl State {
             events: Mutex::new(Some(receiver)),
             embedder: OnceLock::new(),
             embedding: Mutex::new(()),
+            loading_vectors: tokio::sync::watch::Sender::new(false),
             tasks: tokio_util::task::TaskTracker::new(),
             listing: Mutex::new(HashMap::new()),
             unavailable: Mutex::new(BTreeMap::new()),
@@ -218,14 +221,44 @@ impl State {
             .clone()
     }
 
-    /// At start-up, before the first search: loads the model and attaches the tool vectors
-    /// that `index` persisted (embedding at most [`START_EMBED_MOST`] tools that have none, such
-    /// as the built-in ones), so the first search is hybrid. Anything more is embedded in the
-    /// background while BM25 answers.
+    /// At start-up, on a thread of its own: loads the model and attaches the tool vectors that
+    /// `index` persisted (embedding at most [`START_EMBED_MOST`] tools that have none, such as
+    /// the built-in ones). `initialize` and `tools/list` answer meanwhile (the model takes
+    /// ~0.4 s to load); searches wait for it ([`Self::start_vectors`]), so the first one is
+    /// hybrid. Anything more is embedded in the background while BM25 answers.
     pub fn embed_at_start(self: &Arc<Self>) {
+        /// Ends the wait of searches however loading ends, a panic included.
+        struct Done(Arc<State>);
+        impl Drop for Done {
+            fn drop(&mut self) {
+                self.0.loading_vectors.send_replace(false);
+            }
+        }
+        self.loading_vectors.send_replace(true);
+        let done = Done(self.clone());
+        let spawned = std::thread::Builder::new()
+            .name("vectors".into())
+            .spawn(move || done.0.load_start_vectors());
+        if let Err(e) = spawned {
+            // The closure, and with it the guard, is dropped: searches do not wait.
+            tracing::warn!("cannot start the thread that loads tool vectors, BM25 only: {e}");
+        }
+    }
+
+    /// Resolves once the tool vectors of the start are attached or known missing (at once
+    /// when they were never being loaded).
+    pub async fn start_vectors(&self) {
+        let mut loading = self.loading_vectors.subscribe();
+        // Err only when the sender is gone, which it cannot be while `self` lives.
+        let _ = loading.wait_for(|loading| !loading).await;
+    }
+
+    fn load_start_vectors(self: &Arc<Self>) {
         let Some(embedder) = self.embedder() else {
             return;
         };
+        // A library swapped in meanwhile is embedded after this, by `embed_library`.
+        let _one = self.embedding.lock().expect("embedding lock");
         let started = std::time::Instant::now();
         let library = self.library();
         match library.embed_within(embedder, Some(&self.settings.catalog_dir), START_EMBED_MOST) {

@@ -135,7 +135,8 @@ fn index_computes_tool_vectors_once_so_serve_starts_hybrid() {
         "{second}"
     );
 
-    // serve loads the persisted vectors before it answers: the very first search is hybrid.
+    // serve loads the persisted vectors while it answers initialize; the very first search
+    // waits for them, so it is hybrid.
     let on = [(meta_server::config::EMBEDDINGS_ENV, "on")];
     let mut session = crate::support::Session::start_with(
         &config,
