@@ -187,9 +187,12 @@ pub fn answer(scope: &Scope, args: Args) -> Reply {
                 reply::echo(server)
             ));
         }
-        let similarity = |name: &str| strsim::jaro_winkler(server, name);
-        let mut closest = servers.clone();
-        closest.sort_by(|a, b| similarity(b).total_cmp(&similarity(a)));
+        let mut scored: Vec<(f64, &str)> = servers
+            .iter()
+            .map(|name| (strsim::jaro_winkler(server, name), *name))
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let closest: Vec<&str> = scored.into_iter().map(|(_, name)| name).collect();
         let which = if servers.len() > NAMES_SHOWN {
             format!("the closest of the {} servers", servers.len())
         } else {
