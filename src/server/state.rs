@@ -23,6 +23,10 @@ const LISTING_GRACE: Duration = Duration::from_secs(5);
 /// Tools without a stored vector that start-up embeds before serving (a few ms each); with
 /// more, they are embedded in the background.
 const START_EMBED_MOST: usize = 64;
+/// How long a search waits for the start's tool vectors (they take ~0.5 s at 10k tools) before
+/// it answers by words alone (`mode: "bm25"`), so a model that loads slowly or hangs holds up
+/// no search for long.
+const VECTORS_WAIT: Duration = Duration::from_secs(10);
 
 /// Shared state of one serving process.
 pub struct State {
@@ -246,11 +250,16 @@ impl State {
     }
 
     /// Resolves once the tool vectors of the start are attached or known missing (at once
-    /// when they were never being loaded).
+    /// when they were never being loaded), or after [`VECTORS_WAIT`].
     pub async fn start_vectors(&self) {
         let mut loading = self.loading_vectors.subscribe();
         // Err only when the sender is gone, which it cannot be while `self` lives.
-        let _ = loading.wait_for(|loading| !loading).await;
+        let waited = tokio::time::timeout(VECTORS_WAIT, loading.wait_for(|loading| !loading));
+        if waited.await.is_err() {
+            tracing::warn!(
+                "tool vectors still loading after {VECTORS_WAIT:?}; this search answers by words alone"
+            );
+        }
     }
 
     fn load_start_vectors(self: &Arc<Self>) {
@@ -452,5 +461,46 @@ pub(super) fn budgets(settings: &Settings) -> Budgets {
         hard: r
             .hard_result_tokens
             .map_or(budget::DEFAULT_HARD_TOKENS, |t| t as usize),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn searches_wait_for_the_start_vectors_but_not_for_ever() {
+        let settings = Settings::parse(
+            std::path::Path::new("config.json"),
+            r#"{"metaServer": {"skillsDirs": []}, "mcpServers": {}}"#,
+        )
+        .expect("config");
+        let library = Library::build_with(
+            &[],
+            BTreeMap::new(),
+            None,
+            Vec::new(),
+            crate::search::SearchOptions::default(),
+        )
+        .expect("library");
+        let state = State::new(settings, library);
+        let waited = |state: Arc<State>| async move {
+            let started = tokio::time::Instant::now();
+            state.start_vectors().await;
+            started.elapsed()
+        };
+        assert_eq!(
+            waited(state.clone()).await,
+            Duration::ZERO,
+            "nothing loading"
+        );
+        // Loading that never ends, as a model that hangs would.
+        state.loading_vectors.send_replace(true);
+        assert_eq!(waited(state.clone()).await, VECTORS_WAIT);
+        // Loading that ends: the waiting search goes on at once.
+        let search = tokio::spawn(waited(state.clone()));
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        state.loading_vectors.send_replace(false);
+        assert_eq!(search.await.unwrap(), Duration::from_secs(2));
     }
 }
