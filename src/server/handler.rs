@@ -372,8 +372,7 @@ impl MetaServer {
             }
             Ok(Call::Search(args)) => {
                 let route = Route::SearchTools;
-                state.start_vectors().await;
-                let result = search_tool::run(state, soft(&route), args);
+                let result = search_tool::run(state, soft(&route), args).await;
                 (definitions::SEARCH_TOOLS, route, result)
             }
             Ok(Call::Details(args)) => {

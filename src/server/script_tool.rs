@@ -220,8 +220,7 @@ impl Host for ServerHost {
                 args.insert("limit".into(), limit.into());
             }
             let args = reply::parse_args(SEARCH_TOOLS, args)?;
-            state.start_vectors().await;
-            script::script_value(&super::search_tool::run(&state, soft, args))
+            script::script_value(&super::search_tool::run(&state, soft, args).await)
         })
     }
 

@@ -141,7 +141,9 @@ pub struct Scope<'a> {
 }
 
 /// Runs a search for a session of `state`, within `soft` tokens.
-pub(super) fn run(state: &State, soft: usize, args: Args) -> Reply {
+pub(super) async fn run(state: &State, soft: usize, args: Args) -> Reply {
+    // The first search of a hybrid start waits for the tool vectors (see `State::start_vectors`).
+    state.start_vectors().await;
     let library = state.library();
     let scope = Scope {
         library: &library,
