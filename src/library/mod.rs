@@ -474,19 +474,20 @@ impl Library {
                 Cow::Borrowed(s)
             }
         }
-        let one_word = !wanted.contains(char::is_whitespace);
-        let mut scored: Vec<(f64, &String)> = self
-            .entries
-            .keys()
-            .filter(|_| one_word)
-            .map(|q| {
-                let tool = q.split_once(SEPARATOR).map_or(q.as_str(), |(_, t)| t);
-                let full = strsim::jaro_winkler(&wanted, &lower(q));
-                let tool = strsim::jaro_winkler(&wanted, &lower(tool));
-                (full.max(tool), q)
-            })
-            .filter(|(score, _)| *score >= 0.75)
-            .collect();
+        let mut scored: Vec<(f64, &String)> = if wanted.contains(char::is_whitespace) {
+            Vec::new()
+        } else {
+            self.entries
+                .keys()
+                .map(|q| {
+                    let tool = q.split_once(SEPARATOR).map_or(q.as_str(), |(_, t)| t);
+                    let full = strsim::jaro_winkler(&wanted, &lower(q));
+                    let tool = strsim::jaro_winkler(&wanted, &lower(tool));
+                    (full.max(tool), q)
+                })
+                .filter(|(score, _)| *score >= 0.75)
+                .collect()
+        };
         scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
         let mut out: Vec<String> = scored
             .into_iter()
