@@ -5,7 +5,7 @@
 mod entry;
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, btree_map};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::SeqCst;
@@ -112,13 +112,22 @@ impl Library {
         builtin: Option<&Catalog>,
     ) -> Result<(Self, LoadReport), SearchError> {
         let mut report = LoadReport::default();
+        let options = SearchOptions::default();
+        // The saved index and the skills are read while the catalogs are.
+        let (reads, (skills, saved)) = read_catalogs(settings, || {
+            let skills = crate::skills::discover(&settings.skills_dirs);
+            let saved = SearchIndex::open_saved(&index_dir(&settings.catalog_dir), &options);
+            (skills, saved)
+        });
         let mut catalogs = BTreeMap::new();
-        let mut digests = BTreeMap::new();
-        for (server, read) in settings.servers.iter().zip(read_catalogs(settings)) {
+        let mut sources = BTreeMap::new();
+        let mut defs = BTreeMap::new();
+        for (server, read) in settings.servers.iter().zip(reads) {
             match read {
-                Ok(Some((catalog, digest))) => {
+                Ok(Some((catalog, source, tools))) => {
                     catalogs.insert(server.name.clone(), catalog);
-                    digests.insert(server.name.clone(), digest);
+                    sources.insert(server.name.clone(), source);
+                    defs.insert(server.name.clone(), tools);
                 }
                 Ok(None) => report.missing.push(server.name.clone()),
                 Err(e @ CatalogError::NewerFormat { .. }) => report.warnings.push(e.to_string()),
@@ -130,31 +139,22 @@ impl Library {
                 }
             }
         }
-        let (skills, warnings) = crate::skills::discover(&settings.skills_dirs);
+        let (skills, warnings) = skills;
         report.warnings.extend(warnings);
         let skills: Vec<Arc<Skill>> = skills.into_iter().map(Arc::new).collect();
         let builtin = builtin.cloned();
-        let options = SearchOptions::default();
-        let mut sources: BTreeMap<String, String> = settings
-            .servers
-            .iter()
-            .filter_map(|s| Some((s.name.clone(), server_source(s, digests.get(&s.name)?))))
-            .collect();
         if let Some(builtin) = &builtin {
             sources.insert(builtin.server.clone(), builtin_source(builtin));
         }
         if !skills.is_empty() {
             sources.insert(SKILL_SERVER.to_owned(), skills_source(&skills));
         }
-        let saved = match SearchIndex::open_saved(&index_dir(&settings.catalog_dir), &options) {
-            Ok(saved) => saved,
-            Err(e) => {
-                report
-                    .warnings
-                    .push(format!("{e}; it is rebuilt from the catalogs"));
-                None
-            }
-        };
+        let saved = saved.unwrap_or_else(|e| {
+            report
+                .warnings
+                .push(format!("{e}; it is rebuilt from the catalogs"));
+            None
+        });
         // The saved index, with the sources that changed since re-indexed: (entries, index,
         // whether it is still the saved one). `None` when it cannot be used.
         let reused = saved.and_then(|(index, saved_sources)| {
@@ -167,6 +167,7 @@ impl Library {
             let parts = Parts::assemble(
                 &settings.servers,
                 &catalogs,
+                std::mem::take(&mut defs),
                 builtin.as_ref(),
                 &skills,
                 |server| changed.contains(server),
@@ -207,7 +208,7 @@ impl Library {
                 saved: AtomicBool::new(saved),
                 semantic: OnceLock::new(),
             },
-            None => Self::build_with(&settings.servers, catalogs, builtin, skills, options)?
+            None => Self::build_from(&settings.servers, catalogs, defs, builtin, skills, options)?
                 .with_sources(sources),
         };
         Ok((library, report))
@@ -262,7 +263,22 @@ impl Library {
         skills: Vec<Arc<Skill>>,
         options: SearchOptions,
     ) -> Result<Self, SearchError> {
-        let parts = Parts::assemble(servers, &catalogs, builtin.as_ref(), &skills, |_| true);
+        Self::build_from(servers, catalogs, BTreeMap::new(), builtin, skills, options)
+    }
+
+    /// Like [`Self::build_with`], with the tools of some catalogs already read (`defs`, by
+    /// server name).
+    fn build_from(
+        servers: &[ServerConfig],
+        catalogs: BTreeMap<String, Catalog>,
+        defs: BTreeMap<String, Vec<ToolDef>>,
+        builtin: Option<Catalog>,
+        skills: Vec<Arc<Skill>>,
+        options: SearchOptions,
+    ) -> Result<Self, SearchError> {
+        let parts = Parts::assemble(servers, &catalogs, defs, builtin.as_ref(), &skills, |_| {
+            true
+        });
         Ok(Self {
             entries: parts.entries,
             catalogs,
@@ -300,7 +316,12 @@ impl Library {
         }
         let mut added = BTreeMap::new();
         let mut docs = Vec::new();
-        add_catalog(&mut added, Some(&mut docs), config, &catalogs[&name]);
+        add_catalog(
+            &mut added,
+            Some(&mut docs),
+            config,
+            catalogs[&name].tool_defs(),
+        );
         let Some(index) = self.index.replace_server(&name, docs)? else {
             tracing::debug!(server = %name, "search index rebuilt");
             return self.rebuilt(servers, catalogs, sources);
@@ -507,12 +528,14 @@ impl Library {
     }
 }
 
-/// A catalog file read: the catalog and the checksum of the file, if there is one.
-type CatalogRead = Result<Option<(Catalog, Checksum)>, CatalogError>;
+/// A catalog file read, if there is one: the catalog, its source's hash (see
+/// [`server_source`]) and its tools.
+type CatalogRead = Result<Option<(Catalog, String, Vec<ToolDef>)>, CatalogError>;
 
-/// Each configured server's catalog file with its checksum, in config order, read on a few
-/// threads: parsing is most of what start-up does with a saved index.
-fn read_catalogs(settings: &Settings) -> Vec<CatalogRead> {
+/// Each configured server's catalog file with its source's hash and tools, in config order, read
+/// on a few threads while the calling thread runs `meanwhile`: parsing is most of what
+/// start-up does with a saved index.
+fn read_catalogs<T>(settings: &Settings, meanwhile: impl FnOnce() -> T) -> (Vec<CatalogRead>, T) {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
     let chunk = settings.servers.len().div_ceil(threads).max(1);
     std::thread::scope(|scope| {
@@ -523,19 +546,27 @@ fn read_catalogs(settings: &Settings) -> Vec<CatalogRead> {
                 scope.spawn(|| {
                     servers
                         .iter()
-                        .map(|s| Catalog::read_server(&settings.catalog_dir, &s.name))
+                        .map(|s| {
+                            let read = Catalog::read_server(&settings.catalog_dir, &s.name)?;
+                            Ok(read.map(|(catalog, sum)| {
+                                let tools = catalog.tool_defs();
+                                (catalog, server_source(s, &sum), tools)
+                            }))
+                        })
                         .collect::<Vec<_>>()
                 })
             })
             .collect();
-        readers
+        let other = meanwhile();
+        let reads = readers
             .into_iter()
             .flat_map(|reader| {
                 reader
                     .join()
                     .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
             })
-            .collect()
+            .collect();
+        (reads, other)
     })
 }
 
@@ -547,10 +578,12 @@ struct Parts {
 
 impl Parts {
     /// The entries of the configured servers' catalogs, the built-in tools and the skills,
-    /// with the search documents of the sources (server names) that `docs_of` accepts.
+    /// with the search documents of the sources (server names) that `docs_of` accepts. A
+    /// catalog's tools are taken from `defs` when they were read already.
     fn assemble(
         servers: &[ServerConfig],
         catalogs: &BTreeMap<String, Catalog>,
+        mut defs: BTreeMap<String, Vec<ToolDef>>,
         builtin: Option<&Catalog>,
         skills: &[Arc<Skill>],
         docs_of: impl Fn(&str) -> bool,
@@ -559,8 +592,11 @@ impl Parts {
         let mut docs = Vec::new();
         for server in servers {
             if let Some(catalog) = catalogs.get(&server.name) {
+                let tools = defs
+                    .remove(&server.name)
+                    .unwrap_or_else(|| catalog.tool_defs());
                 let docs = docs_of(&server.name).then_some(&mut docs);
-                add_catalog(&mut entries, docs, server, catalog);
+                add_catalog(&mut entries, docs, server, tools);
             }
         }
         if let Some(builtin) = builtin {
@@ -576,16 +612,17 @@ impl Parts {
             };
             let about = format!("agent skill instructions {}", skill.servers.join(" "));
             let docs = with_docs.then_some(&mut docs);
-            for qualified in add(
+            let qualified = qualified_name(SKILL_SERVER, &def.name);
+            let new = !entries.contains_key(&qualified);
+            add(
                 &mut entries,
                 docs,
                 SKILL_SERVER,
                 &about,
                 std::iter::once(def),
-            ) {
-                if let Some(entry) = entries.get_mut(&qualified).and_then(Arc::get_mut) {
-                    entry.skill = Some(skill.clone());
-                }
+            );
+            if new && let Some(entry) = entries.get_mut(&qualified).and_then(Arc::get_mut) {
+                entry.skill = Some(skill.clone());
             }
         }
         Self { entries, docs }
@@ -626,36 +663,37 @@ fn skills_source(skills: &[Arc<Skill>]) -> String {
     ))
 }
 
-/// Adds the tools of `server`'s catalog that its allow and deny lists let through.
+/// Adds the tools of `server`'s catalog (`tools`) that its allow and deny lists let through.
 fn add_catalog(
     entries: &mut BTreeMap<String, Arc<Entry>>,
     docs: Option<&mut Vec<ToolDoc>>,
     server: &ServerConfig,
-    catalog: &Catalog,
+    tools: Vec<ToolDef>,
 ) {
-    let tools = catalog
-        .tool_defs()
+    let tools = tools
         .into_iter()
         .filter(|def| server.tools.allows(&def.name));
     add(entries, docs, &server.name, &about(server), tools);
 }
 
-/// Adds one server's tools as entries, and as search documents to `docs` if given; returns
-/// the names added.
+/// Adds one server's tools as entries, and as search documents to `docs` if given.
 fn add(
     entries: &mut BTreeMap<String, Arc<Entry>>,
     mut docs: Option<&mut Vec<ToolDoc>>,
     server: &str,
     about: &str,
     tools: impl Iterator<Item = ToolDef>,
-) -> Vec<String> {
-    let mut added = Vec::new();
+) {
     for def in tools {
         let qualified = qualified_name(server, &def.name);
-        if entries.contains_key(&qualified) {
-            tracing::warn!(server, tool = %def.name, "two tools map to {qualified}; keeping the first");
-            continue;
-        }
+        let slot = match entries.entry(qualified) {
+            btree_map::Entry::Vacant(slot) => slot,
+            btree_map::Entry::Occupied(taken) => {
+                tracing::warn!(server, tool = %def.name, "two tools map to {}; keeping the first", taken.key());
+                continue;
+            }
+        };
+        let qualified = slot.key();
         if let Some(docs) = docs.as_deref_mut() {
             docs.push(ToolDoc {
                 key: qualified.clone(),
@@ -675,10 +713,8 @@ fn add(
             });
         }
         let entry = Entry::new(qualified.clone(), server.to_owned(), def);
-        entries.insert(qualified.clone(), Arc::new(entry));
-        added.push(qualified);
+        slot.insert(Arc::new(entry));
     }
-    added
 }
 
 /// `text` without the example values it gives: a parenthesised part that starts with "e.g.",
