@@ -11,7 +11,7 @@ use crate::config::{ServerConfig, Settings, Tokenizer};
 use crate::result::{ResultHandler, ResultStore};
 use crate::search::SearchError;
 use crate::store::{DEFAULT_SPILL_BYTES, SharedResults, SpillStore, Valkey};
-use crate::upstream::{Events, Manager};
+use crate::upstream::{CommandLookups, Events, Manager};
 
 use super::call_tool::Caller;
 use super::metrics::Metrics;
@@ -131,12 +131,13 @@ impl State {
             tracing::warn!("{warning}");
         }
         let state = Self::build(settings, library, Manager::with_events, shared);
+        let mut lookups = CommandLookups::default();
         let missing = report
             .missing
             .into_iter()
             .filter(|name| {
                 let server = state.settings.servers.iter().find(|s| &s.name == name);
-                server.is_none_or(|server| state.check_launch(server))
+                server.is_none_or(|server| state.check_launch(server, &mut lookups))
             })
             .collect();
         Ok((state, missing))
@@ -147,16 +148,17 @@ impl State {
     /// `serve` runs it in the background once it answers.
     pub fn check_launches(&self) {
         let library = self.library();
+        let mut lookups = CommandLookups::default();
         for server in &self.settings.servers {
             if library.catalogs.contains_key(&server.name) {
-                self.check_launch(server);
+                self.check_launch(server, &mut lookups);
             }
         }
     }
 
     /// Whether `server` can be started as configured; if not, it is marked unavailable.
-    fn check_launch(&self, server: &ServerConfig) -> bool {
-        match crate::upstream::check_launch(server) {
+    fn check_launch(&self, server: &ServerConfig, lookups: &mut CommandLookups) -> bool {
+        match crate::upstream::check_launch(server, lookups) {
             Ok(()) => true,
             Err(reason) => {
                 tracing::warn!(server = %server.name, "cannot be started: {reason}");

@@ -1,7 +1,8 @@
 //! Opening one connection: spawn a stdio child (see `child.rs`) or reach a
 //! streamable-HTTP endpoint, then run the `initialize` handshake.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
@@ -299,9 +300,14 @@ fn sse_error(server: &str, e: SseError) -> UpstreamError {
     }
 }
 
+/// Commands looked up on a PATH from a working dir, and whether they were found: a thousand
+/// servers started by `npx` need one walk of PATH, not a thousand.
+#[derive(Default)]
+pub struct CommandLookups(HashMap<(String, String, PathBuf), bool>);
+
 /// Whether `config`'s server can be started as configured: its variables are set and a
-/// stdio command exists. Says what to fix when not.
-pub fn check_launch(config: &ServerConfig) -> Result<(), String> {
+/// stdio command exists (looked up once per `lookups`). Says what to fix when not.
+pub fn check_launch(config: &ServerConfig, lookups: &mut CommandLookups) -> Result<(), String> {
     let Launch::Stdio {
         command, env, cwd, ..
     } = config.launch().map_err(|e| e.to_string())?
@@ -314,13 +320,23 @@ pub fn check_launch(config: &ServerConfig) -> Result<(), String> {
         .or_else(|| std::env::var("PATH").ok())
         .unwrap_or_default();
     let cwd = cwd.unwrap_or_else(|| std::env::current_dir().unwrap_or_default());
-    which::which_in(&command, Some(path), cwd)
-        .map(|_| ())
-        .map_err(|_| {
-            Redactor::new(config.secrets()).apply(&format!(
-                "command \"{command}\" was not found; install it or give its full path in \"command\""
-            ))
-        })
+    let key = (command, path, cwd);
+    let found = match lookups.0.get(&key) {
+        Some(&found) => found,
+        None => {
+            let (command, path, cwd) = &key;
+            let found = which::which_in(command, Some(path), cwd).is_ok();
+            lookups.0.insert(key.clone(), found);
+            found
+        }
+    };
+    if found {
+        return Ok(());
+    }
+    Err(Redactor::new(config.secrets()).apply(&format!(
+        "command \"{}\" was not found; install it or give its full path in \"command\"",
+        key.0
+    )))
 }
 
 fn spawn_message(command: &str, e: &std::io::Error) -> String {
@@ -343,5 +359,39 @@ fn init_message(e: &ClientInitializeError) -> String {
         )
     } else {
         text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Settings;
+
+    #[test]
+    fn a_command_is_looked_up_once_for_all_the_servers_started_by_it() {
+        let settings = Settings::parse(
+            std::path::Path::new("config.json"),
+            r#"{"mcpServers": {
+                "a": {"command": "meta-server-test-found-nowhere"},
+                "b": {"command": "meta-server-test-found-nowhere", "args": ["x"]},
+                "c": {"command": "sh"}
+            }}"#,
+        )
+        .expect("config");
+        let mut lookups = CommandLookups::default();
+        let checked: Vec<Result<(), String>> = settings
+            .servers
+            .iter()
+            .map(|server| check_launch(server, &mut lookups))
+            .collect();
+        for missing in &checked[..2] {
+            let message = missing.as_ref().expect_err("not on PATH");
+            assert!(
+                message.contains("\"meta-server-test-found-nowhere\" was not found"),
+                "{message}"
+            );
+        }
+        assert_eq!(checked[2], Ok(()));
+        assert_eq!(lookups.0.len(), 2, "one lookup per command");
     }
 }

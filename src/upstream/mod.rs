@@ -30,7 +30,7 @@ use tokio::time::Instant;
 use crate::config::{ConfigError, ServerConfig};
 use crate::redact::Redactor;
 
-pub use connect::{UpstreamClient, check_launch};
+pub use connect::{CommandLookups, UpstreamClient, check_launch};
 
 /// How long a dead server's stderr may take to drain into its error message.
 const STDERR_SETTLE: Duration = Duration::from_millis(500);
