@@ -121,7 +121,7 @@ impl State {
     /// results in `shared` if given (else in memory and on local disk). Also returns the servers
     /// that have no usable catalog yet and can be started; those that cannot be started as
     /// configured are marked unavailable now, the others by [`Self::check_launches`], which
-    /// takes a path lookup per server and can wait.
+    /// takes a path lookup per command and can wait.
     pub fn open(
         settings: Settings,
         shared: Option<Valkey>,

@@ -320,22 +320,17 @@ pub fn check_launch(config: &ServerConfig, lookups: &mut CommandLookups) -> Resu
         .or_else(|| std::env::var("PATH").ok())
         .unwrap_or_default();
     let cwd = cwd.unwrap_or_else(|| std::env::current_dir().unwrap_or_default());
-    let key = (command, path, cwd);
-    let found = match lookups.0.get(&key) {
-        Some(&found) => found,
-        None => {
-            let (command, path, cwd) = &key;
-            let found = which::which_in(command, Some(path), cwd).is_ok();
-            lookups.0.insert(key.clone(), found);
-            found
-        }
-    };
+    let found = *lookups
+        .0
+        .entry((command.clone(), path, cwd))
+        .or_insert_with_key(|(command, path, cwd)| {
+            which::which_in(command, Some(path), cwd).is_ok()
+        });
     if found {
         return Ok(());
     }
     Err(Redactor::new(config.secrets()).apply(&format!(
-        "command \"{}\" was not found; install it or give its full path in \"command\"",
-        key.0
+        "command \"{command}\" was not found; install it or give its full path in \"command\""
     )))
 }
 
