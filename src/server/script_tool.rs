@@ -3,7 +3,7 @@
 //! and describe answer as `search_tools` and `get_tool_details` do.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rmcp::model::{CallToolResult, ProgressNotificationParam, ProgressToken};
 use rmcp::service::{Peer, RoleServer};
@@ -71,7 +71,7 @@ pub(super) async fn run(
             Arc::new(Progress {
                 peer,
                 token,
-                done: tokio::sync::Mutex::new(0),
+                started: tokio::sync::Mutex::new(0),
             })
         }),
     });
@@ -144,25 +144,21 @@ struct ServerHost {
     progress: Option<Arc<Progress>>,
 }
 
-/// Progress to the client, one notification per finished nested call.
+/// Progress to the client, one notification per nested call as it starts: sent while the call
+/// runs, so the script never waits for it.
 struct Progress {
     peer: Peer<RoleServer>,
     token: ProgressToken,
-    /// Calls finished; held while notifying, so the client sees the count increase.
-    done: tokio::sync::Mutex<u32>,
+    /// Calls started; held while notifying, so the client sees the count increase.
+    started: tokio::sync::Mutex<u32>,
 }
 
 impl Progress {
-    async fn finished(&self, name: &str, ok: bool, took: Duration) {
-        let mut done = self.done.lock().await;
-        *done += 1;
-        let message = format!(
-            "{name} {} in {} ms",
-            if ok { "ok" } else { "failed" },
-            took.as_millis()
-        );
-        let update = ProgressNotificationParam::new(self.token.clone(), f64::from(*done))
-            .with_message(message);
+    async fn starting(&self, name: &str) {
+        let mut started = self.started.lock().await;
+        *started += 1;
+        let update = ProgressNotificationParam::new(self.token.clone(), f64::from(*started))
+            .with_message(format!("calling {name}"));
         let _ = self.peer.notify_progress(update).await;
     }
 }
@@ -200,13 +196,11 @@ impl Host for ServerHost {
             if let Some(message) = refused(&name) {
                 return reply::error(message);
             }
-            let started = Instant::now();
-            let result = call_tool::dispatch(&state, &caller, &name, arguments).await;
-            if let Some(progress) = progress {
-                let ok = result.is_error != Some(true);
-                progress.finished(&name, ok, started.elapsed()).await;
+            let call = call_tool::dispatch(&state, &caller, &name, arguments);
+            match progress {
+                Some(progress) => tokio::join!(progress.starting(&name), call).1,
+                None => call.await,
             }
-            result
         })
     }
 
