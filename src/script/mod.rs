@@ -1,8 +1,9 @@
 //! Code Mode: a model-written JavaScript program run in a fresh QuickJS sandbox, whose only way
 //! out is a [`Host`] (tool calls, search, descriptions) that the server supplies.
 //!
-//! A script runs on a script thread, never on the server's workers, so a busy script holds up
-//! nothing else; each run gets a fresh QuickJS runtime, so nothing survives from one to the next. Limits on time, memory,
+//! A script runs on the request's own task; one that computes for long hands its worker's other
+//! tasks to a new worker thread, so it holds up nothing else. Each run gets a fresh QuickJS
+//! runtime, so nothing survives from one to the next. Limits on time, memory,
 //! stack and calls end the script with a [`ScriptError`] saying which limit and what to do.
 
 mod memory;
@@ -128,13 +129,16 @@ enum Stop {
     Cancelled,
 }
 
-/// Shared between the caller, the script thread and QuickJS's interrupt handler.
+/// Shared between the run and QuickJS's interrupt handler.
 #[derive(Default)]
 struct Control {
     reason: OnceLock<Stop>,
     stopped: CancellationToken,
-    /// Set when the run starts.
+    /// Set when the run starts, as is the caller's cancellation.
     deadline: OnceLock<std::time::Instant>,
+    cancelled: OnceLock<CancellationToken>,
+    /// When the poll of the script now under way began; `None` between polls.
+    polled: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 impl Control {
@@ -159,13 +163,9 @@ impl Control {
     }
 }
 
-/// How long past its deadline a script may take to hand back its report before the caller
-/// gives up on it (its thread then ends on its own once QuickJS sees the interrupt).
-const GRACE: Duration = Duration::from_secs(2);
-
 /// Runs `code` as the body of an async function with `input` as a global, until it returns,
-/// fails, hits a limit or `cancelled` fires. Must be called within a tokio runtime, where the
-/// host's futures run.
+/// fails, hits a limit or `cancelled` fires. Runs on the caller's task: must be called within a
+/// tokio runtime, where the host's futures run too.
 pub async fn run(
     host: Arc<dyn Host>,
     code: String,
@@ -173,44 +173,18 @@ pub async fn run(
     limits: Limits,
     cancelled: CancellationToken,
 ) -> Report {
-    let (report, receive) = tokio::sync::oneshot::channel();
+    let sandbox = match sandbox::Sandbox::take().await {
+        Ok(sandbox) => sandbox,
+        Err(e) => return Report::failed(e),
+    };
     let job = sandbox::Job {
         host,
         code,
         input,
-        limits: limits.clone(),
-        server: tokio::runtime::Handle::current(),
-        report,
+        limits,
+        cancelled,
     };
-    let control = match sandbox::Sandbox::start(job) {
-        Ok(control) => control,
-        Err(e) => {
-            return Report::failed(ScriptError::Sandbox(format!("cannot start a thread: {e}")));
-        }
-    };
-    // Whoever drops this future (a closed session) also ends the script.
-    let _stop = control.stopped.clone().drop_guard();
-    let waiting = tokio::time::timeout(limits.timeout + GRACE, receive);
-    tokio::pin!(waiting);
-    let report = tokio::select! {
-        report = &mut waiting => report,
-        () = cancelled.cancelled() => {
-            control.stop(Stop::Cancelled);
-            waiting.await
-        }
-    };
-    match report {
-        Ok(Ok(report)) => report,
-        Ok(Err(_)) => Report::failed(ScriptError::Sandbox(
-            "the script thread ended without a report; see meta-server's log".into(),
-        )),
-        Err(_) => {
-            control.stop(Stop::Deadline);
-            Report::failed(control.error(&limits).unwrap_or(ScriptError::Timeout {
-                ms: limits.timeout.as_millis() as u64,
-            }))
-        }
-    }
+    sandbox.run(job).await
 }
 
 /// What `tools.call` resolves to: the result's `structuredContent`, else its text parsed as

@@ -1,16 +1,16 @@
-//! The QuickJS side of a run, on a script thread: a fresh runtime with memory, stack and time
-//! limits, the script API (`tools`, `console`), and the script as an async function.
+//! The QuickJS side of a run: a fresh runtime with memory, stack and time limits, the script
+//! API (`tools`, `console`), and the script as an async function, run on the request's own task.
 //!
-//! After a run, its thread reports, offers itself as the spare, tears down and gets a fresh
-//! runtime, context and API ready before the next job arrives. So a run seldom pays for a
-//! thread or a runtime on its way, yet no runtime ever serves two runs. Runs that overlap start
-//! threads of their own; one spare at most is kept.
+//! A keeper thread readies each sandbox before it is needed and tears it down after: a run
+//! takes the ready one (or readies its own when runs overlap), runs in place and hands it back.
+//! So a run seldom pays for a runtime on its way, no runtime ever serves two runs, and a
+//! script's calls and result cross no thread. A script that computes for long without awaiting
+//! gives its worker's other tasks to a new worker thread, so it holds up nothing else.
 
-use std::cell::{OnceCell, RefCell};
 use std::future::Future;
-use std::rc::Rc;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
 
 use rquickjs::context::{EvalOptions, intrinsic};
 use rquickjs::prelude::{Coerced, FromJs, Func, Opt, Rest};
@@ -19,7 +19,8 @@ use rquickjs::{
     Promise, Value as JsValue,
 };
 use serde_json::Value;
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
 
 use super::{
     CallRecord, Control, Host, Limits, MEMORY_BYTES, Report, STACK_BYTES, ScriptError, Stop,
@@ -28,97 +29,103 @@ use super::{
 
 /// Console output kept per run; later lines are counted, not kept.
 const MAX_LOG_BYTES: usize = 256 << 10;
-/// Stack of a script thread: QuickJS's own limit plus room for the Rust frames around it.
-const THREAD_STACK: usize = 8 << 20;
+/// How long a script may compute without awaiting before its worker's other tasks move to a
+/// new worker thread.
+const BUSY: Duration = Duration::from_millis(10);
+/// Time given to the new worker thread to take over those tasks.
+const HANDOVER: Duration = Duration::from_millis(1);
 
-/// What a run needs, sent to its sandbox.
+/// What a run needs from its caller.
 pub(super) struct Job {
     pub host: Arc<dyn Host>,
     pub code: String,
     pub input: Value,
     pub limits: Limits,
-    /// The server's runtime, where the host's futures run.
-    pub server: tokio::runtime::Handle,
-    pub report: oneshot::Sender<Report>,
+    pub cancelled: CancellationToken,
 }
 
-/// A sandbox for one run: its thread takes the job and stops when `control` says so.
+/// A sandbox for one run: its runtime, context and the API installed, waiting for the code and
+/// input.
 pub(super) struct Sandbox {
-    job: oneshot::Sender<Job>,
-    pub control: Arc<Control>,
+    shared: Arc<Shared>,
+    /// Holds the runtime: dropping it frees both, and the futures of unfinished calls.
+    context: AsyncContext,
+    control: Arc<Control>,
+}
+
+/// Work for the keeper thread.
+enum Chore {
+    /// A run took the spare: ready another.
+    Refill,
+    /// A used sandbox, to tear down.
+    Free(Sandbox),
 }
 
 /// The sandbox ready and waiting, if any.
 static SPARE: Mutex<Option<Sandbox>> = Mutex::new(None);
+/// The keeper thread's chores; `None` when it could not be started.
+static KEEPER: OnceLock<Option<Mutex<mpsc::Sender<Chore>>>> = OnceLock::new();
 
-impl Sandbox {
-    /// Hands the job to the spare, or to a new thread (which gets ready while the caller
-    /// waits) when there is none or its thread is gone. Returns the run's control.
-    pub(super) fn start(job: Job) -> std::io::Result<Arc<Control>> {
-        let spare = SPARE.lock().unwrap_or_else(PoisonError::into_inner).take();
-        let job = match spare {
-            Some(sandbox) => match sandbox.job.send(job) {
-                Ok(()) => return Ok(sandbox.control),
-                Err(job) => job,
-            },
-            None => job,
-        };
-        let control = Arc::new(Control::default());
-        let mine = control.clone();
-        let (send, jobs) = oneshot::channel();
-        // Cannot fail: the receiver is alive until the thread ends, which needs the job.
-        let _ = send.send(job);
-        std::thread::Builder::new()
-            .name("script".into())
-            .stack_size(THREAD_STACK)
-            .spawn(move || serve(jobs, mine))?;
-        Ok(control)
+/// Hands `chore` to the keeper thread, starting it the first time. Without a keeper, a used
+/// sandbox is torn down here and runs ready their own.
+fn keeper(chore: Chore) {
+    let keeper = KEEPER.get_or_init(|| {
+        let (send, chores) = mpsc::channel();
+        let started = std::thread::Builder::new()
+            .name("script-keeper".into())
+            .spawn(move || keep(&chores));
+        match started {
+            Ok(_) => Some(Mutex::new(send)),
+            Err(e) => {
+                tracing::warn!(
+                    "cannot start the script keeper thread: {e}; each run readies its own sandbox"
+                );
+                None
+            }
+        }
+    });
+    if let Some(send) = keeper {
+        // Fails only when the keeper has ended: the chore (a sandbox) is then dropped here.
+        let _ = lock(send).send(chore);
     }
 }
 
-/// A script thread: gets ready, runs its job, reports, offers itself as the spare, tears down
-/// and gets ready again; it ends when another thread is the spare already.
-fn serve(mut jobs: oneshot::Receiver<Job>, mut control: Arc<Control>) {
-    let Ok(events) = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-    else {
-        // The job's report sender is dropped with it: the caller sees the sandbox fail.
+/// The keeper thread: readies a spare when one is taken, tears down used sandboxes.
+fn keep(chores: &mpsc::Receiver<Chore>) {
+    let Ok(events) = tokio::runtime::Builder::new_current_thread().build() else {
         return;
     };
-    events.block_on(async move {
-        loop {
-            let ready = prepare(&control).await;
-            let Ok(job) = jobs.await else {
-                return;
-            };
-            let used = execute(ready, &control, job).await;
-            // Offered before tearing down: a run that takes it waits less than for a new thread.
-            let (job, next) = oneshot::channel();
-            control = Arc::new(Control::default());
-            {
-                let mut spare = SPARE.lock().unwrap_or_else(PoisonError::into_inner);
-                if spare.is_some() {
-                    return;
+    while let Ok(chore) = chores.recv() {
+        match chore {
+            Chore::Refill => {
+                if spare_is_ready() {
+                    continue;
                 }
-                *spare = Some(Sandbox {
-                    job,
-                    control: control.clone(),
-                });
+                if let Ok(sandbox) = events.block_on(Sandbox::prepare()) {
+                    *lock(&SPARE) = Some(sandbox);
+                }
             }
-            drop(used);
-            jobs = next;
+            Chore::Free(used) => drop(used),
         }
-    });
+    }
 }
 
-/// State the API functions share with the driver. Lives on the script thread only.
+fn spare_is_ready() -> bool {
+    lock(&SPARE).is_some()
+}
+
+/// `mutex` locked, whether or not a panic poisoned it.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// State the API functions share with the run.
 struct Shared {
     control: Arc<Control>,
     /// The run's host and call limits, from its job.
-    job: OnceCell<Bound>,
-    logs: RefCell<Logs>,
-    calls: RefCell<Vec<Call>>,
+    job: OnceLock<Bound>,
+    logs: Mutex<Logs>,
+    calls: Mutex<Vec<Call>>,
 }
 
 struct Bound {
@@ -147,7 +154,7 @@ impl Shared {
     /// awaits. Past `max_calls` the script is stopped and `None` returned.
     fn start_call(&self, name: &str) -> Option<usize> {
         let max_calls = self.job.get().map_or(0, |job| job.max_calls);
-        let mut calls = self.calls.borrow_mut();
+        let mut calls = lock(&self.calls);
         if calls.len() >= max_calls {
             self.control.stop(Stop::Calls);
             return None;
@@ -162,7 +169,7 @@ impl Shared {
 
     /// `tools.call`: the call's script value, or its error. A call past the cap never answers.
     async fn call(
-        self: Rc<Self>,
+        self: Arc<Self>,
         index: Option<usize>,
         name: String,
         args: String,
@@ -175,7 +182,7 @@ impl Shared {
         };
         let outcome = match job.slots.acquire().await {
             Ok(_slot) => {
-                self.calls.borrow_mut()[index].started = Instant::now();
+                lock(&self.calls)[index].started = Instant::now();
                 match job.server.spawn(job.host.call(name, arguments)).await {
                     Ok(result) => script_value(&result),
                     Err(e) => Err(format!("the call failed inside meta-server: {e}")),
@@ -183,7 +190,7 @@ impl Shared {
             }
             Err(_) => Err("the script is ending".into()),
         };
-        let call = &mut self.calls.borrow_mut()[index];
+        let call = &mut lock(&self.calls)[index];
         call.ended = Some((millis(call.started), outcome.is_ok()));
         outcome
     }
@@ -203,7 +210,7 @@ impl Shared {
     }
 
     fn log(&self, level: &str, line: String) {
-        let mut logs = self.logs.borrow_mut();
+        let mut logs = lock(&self.logs);
         let line = match level {
             "warn" | "error" => format!("{level}: {line}"),
             _ => line,
@@ -219,7 +226,7 @@ impl Shared {
     /// The console output and the call records as the report gives them; calls still running
     /// count as failed, with the time they had run.
     fn finish(&self) -> (Vec<String>, Vec<CallRecord>) {
-        let mut logs = std::mem::take(&mut *self.logs.borrow_mut());
+        let mut logs = std::mem::take(&mut *lock(&self.logs));
         if logs.dropped > 0 {
             logs.lines.push(format!(
                 "[{} more lines dropped: console output is kept up to {} KiB]",
@@ -227,9 +234,7 @@ impl Shared {
                 MAX_LOG_BYTES >> 10
             ));
         }
-        let calls = self
-            .calls
-            .borrow()
+        let calls = lock(&self.calls)
             .iter()
             .map(|c| {
                 let (ms, ok) = c.ended.unwrap_or((millis(c.started), false));
@@ -248,13 +253,6 @@ fn millis(since: Instant) -> u64 {
     since.elapsed().as_millis() as u64
 }
 
-/// A sandbox ready for its run: the API installed, waiting for the code and input.
-struct Ready {
-    shared: Rc<Shared>,
-    /// Holds the runtime: dropping it frees both, and the futures of unfinished calls.
-    context: AsyncContext,
-}
-
 /// The built-ins besides the base objects (`Object`, `Function`, `Array`, `String`, `Number`,
 /// `Boolean`, `Symbol`, `BigInt`, the errors, iterators and generators, `Math`, `Reflect`):
 /// what data-handling scripts use. Left out, as they cost a third of each fresh context: typed
@@ -269,96 +267,150 @@ type Builtins = (
     intrinsic::MapSet,
 );
 
-/// A fresh runtime (memory budget, stack limit, interrupt handler) and a context with the
-/// [`Builtins`] and the script API.
-async fn prepare(control: &Arc<Control>) -> Result<Ready, ScriptError> {
-    let sandbox = |e: rquickjs::Error| ScriptError::Sandbox(e.to_string());
-    let budget = super::memory::Budget::new(MEMORY_BYTES, control.clone());
-    let runtime = AsyncRuntime::new_with_alloc(budget).map_err(sandbox)?;
-    runtime.set_max_stack_size(STACK_BYTES).await;
-    let watch = control.clone();
-    runtime
-        .set_interrupt_handler(Some(Box::new(move || {
-            if watch.deadline.get().is_some_and(|d| Instant::now() >= *d) {
-                watch.stop(Stop::Deadline);
+impl Sandbox {
+    /// A fresh runtime (memory budget, stack limit, interrupt handler) and a context with the
+    /// [`Builtins`] and the script API.
+    async fn prepare() -> Result<Self, ScriptError> {
+        let sandbox = |e: rquickjs::Error| ScriptError::Sandbox(e.to_string());
+        let control = Arc::new(Control::default());
+        let budget = super::memory::Budget::new(MEMORY_BYTES, control.clone());
+        let runtime = AsyncRuntime::new_with_alloc(budget).map_err(sandbox)?;
+        runtime.set_max_stack_size(STACK_BYTES).await;
+        let watch = control.clone();
+        runtime
+            .set_interrupt_handler(Some(Box::new(move || watch.interrupted())))
+            .await;
+        let context = AsyncContext::custom::<Builtins>(&runtime)
+            .await
+            .map_err(sandbox)?;
+        let shared = Arc::new(Shared {
+            control: control.clone(),
+            job: OnceLock::new(),
+            logs: Mutex::default(),
+            calls: Mutex::default(),
+        });
+        let installed = context.with(|ctx| install(&ctx, &shared)).await;
+        installed.map_err(sandbox)?;
+        Ok(Self {
+            shared,
+            context,
+            control,
+        })
+    }
+
+    /// The spare, or a sandbox readied here when there is none; either way the keeper readies
+    /// the next.
+    pub(super) async fn take() -> Result<Self, ScriptError> {
+        let spare = lock(&SPARE).take();
+        keeper(Chore::Refill);
+        match spare {
+            Some(sandbox) => Ok(sandbox),
+            None => Self::prepare().await,
+        }
+    }
+
+    /// Runs the job to its report; the sandbox goes to the keeper to be torn down.
+    pub(super) async fn run(self, job: Job) -> Report {
+        let Job {
+            host,
+            code,
+            input,
+            limits,
+            cancelled,
+        } = job;
+        let control = self.control.clone();
+        let deadline = Instant::now() + limits.timeout;
+        let _ = control.deadline.set(deadline);
+        let _ = control.cancelled.set(cancelled.clone());
+        let _ = self.shared.job.set(Bound {
+            host,
+            server: tokio::runtime::Handle::current(),
+            max_calls: limits.max_calls,
+            slots: Semaphore::new(limits.in_flight),
+        });
+        let script = self.context.async_with(async move |ctx| {
+            let result = evaluate(&ctx, &code, &input).await;
+            drop(ctx);
+            result
+        });
+        // Ends only once a stop reason is set.
+        let stopped = async {
+            tokio::select! {
+                () = control.stopped.cancelled() => {}
+                () = cancelled.cancelled() => control.stop(Stop::Cancelled),
+                () = tokio::time::sleep_until(deadline.into()) => control.stop(Stop::Deadline),
             }
-            watch.stopped.is_cancelled()
-        })))
-        .await;
-    let context = AsyncContext::custom::<Builtins>(&runtime)
-        .await
-        .map_err(sandbox)?;
-    let shared = Rc::new(Shared {
-        control: control.clone(),
-        job: OnceCell::new(),
-        logs: RefCell::default(),
-        calls: RefCell::default(),
-    });
-    let installed = context.with(|ctx| install(&ctx, &shared)).await;
-    installed.map_err(sandbox)?;
-    Ok(Ready { shared, context })
+        };
+        let outcome = tokio::select! {
+            biased;
+            () = stopped => None,
+            outcome = control.timed(script) => Some(outcome),
+        };
+        let (logs, calls) = self.shared.finish();
+        // A limit hit wins over whatever the script did after it.
+        let outcome = match (control.error(&limits), outcome) {
+            (Some(limit), _) => Err(limit),
+            (None, Some(outcome)) => outcome,
+            (None, None) => Err(ScriptError::Sandbox("stopped without a reason".into())),
+        };
+        // Unfinished calls still hold the host; they go with the runtime.
+        keeper(Chore::Free(self));
+        Report {
+            outcome,
+            logs,
+            calls,
+        }
+    }
 }
 
-/// Runs the job and sends its report; gives back the used sandbox, for the caller to drop.
-async fn execute(
-    ready: Result<Ready, ScriptError>,
-    control: &Arc<Control>,
-    job: Job,
-) -> Option<Ready> {
-    let Job {
-        host,
-        code,
-        input,
-        limits,
-        server,
-        report,
-    } = job;
-    let deadline = Instant::now() + limits.timeout;
-    let _ = control.deadline.set(deadline);
-    let ready = match ready {
-        Ok(ready) => ready,
-        Err(e) => {
-            let _ = report.send(Report::failed(e));
-            return None;
+impl Control {
+    /// The interrupt handler, called by QuickJS as the script runs: whether to stop it now.
+    fn interrupted(&self) -> bool {
+        if self.deadline.get().is_some_and(|d| Instant::now() >= *d) {
+            self.stop(Stop::Deadline);
         }
-    };
-    let _ = ready.shared.job.set(Bound {
-        host,
-        server,
-        max_calls: limits.max_calls,
-        slots: Semaphore::new(limits.in_flight),
-    });
-    let script = ready.context.async_with(async |ctx| {
-        let result = evaluate(&ctx, &code, &input).await;
-        drop(ctx);
-        result
-    });
-    // Ends only once a stop reason is set.
-    let stopped = async {
-        tokio::select! {
-            () = control.stopped.cancelled() => {}
-            () = tokio::time::sleep_until(deadline.into()) => control.stop(Stop::Deadline),
+        // Seen here while the script computes; while it waits, the run's select sees it.
+        if self
+            .cancelled
+            .get()
+            .is_some_and(CancellationToken::is_cancelled)
+        {
+            self.stop(Stop::Cancelled);
         }
-    };
-    let outcome = tokio::select! {
-        biased;
-        () = stopped => None,
-        outcome = script => Some(outcome),
-    };
-    let (logs, calls) = ready.shared.finish();
-    // A limit hit wins over whatever the script did after it.
-    let outcome = match (control.error(&limits), outcome) {
-        (Some(limit), _) => Err(limit),
-        (None, Some(outcome)) => outcome,
-        (None, None) => Err(ScriptError::Sandbox("stopped without a reason".into())),
-    };
-    let _ = report.send(Report {
-        outcome,
-        logs,
-        calls,
-    });
-    // Unfinished calls still hold the host; they go with the runtime.
-    Some(ready)
+        self.yield_worker();
+        self.stopped.is_cancelled()
+    }
+
+    /// Polls `script`, noting when each poll began, so that [`Control::yield_worker`] can tell
+    /// a script that computes from one that waits.
+    async fn timed<F: Future>(&self, script: F) -> F::Output {
+        let mut script = std::pin::pin!(script);
+        std::future::poll_fn(|cx| {
+            *lock(&self.polled) = Some(Instant::now());
+            let polled = script.as_mut().poll(cx);
+            *lock(&self.polled) = None;
+            polled
+        })
+        .await
+    }
+
+    /// Called by the interrupt handler: once the script has computed for [`BUSY`] in one poll,
+    /// its worker's other tasks move to a new worker thread (tokio's `block_in_place`) and
+    /// this thread carries on with the script alone.
+    fn yield_worker(&self) {
+        {
+            let mut since = lock(&self.polled);
+            if !since.is_some_and(|t| t.elapsed() >= BUSY) {
+                return;
+            }
+            *since = None;
+        }
+        let on_workers = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        if on_workers {
+            tokio::task::block_in_place(|| std::thread::sleep(HANDOVER));
+        }
+    }
 }
 
 /// Installs the API, runs the script and turns its return value into JSON.
@@ -396,7 +448,7 @@ async fn evaluate<'js>(ctx: &Ctx<'js>, code: &str, input: &Value) -> Result<Valu
 }
 
 /// The script's API as globals: `tools` (`call`, `search`, `describe`) and `console`, frozen.
-fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Result<()> {
+fn install<'js>(ctx: &Ctx<'js>, shared: &Arc<Shared>) -> rquickjs::Result<()> {
     let tools = Object::new(ctx.clone())?;
     let s = shared.clone();
     tools.set(

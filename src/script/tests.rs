@@ -369,6 +369,28 @@ async fn cancellation_stops_a_waiting_script() {
     assert_eq!(r.outcome, Err(ScriptError::Cancelled));
 }
 
+/// A script that computes without awaiting hands its worker's other tasks to another thread:
+/// with one worker, taken by the script first, a task spawned after it still runs; and the
+/// client's cancel stops the script though it never awaits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_busy_script_holds_up_no_other_task() {
+    let (_, host) = host();
+    let cancel = CancellationToken::new();
+    let script = tokio::spawn(run(
+        host,
+        "for (;;) {}".into(),
+        Value::Null,
+        Limits::default(),
+        cancel.clone(),
+    ));
+    let other = tokio::spawn(async { 42 });
+    assert_eq!(other.await.expect("the other task ran"), 42);
+    assert!(!script.is_finished(), "the script still runs");
+    cancel.cancel();
+    let report = script.await.expect("the script task");
+    assert_eq!(report.outcome, Err(ScriptError::Cancelled));
+}
+
 #[tokio::test]
 async fn console_output_is_bounded() {
     let r =
