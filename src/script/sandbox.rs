@@ -64,7 +64,7 @@ enum Chore {
 /// The sandbox ready and waiting, if any.
 static SPARE: Mutex<Option<Sandbox>> = Mutex::new(None);
 /// The keeper thread's chores; `None` when it could not be started.
-static KEEPER: OnceLock<Option<Mutex<mpsc::Sender<Chore>>>> = OnceLock::new();
+static KEEPER: OnceLock<Option<mpsc::Sender<Chore>>> = OnceLock::new();
 
 /// Hands `chore` to the keeper thread, starting it the first time. Without a keeper, a used
 /// sandbox is torn down here and runs ready their own.
@@ -75,7 +75,7 @@ fn keeper(chore: Chore) {
             .name("script-keeper".into())
             .spawn(move || keep(&chores));
         match started {
-            Ok(_) => Some(Mutex::new(send)),
+            Ok(_) => Some(send),
             Err(e) => {
                 tracing::warn!(
                     "cannot start the script keeper thread: {e}; each run readies its own sandbox"
@@ -86,7 +86,7 @@ fn keeper(chore: Chore) {
     });
     if let Some(send) = keeper {
         // Fails only when the keeper has ended: the chore (a sandbox) is then dropped here.
-        let _ = lock(send).send(chore);
+        let _ = send.send(chore);
     }
 }
 
@@ -97,10 +97,8 @@ fn keep(chores: &mpsc::Receiver<Chore>) {
     };
     while let Ok(chore) = chores.recv() {
         match chore {
+            Chore::Refill if lock(&SPARE).is_some() => {}
             Chore::Refill => {
-                if spare_is_ready() {
-                    continue;
-                }
                 if let Ok(sandbox) = events.block_on(Sandbox::prepare()) {
                     *lock(&SPARE) = Some(sandbox);
                 }
@@ -108,10 +106,6 @@ fn keep(chores: &mpsc::Receiver<Chore>) {
             Chore::Free(used) => drop(used),
         }
     }
-}
-
-fn spare_is_ready() -> bool {
-    lock(&SPARE).is_some()
 }
 
 /// `mutex` locked, whether or not a panic poisoned it.
