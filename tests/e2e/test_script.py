@@ -1,6 +1,7 @@
 """Code Mode end to end: `meta__run_script` driven by the official Python SDK through call_tool,
 its nested calls going to the real reference servers. Each limit ends the script with an error
 result, and the same session keeps working afterwards."""
+import asyncio
 import json
 
 import pytest
@@ -164,6 +165,23 @@ async def test_each_limit_ends_the_script_and_the_session_keeps_working(indexed)
             if limit == "call cap":
                 assert [call["name"] for call in r.structured_content["calls"]] == ["everything__echo"] * 3
             await still_works(c)
+
+
+async def test_a_busy_script_holds_up_no_other_request(indexed):
+    """With a single worker thread (TOKIO_WORKER_THREADS=1), a script that computes without
+    awaiting runs on it first; a search and a tool call sent meanwhile are still answered while
+    the script runs, because the script hands the worker's other requests to a new thread."""
+    async with meta_client(indexed, env={"TOKIO_WORKER_THREADS": "1"}) as c:
+        script = asyncio.create_task(run_script(c, "for (;;) {}", timeout_ms=3000))
+        await asyncio.sleep(0.5)  # settle time for the script to start, not a measurement
+        r = await c.call_tool("search_tools", {"query": "current time"})
+        assert not r.is_error and r.structured_content["hits"], text_of(r)
+        r = await c.call_tool("call_tool", {"name": "everything__echo", "arguments": {"message": "beside"}})
+        assert not r.is_error and text_of(r) == "Echo: beside"
+        assert not script.done(), "the requests waited for the busy script"
+        r = await script
+        assert "time limit of 3000 ms" in r.structured_content["error"]
+        await still_works(c)
 
 
 async def test_no_host_globals_in_the_sandbox(indexed):
