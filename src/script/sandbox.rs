@@ -92,9 +92,11 @@ fn keeper(chore: Chore) {
 
 /// The keeper thread: readies a spare when one is taken, tears down used sandboxes.
 fn keep(chores: &mpsc::Receiver<Chore>) {
-    // Readying and tearing down is background work: it yields to request threads (and to the
-    // upstreams they wait on) when cores are short; a run that finds no spare readies its own.
+    // Readying and tearing down is background work: on Linux, where each thread has a nice
+    // value of its own, it yields to request threads and the upstreams they wait on when cores
+    // are short (a run that finds no spare readies its own).
     // SAFETY: setpriority on this thread's own id only changes its scheduling weight.
+    #[cfg(target_os = "linux")]
     unsafe {
         libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19);
     }
