@@ -32,8 +32,9 @@ const MAX_LOG_BYTES: usize = 256 << 10;
 /// How long a script may compute without awaiting before its worker's other tasks move to a
 /// new worker thread.
 const BUSY: Duration = Duration::from_millis(10);
-/// Time given to the new worker thread to take over those tasks.
-const HANDOVER: Duration = Duration::from_millis(1);
+/// Longest wait for the new worker thread to take over those tasks; past it the script goes on
+/// and tries again after another [`BUSY`].
+const HANDOVER: Duration = Duration::from_millis(50);
 
 /// What a run needs from its caller.
 pub(super) struct Job {
@@ -405,13 +406,25 @@ impl Control {
             if !since.is_some_and(|t| t.elapsed() >= BUSY) {
                 return;
             }
-            *since = None;
+            // Again after another BUSY while this poll goes on: a handover can fail (below).
+            *since = Some(Instant::now());
         }
-        let on_workers = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        if on_workers {
-            tokio::task::block_in_place(|| std::thread::sleep(HANDOVER));
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if runtime.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
+            return;
         }
+        tokio::task::block_in_place(|| {
+            // Leaving at once would take the worker back before the new thread starts (a
+            // busy machine takes milliseconds to start one). Once a task spawned now has run,
+            // some thread runs the worker's tasks.
+            let (ran, wait) = mpsc::sync_channel(1);
+            runtime.spawn(async move {
+                let _ = ran.send(());
+            });
+            let _ = wait.recv_timeout(HANDOVER);
+        });
     }
 }
 
