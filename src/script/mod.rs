@@ -8,6 +8,7 @@
 
 mod memory;
 mod sandbox;
+mod text;
 pub mod typescript;
 
 use std::future::Future;

@@ -26,6 +26,7 @@ use super::{
     CallRecord, Control, Host, Limits, MEMORY_BYTES, Report, STACK_BYTES, ScriptError, Stop,
     script_value,
 };
+use super::text::{from_json, rust_string};
 
 /// Console output kept per run; later lines are counted, not kept.
 const MAX_LOG_BYTES: usize = 256 << 10;
@@ -180,7 +181,7 @@ impl Shared {
         let (Some(index), Some(job)) = (index, self.job.get()) else {
             return std::future::pending().await;
         };
-        let Ok(Value::Object(arguments)) = serde_json::from_str(&args) else {
+        let Ok(Value::Object(arguments)) = from_json(&args) else {
             return Err("arguments must be a JSON object".into());
         };
         let outcome = match job.slots.acquire().await {
@@ -453,7 +454,7 @@ async fn evaluate<'js>(ctx: &Ctx<'js>, code: &str, input: &Value) -> Result<Valu
             let text = text
                 .to_string()
                 .map_err(|e| ScriptError::NotJson(e.to_string()))?;
-            serde_json::from_str(&text).map_err(|e| ScriptError::NotJson(e.to_string()))
+            from_json(&text).map_err(|e| ScriptError::NotJson(e.to_string()))
         }
         Err(e) => Err(match failure(e) {
             ScriptError::Thrown(m) => ScriptError::NotJson(m),
@@ -494,11 +495,12 @@ fn install<'js>(ctx: &Ctx<'js>, shared: &Arc<Shared>) -> rquickjs::Result<()> {
     tools.set(
         "search",
         Func::from(
-            move |ctx: Ctx<'js>, query: Coerced<String>, limit: Opt<f64>| {
+            move |ctx: Ctx<'js>, query: Coerced<rquickjs::String<'js>>, limit: Opt<f64>| {
                 let limit = limit.0.filter(|l| *l >= 0.0).map(|l| l as u32);
+                let query = rust_string(&ctx, query.0);
                 let s = s.clone();
                 answer(&ctx, "search_tools".into(), async move {
-                    s.ask(|host| host.search(query.0, limit)).await
+                    s.ask(|host| host.search(query, limit)).await
                 })
             },
         ),
@@ -506,10 +508,11 @@ fn install<'js>(ctx: &Ctx<'js>, shared: &Arc<Shared>) -> rquickjs::Result<()> {
     let s = shared.clone();
     tools.set(
         "describe",
-        Func::from(move |ctx: Ctx<'js>, name: Coerced<String>| {
+        Func::from(move |ctx: Ctx<'js>, name: Coerced<rquickjs::String<'js>>| {
+            let name = rust_string(&ctx, name.0);
             let s = s.clone();
             answer(&ctx, "get_tool_details".into(), async move {
-                s.ask(|host| host.describe(name.0)).await
+                s.ask(|host| host.describe(name)).await
             })
         }),
     )?;
@@ -567,7 +570,7 @@ fn rejected<'js>(ctx: &Ctx<'js>, message: &str) -> rquickjs::Result<Promise<'js>
 /// A console argument as text: strings as they are, errors with their stack, the rest as JSON.
 fn show<'js>(ctx: &Ctx<'js>, value: JsValue<'js>) -> String {
     if let Some(text) = value.as_string() {
-        return text.to_string().unwrap_or_default();
+        return rust_string(ctx, text.clone());
     }
     if let Some(error) = value.as_object().cloned().and_then(Exception::from_object) {
         return error_text(&error);
@@ -585,9 +588,13 @@ fn show<'js>(ctx: &Ctx<'js>, value: JsValue<'js>) -> String {
 
 /// `Name: message` and the stack, as errors are shown to the model.
 fn error_text(error: &Exception<'_>) -> String {
-    let name: String = error.get("name").unwrap_or_else(|_| "Error".into());
-    let mut text = format!("{name}: {}", error.message().unwrap_or_default());
-    if let Some(stack) = error.stack().filter(|s| !s.trim().is_empty()) {
+    let property = |key: &str| {
+        let value: Option<rquickjs::String> = error.get(key).ok().flatten();
+        value.map(|s| rust_string(error.ctx(), s))
+    };
+    let name = property("name").unwrap_or_else(|| "Error".into());
+    let mut text = format!("{name}: {}", property("message").unwrap_or_default());
+    if let Some(stack) = property("stack").filter(|s| !s.trim().is_empty()) {
         text.push('\n');
         text.push_str(stack.trim_end());
     }

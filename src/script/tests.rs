@@ -460,3 +460,27 @@ async fn bad_api_use_is_a_catchable_type_error() {
     assert!(line.starts_with("RangeError: shown\n    at "), "{line}");
     assert!(line.ends_with(" [object Object] undefined 10"), "{line}");
 }
+
+#[tokio::test]
+async fn lone_surrogates_become_replacement_characters() {
+    // Half an emoji, as `slice` cuts one: in the result, the arguments, the logs and a search.
+    let r = run_code(
+        r#"const half = "😀".slice(0, 1);
+        console.log(`a${half}b`);
+        const echoed = await tools.call("t__echo", {s: half});
+        const searched = await tools.search(`x${half}`);
+        return {whole: "😀😀".slice(0, 3), echoed, query: searched.query};"#,
+    )
+    .await;
+    assert_eq!(
+        ok(&r),
+        &json!({"whole": "😀\u{FFFD}", "echoed": {"s": "\u{FFFD}"}, "query": "x\u{FFFD}"})
+    );
+    assert_eq!(r.logs, ["a\u{FFFD}b"]);
+    let r = run_code(r#"throw new Error("bad \ud800 input");"#).await;
+    assert!(
+        matches!(&r.outcome, Err(ScriptError::Thrown(m)) if m.contains("bad \u{FFFD} input")),
+        "{:?}",
+        r.outcome
+    );
+}
