@@ -75,7 +75,10 @@ mod tests {
     #[test]
     fn lone_surrogate_escapes_read_as_replacement_characters() {
         let v: Value = from_json(r#"{"a": "x\ud83d", "b": ["\udc00y"], "\ud800": 1}"#).unwrap();
-        assert_eq!(v, json!({"a": "x\u{FFFD}", "b": ["\u{FFFD}y"], "\u{FFFD}": 1}));
+        assert_eq!(
+            v,
+            json!({"a": "x\u{FFFD}", "b": ["\u{FFFD}y"], "\u{FFFD}": 1})
+        );
         // A pair stays a pair; an escaped backslash before "ud83d" is text, not an escape.
         let v: Value = from_json(r#"["\ud83d\ude00", "\\ud83d", "\\\ud83d"]"#).unwrap();
         assert_eq!(v, json!(["😀", "\\ud83d", "\\\u{FFFD}"]));
