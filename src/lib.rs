@@ -20,4 +20,5 @@ pub mod search;
 pub mod server;
 pub mod skills;
 pub mod store;
+pub mod surrogates;
 pub mod upstream;

@@ -8,7 +8,6 @@
 
 mod memory;
 mod sandbox;
-mod text;
 pub mod typescript;
 
 use std::future::Future;

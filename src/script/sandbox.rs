@@ -22,11 +22,11 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use super::text::{from_json, rust_string};
 use super::{
     CallRecord, Control, Host, Limits, MEMORY_BYTES, Report, STACK_BYTES, ScriptError, Stop,
     script_value,
 };
+use crate::surrogates::from_json;
 
 /// Console output kept per run; later lines are counted, not kept.
 const MAX_LOG_BYTES: usize = 256 << 10;
@@ -584,6 +584,19 @@ fn show<'js>(ctx: &Ctx<'js>, value: JsValue<'js>) -> String {
             Coerced::<String>::from_js(ctx, value).map_or_else(|_| String::new(), |c| c.0)
         }
     }
+}
+
+/// A JavaScript string as Rust text. One holding lone surrogates (half an emoji cut by `slice`),
+/// which UTF-8 cannot, reads with U+FFFD in their place (see [`crate::surrogates`]).
+fn rust_string<'js>(ctx: &Ctx<'js>, s: rquickjs::String<'js>) -> String {
+    s.to_string().unwrap_or_else(|_| {
+        ctx.json_stringify(s)
+            .ok()
+            .flatten()
+            .and_then(|json| json.to_string().ok())
+            .and_then(|json| from_json(&json).ok())
+            .unwrap_or_default()
+    })
 }
 
 /// `Name: message` and the stack, as errors are shown to the model.

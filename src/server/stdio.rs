@@ -22,6 +22,9 @@ pub async fn serve_stdio(settings: Settings) -> Result<(), StdioError> {
     let server = super::start(settings).await?;
     let state = server.state.clone();
     let (stdin, stdout) = rmcp::transport::stdio();
+    // A JavaScript client writes a string cut mid-emoji with a lone surrogate escape, which
+    // rmcp would drop with the whole request, unanswered.
+    let stdin = crate::surrogates::WellFormedLines::new(stdin);
     let transport = PreInitGuard::new(AsyncRwTransport::new_server(stdin, stdout));
     let running = server
         .serve(transport)

@@ -399,3 +399,23 @@ fn hostile_meta_tool_arguments_get_clear_errors_and_the_server_stays_up() {
     );
     assert!(s.finish().success());
 }
+
+#[test]
+fn a_request_with_a_lone_surrogate_is_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Session::on_shipped_catalogs(dir.path(), unstartable(&SHIPPED));
+    s.initialize();
+    // What a JavaScript client writes for a string cut mid-emoji: serde rejects it as JSON.
+    s.send_raw(
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search_tools","arguments":{"query":"current time \ud83d"}}}"#,
+    );
+    let reply: Value = serde_json::from_str(&s.recv_line()).unwrap();
+    assert_eq!(reply["id"], 7, "{reply}");
+    let found = &reply["result"]["structuredContent"];
+    assert_eq!(
+        found["hits"][0]["name"], "time__get_current_time",
+        "{reply}"
+    );
+    assert_eq!(found["query"], "current time \u{FFFD}", "{reply}");
+    assert!(s.finish().success());
+}
