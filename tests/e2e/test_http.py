@@ -266,6 +266,20 @@ def test_discover_probe_and_unknown_methods_are_refused_at_once(open_server):
     assert time.monotonic() - started < 3
 
 
+def test_a_lone_surrogate_in_a_request_reads_as_a_replacement_character(open_server):
+    """A JavaScript client writes a string cut mid-emoji as "\\ud83d", which is not valid JSON
+    text for serde: the request is answered, with U+FFFD in its place, not refused."""
+    sid = initialize(open_server)
+    body = {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+            "params": {"name": "search_tools", "arguments": {"query": "current time \ud83d"}}}
+    assert "\\ud83d" in json.dumps(body)  # what goes over the wire
+    status, _, text = post(open_server, body, {"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"})
+    assert status == 200, text
+    found = jsonrpc_of(text)["result"]["structuredContent"]
+    assert found["query"] == "current time \ufffd"
+    assert found["hits"][0]["name"] == "time__get_current_time"
+
+
 def test_non_loopback_address_needs_flag_and_token(tmp_path):
     cfg = shipped_catalogs_config(tmp_path, unstartable_servers())
     env = {k: v for k, v in os.environ.items() if k != "META_SERVER_TOKEN"}

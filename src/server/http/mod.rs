@@ -241,6 +241,7 @@ impl HttpServer {
         // /healthz), then the session cap.
         let mut router = axum::Router::new()
             .route_service(PATH, service)
+            .layer(middleware::from_fn(well_formed_body))
             .layer(middleware::from_fn_with_state(
                 cap,
                 sessions::limit_sessions,
@@ -294,6 +295,33 @@ async fn health(state: &State) -> Response {
                 .into_response(),
         },
     }
+}
+
+/// A request body with lone surrogate escapes (a JavaScript client's string cut mid-emoji) gets
+/// them read as U+FFFD, as on stdio, instead of a 415 for the whole request.
+async fn well_formed_body(request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    // rmcp reads the whole body too, with no limit of its own; the request deadline bounds both.
+    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("cannot read the body: {e}\n"),
+            )
+                .into_response();
+        }
+    };
+    let escaped = |w: &[u8]| w[0] == b'\\' && w[1] == b'u' && matches!(w[2], b'd' | b'D');
+    let bytes = if bytes.windows(3).any(escaped) {
+        let mut fixed = bytes.to_vec();
+        crate::surrogates::replace_lone(&mut fixed);
+        fixed.into()
+    } else {
+        bytes
+    };
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        .await
 }
 
 /// Counts every request by method and status for `/metrics`.
