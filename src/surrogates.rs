@@ -152,6 +152,30 @@ mod tests {
         assert!(from_json::<Value>(r#"{"a": "\ud83d"#).is_err());
     }
 
+    /// Pieces that make escapes, pairs, lone halves and escaped backslashes when joined.
+    const PARTS: [&str; 10] = [
+        "\\", "u", "\\ud83d", "\\ude00", "\\udc00", "\\u00e9", "d800", "\"", "a", "\\\\",
+    ];
+
+    proptest::proptest! {
+        /// Any bytes: no panic, the same length, and a second pass changes nothing. JSON that
+        /// serde wrote from a Rust string (never a lone surrogate) is left as it is.
+        #[test]
+        fn the_rewrite_keeps_length_and_settles(
+            parts in proptest::collection::vec(proptest::sample::select(&PARTS[..]), 0..24),
+            text: String,
+        ) {
+            let bytes = parts.concat().into_bytes();
+            let mut once = bytes.clone();
+            replace_lone(&mut once);
+            proptest::prop_assert_eq!(once.len(), bytes.len());
+            let mut twice = once.clone();
+            proptest::prop_assert!(!replace_lone(&mut twice));
+            let mut json = serde_json::to_vec(&text).unwrap();
+            proptest::prop_assert!(!replace_lone(&mut json));
+        }
+    }
+
     #[tokio::test]
     async fn lines_are_rewritten_whatever_the_reads_cut() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
