@@ -52,7 +52,6 @@ pub(super) struct Sandbox {
     shared: Arc<Shared>,
     /// Holds the runtime: dropping it frees both, and the futures of unfinished calls.
     context: AsyncContext,
-    control: Arc<Control>,
 }
 
 /// Work for the keeper thread.
@@ -288,18 +287,14 @@ impl Sandbox {
             .await
             .map_err(sandbox)?;
         let shared = Arc::new(Shared {
-            control: control.clone(),
+            control,
             job: OnceLock::new(),
             logs: Mutex::default(),
             calls: Mutex::default(),
         });
         let installed = context.with(|ctx| install(&ctx, &shared)).await;
         installed.map_err(sandbox)?;
-        Ok(Self {
-            shared,
-            context,
-            control,
-        })
+        Ok(Self { shared, context })
     }
 
     /// The spare, or a sandbox readied here when there is none; either way the keeper readies
@@ -322,7 +317,7 @@ impl Sandbox {
             limits,
             cancelled,
         } = job;
-        let control = self.control.clone();
+        let control = self.shared.control.clone();
         let deadline = Instant::now() + limits.timeout;
         let _ = control.deadline.set(deadline);
         let _ = control.cancelled.set(cancelled.clone());
