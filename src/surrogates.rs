@@ -12,52 +12,68 @@ use tokio::io::{AsyncRead, ReadBuf};
 /// length); a high surrogate escape followed by a low one is a pair and stays. Returns whether
 /// anything changed.
 pub fn replace_lone(json: &mut [u8]) -> bool {
-    let unit = |json: &[u8], at: usize| {
+    let lone = lone_escapes(json);
+    rewrite(json, &lone);
+    !lone.is_empty()
+}
+
+/// `json` with [`replace_lone`] applied, copied only when it has an escape to rewrite.
+pub fn well_formed(json: &[u8]) -> Option<Vec<u8>> {
+    let lone = lone_escapes(json);
+    (!lone.is_empty()).then(|| {
+        let mut fixed = json.to_vec();
+        rewrite(&mut fixed, &lone);
+        fixed
+    })
+}
+
+/// Parses JSON text, reading escapes of lone surrogates as U+FFFD.
+pub fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> serde_json::Result<T> {
+    serde_json::from_str(text).or_else(|e| match well_formed(text.as_bytes()) {
+        Some(fixed) => serde_json::from_slice(&fixed),
+        None => Err(e),
+    })
+}
+
+/// Where each `\uXXXX` escape of a lone surrogate in `json` starts.
+fn lone_escapes(json: &[u8]) -> Vec<usize> {
+    let unit = |at: usize| {
         json.get(at..at + 4)
             .and_then(|hex| std::str::from_utf8(hex).ok())
             .and_then(|hex| u16::from_str_radix(hex, 16).ok())
     };
     let high = |u: u16| (0xD800..0xDC00).contains(&u);
     let low = |u: u16| (0xDC00..0xE000).contains(&u);
-    let mut changed = false;
+    let mut lone = Vec::new();
     let mut i = 0;
-    while let Some(at) = json[i..].iter().position(|&b| b == b'\\') {
+    while let Some(at) = json
+        .get(i..)
+        .and_then(|rest| rest.iter().position(|&b| b == b'\\'))
+    {
         i += at;
         // Any other escape (`\\`, `\"`, `\n`...) is two bytes: skipping both keeps an escaped
         // backslash followed by "ud83d" from being read as an escape.
-        let Some(u) = unit(json, i + 2).filter(|_| json.get(i + 1) == Some(&b'u')) else {
+        let Some(u) = unit(i + 2).filter(|_| json.get(i + 1) == Some(&b'u')) else {
             i += 2;
-            if i >= json.len() {
-                break;
-            }
             continue;
         };
-        if high(u) && json.get(i + 6..i + 8) == Some(b"\\u") && unit(json, i + 8).is_some_and(low) {
+        if high(u) && json.get(i + 6..i + 8) == Some(b"\\u") && unit(i + 8).is_some_and(low) {
             i += 12;
-        } else {
-            if high(u) || low(u) {
-                json[i + 2..i + 6].copy_from_slice(b"fffd");
-                changed = true;
-            }
-            i += 6;
+            continue;
         }
-        if i >= json.len() {
-            break;
+        if high(u) || low(u) {
+            lone.push(i);
         }
+        i += 6;
     }
-    changed
+    lone
 }
 
-/// Parses JSON text, reading escapes of lone surrogates as U+FFFD.
-pub fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> serde_json::Result<T> {
-    serde_json::from_str(text).or_else(|e| {
-        let mut fixed = text.as_bytes().to_vec();
-        if replace_lone(&mut fixed) {
-            serde_json::from_slice(&fixed)
-        } else {
-            Err(e)
-        }
-    })
+/// Writes `\ufffd` over the escapes starting at `lone`.
+fn rewrite(json: &mut [u8], lone: &[usize]) {
+    for &at in lone {
+        json[at + 2..at + 6].copy_from_slice(b"fffd");
+    }
 }
 
 /// Newline-framed JSON (MCP over stdio) with [`replace_lone`] applied to each complete line

@@ -312,13 +312,9 @@ async fn well_formed_body(request: Request, next: Next) -> Response {
                 .into_response();
         }
     };
-    let escaped = |w: &[u8]| w[0] == b'\\' && w[1] == b'u' && matches!(w[2], b'd' | b'D');
-    let bytes = if bytes.windows(3).any(escaped) {
-        let mut fixed = bytes.to_vec();
-        crate::surrogates::replace_lone(&mut fixed);
-        fixed.into()
-    } else {
-        bytes
+    let bytes = match crate::surrogates::well_formed(&bytes) {
+        Some(fixed) => fixed.into(),
+        None => bytes,
     };
     next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
         .await
