@@ -97,6 +97,7 @@ struct Report {
     /// The set's name (its file name without `.queries.jsonl`).
     set: String,
     queries: usize,
+    /// The set's tools (meta-server's own are searched too, as by search_tools, not counted).
     tools: usize,
     limit: u16,
     /// `bm25`, or `hybrid` with the fusion used.
@@ -279,7 +280,10 @@ fn measure(
         .keys()
         .map(|s| ServerConfig::catalog_only(s))
         .collect();
-    let library = Library::build_with(&servers, catalogs, None, Vec::new(), options.clone())?;
+    let tools = catalogs.values().map(|c| c.tools.len()).sum();
+    // With meta-server's own tools, as search_tools searches them.
+    let builtin = Some(crate::server::builtin_catalog().clone());
+    let library = Library::build_with(&servers, catalogs, builtin, Vec::new(), options.clone())?;
     if let Some(embedder) = embedder {
         embed_tools(&library, embedder.clone(), store);
     }
@@ -346,7 +350,7 @@ fn measure(
         bail!(
             "none of the gold tools is in the catalog ({} tools), so nothing can be scored; check \
              the server and tool names of the queries, e.g. {}",
-            library.entries.len(),
+            tools,
             unknown_gold[0]
         );
     }
@@ -355,7 +359,7 @@ fn measure(
     Ok(Report {
         set: name.to_owned(),
         queries: queries.len(),
-        tools: library.entries.len(),
+        tools,
         limit: args.limit,
         ranking: if library.is_hybrid() {
             format!("hybrid, {:?}", library.index.options().fusion)

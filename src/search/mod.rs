@@ -17,6 +17,7 @@ mod rank;
 mod saved;
 mod schema;
 mod stats;
+mod synonyms;
 mod tables;
 mod tokenizer;
 
@@ -37,6 +38,9 @@ pub use embed::DocVectors;
 pub use options::{Combine, Fusion, SearchOptions, StopWords};
 pub use saved::SavedError;
 pub use tokenizer::{split_words, words_of};
+
+/// The server whose tools are meta-server's own (reading stored results, Code Mode).
+use crate::config::RESERVED_SERVER as HELPER_SERVER;
 
 /// Errors from the search engine (index build or query execution).
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +93,11 @@ pub struct SearchIndex {
     version: u64,
     /// The documents' analyzer, reused for queries.
     analyzer: TextAnalyzer,
+    /// Synonyms of query words, analyzed like them.
+    synonyms: Arc<synonyms::Synonyms>,
+    /// Ordinals of meta-server's own tools (server [`HELPER_SERVER`]), ranked down by
+    /// [`SearchOptions::helpers`].
+    helpers: Vec<u32>,
     fields: Fields,
     options: SearchOptions,
     tables: Tables,
@@ -146,6 +155,8 @@ impl SearchIndex {
             searcher,
             generation: Arc::new(AtomicU64::new(0)),
             version: 0,
+            synonyms: Arc::new(synonyms::Synonyms::new(&analyzer)),
+            helpers: tables.ords_of(HELPER_SERVER),
             analyzer,
             fields,
             options,
@@ -215,6 +226,8 @@ impl SearchIndex {
             generation: self.generation.clone(),
             version: self.version + 1,
             analyzer,
+            synonyms: self.synonyms.clone(),
+            helpers: tables.ords_of(HELPER_SERVER),
             fields: self.fields.clone(),
             options: self.options.clone(),
             tables,

@@ -73,6 +73,15 @@ pub struct SearchOptions {
     /// same BM25 score (the best of them): what tells them apart lexically is only term
     /// frequency and field length, and the vectors then decide between them.
     pub even_ties: bool,
+    /// Factor on the BM25 score and cosine of meta-server's own tools (server `meta`) in a
+    /// query longer than `coverage_words`: they serve the model's work with results (reading a
+    /// stored result, Code Mode), and a task that merely shares their words ("read each page
+    /// of the results") should find the upstream tools first; a short query that asks for
+    /// them still does.
+    pub helpers: f32,
+    /// Weight of a query word's synonyms (`fetch` for `get`) relative to the word, in BM25
+    /// search without vectors (0: none).
+    pub synonyms: f32,
 }
 
 impl Default for SearchOptions {
@@ -103,6 +112,8 @@ impl Default for SearchOptions {
                 norm: Norm::ZScore,
             },
             even_ties: false,
+            synonyms: 0.5,
+            helpers: 0.5,
         }
     }
 }
@@ -171,6 +182,8 @@ impl SearchOptions {
             "params_len" => self.params_len = number()?,
             "server_len" => self.server_len = number()?,
             "phrase" => self.phrase = number()?,
+            "synonyms" => self.synonyms = number()?,
+            "helpers" => self.helpers = number()?,
             "max_df" => self.max_df = number()?,
             "embeddings" => {
                 self.embeddings = value
@@ -201,7 +214,7 @@ impl SearchOptions {
             }
             _ => {
                 return Err(format!(
-                    "unknown option \"{key}\"; options: stopwords, stem, split_case, decompound, name, title, description, params, server, combine, idf, name_len, description_len, params_len, server_len, coverage, coverage_words, phrase, max_df, embeddings, fusion, even_ties"
+                    "unknown option \"{key}\"; options: stopwords, stem, split_case, decompound, name, title, description, params, server, combine, idf, name_len, description_len, params_len, server_len, coverage, coverage_words, phrase, synonyms, helpers, max_df, embeddings, fusion, even_ties"
                 ));
             }
         }

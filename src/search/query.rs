@@ -62,9 +62,15 @@ impl SearchIndex {
         out
     }
 
-    /// One clause per distinct query word over all fields (summed or DisMax), plus phrase
+    /// One clause per distinct query word over all fields (summed or DisMax), its synonyms'
+    /// clauses when `expand` (weighted by [`super::SearchOptions::synonyms`]), plus phrase
     /// clauses for adjacent words.
-    pub(super) fn query(&self, words: &[String], server: Option<&str>) -> Option<Box<dyn Query>> {
+    pub(super) fn query(
+        &self,
+        words: &[String],
+        server: Option<&str>,
+        expand: bool,
+    ) -> Option<Box<dyn Query>> {
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         let mut seen: Vec<&String> = Vec::new();
         for word in words {
@@ -97,6 +103,30 @@ impl SearchIndex {
                     Occur::Should,
                     Box::new(DisjunctionMaxQuery::with_tie_breaker(per_field, tie)),
                 )),
+            }
+        }
+        if expand && self.options.synonyms > 0.0 {
+            let mut expanded: Vec<&String> = Vec::new();
+            for word in &seen {
+                for synonym in self.synonyms.of(word) {
+                    if seen.contains(&synonym)
+                        || expanded.contains(&synonym)
+                        || !self.tables.vocab.contains_key(synonym)
+                    {
+                        continue;
+                    }
+                    expanded.push(synonym);
+                    for &(field, boost) in self.fields.text.iter().filter(|(_, b)| *b > 0.0) {
+                        let tq = TermQuery::new(
+                            Term::from_field_text(field, synonym),
+                            IndexRecordOption::WithFreqs,
+                        );
+                        clauses.push((
+                            Occur::Should,
+                            Box::new(BoostQuery::new(Box::new(tq), boost * self.options.synonyms)),
+                        ));
+                    }
+                }
             }
         }
         if self.options.phrase > 0.0 {

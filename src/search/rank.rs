@@ -48,8 +48,12 @@ impl SearchIndex {
         };
         let coverage = |i: u32| shared(i).0;
         let short = self.options.coverage_words == 0 || words.len() <= self.options.coverage_words;
+        // meta-server's own tools count less in a long request (`SearchOptions::helpers`).
+        let demote = !short && self.options.helpers != 1.0 && !self.helpers.is_empty();
         let mut bm25: Vec<(u32, f32)> = Vec::new();
-        if let Some(q) = self.query(&words, server) {
+        // Synonyms stand in for the vectors' sense of meaning when there are none; with
+        // vectors they add nothing but noise (EVAL.md, round 5).
+        if let Some(q) = self.query(&words, server, dense.is_none()) {
             let searcher = &self.searcher;
             // Paired with `Count`, TopDocs scores every match instead of pruning with
             // block-WAND: a question's many words over five fields give dozens of posting
@@ -83,6 +87,11 @@ impl SearchIndex {
                     } else {
                         score * coverage(i).powf(self.options.coverage)
                     };
+                    let score = if demote && self.helpers.contains(&i) {
+                        score * self.options.helpers
+                    } else {
+                        score
+                    };
                     bm25.push((i, score));
                 }
             }
@@ -112,7 +121,16 @@ impl SearchIndex {
                         matched(i).filter_map(|(id, _, _)| *id).collect()
                     });
                 }
-                self.fuse(bm25, cosine, pool, server, &coverage)
+                if demote {
+                    let mut cosine = cosine.clone();
+                    for &i in &self.helpers {
+                        let c = &mut cosine[i as usize];
+                        *c = c.min(*c * self.options.helpers);
+                    }
+                    self.fuse(bm25, &cosine, pool, server, &coverage)
+                } else {
+                    self.fuse(bm25, cosine, pool, server, &coverage)
+                }
             }
         };
         // An exact or close name outside the pool (its words are common) still comes first.

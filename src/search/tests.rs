@@ -718,3 +718,74 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         }
     }
 }
+
+#[test]
+fn a_query_word_also_finds_its_synonyms_below_the_word_itself() {
+    let mut docs = index_docs();
+    docs.push(doc(
+        "files",
+        "list_folder",
+        "List the files in a folder",
+        "folder",
+    ));
+    let idx = SearchIndex::build(docs.clone()).unwrap();
+    // fs__list_directory has "directory", a synonym of "folder", and ranks below the tool
+    // that has the word itself.
+    let hits = idx.search("folder", 5, None).unwrap();
+    assert_eq!(
+        keys(&hits)[..2],
+        ["files__list_folder", "fs__list_directory"],
+        "{hits:?}"
+    );
+    let literal = SearchOptions {
+        synonyms: 0.0,
+        ..SearchOptions::default()
+    };
+    let idx = SearchIndex::build_with(docs, literal).unwrap();
+    let hits = idx.search("folder", 5, None).unwrap();
+    assert_eq!(keys(&hits), ["files__list_folder"]);
+}
+
+#[test]
+fn meta_servers_own_tools_rank_below_upstream_tools_that_match_as_well() {
+    let mut docs = index_docs();
+    docs.push(doc(
+        HELPER_SERVER,
+        "lookup_full_content",
+        "Read a tool result that was cut to fit, page by page",
+        "resource_id offset",
+    ));
+    docs.push(doc(
+        "papers",
+        "read_paper",
+        "Read the text of a paper",
+        "paper_id",
+    ));
+    let build = |helpers: f32| {
+        let options = SearchOptions {
+            helpers,
+            ..SearchOptions::default()
+        };
+        SearchIndex::build_with(docs.clone(), options).unwrap()
+    };
+    let top3 = |idx: &SearchIndex, q: &str| {
+        let hits = idx.search(q, 3, None).unwrap();
+        keys(&hits)
+            .iter()
+            .map(|k| k.to_string())
+            .collect::<Vec<_>>()
+    };
+    let (plain, ranked_down) = (build(1.0), build(SearchOptions::default().helpers));
+    let meta = "meta__lookup_full_content";
+    // A task that shares the helper's words ("read", "page", "result") finds the upstream
+    // tools; the helper took second place without the factor.
+    let task = "find the paper on protein folding, read its text page by page and list every \
+                result it reports";
+    assert_eq!(top3(&plain, task)[1], meta);
+    let hits = top3(&ranked_down, task);
+    assert_eq!(hits[0], "papers__read_paper");
+    assert!(!hits.contains(&meta.to_owned()), "{hits:?}");
+    // Asked for in a few words, it still comes first.
+    let ask = "read the rest of a result that was cut";
+    assert_eq!(top3(&ranked_down, ask)[0], meta);
+}

@@ -36,6 +36,7 @@ use crate::library::{Library, LoadReport};
 use crate::search::SearchError;
 use crate::store::{StoreError, Valkey};
 
+pub use builtin::catalog as builtin_catalog;
 pub use definitions::definitions;
 pub use handler::MetaServer;
 pub use http::{
