@@ -62,6 +62,28 @@ impl SearchIndex {
         out
     }
 
+    /// For each distinct query word (in the order of [`Self::weights`]), the term ids of its
+    /// synonyms that some tool has; all empty unless `expand`.
+    pub(super) fn synonym_terms(&self, words: &[String], expand: bool) -> Vec<Vec<u32>> {
+        let mut seen: Vec<&String> = Vec::new();
+        let mut out = Vec::new();
+        for w in words {
+            if seen.contains(&w) {
+                continue;
+            }
+            seen.push(w);
+            out.push(if expand && self.options.synonyms > 0.0 {
+                let synonyms = self.synonyms.of(w).iter();
+                synonyms
+                    .filter_map(|s| self.tables.vocab.get(s).copied())
+                    .collect()
+            } else {
+                Vec::new()
+            });
+        }
+        out
+    }
+
     /// One clause per distinct query word over all fields (summed or DisMax), its synonyms'
     /// clauses when `expand` (weighted by [`super::SearchOptions::synonyms`]), plus phrase
     /// clauses for adjacent words.
@@ -106,6 +128,13 @@ impl SearchIndex {
             }
         }
         if expand && self.options.synonyms > 0.0 {
+            let n = self.len() as f32;
+            let df = |w: &str| {
+                self.tables
+                    .vocab
+                    .get(w)
+                    .map_or(0.0, |&id| self.tables.df[id as usize] as f32)
+            };
             let mut expanded: Vec<&String> = Vec::new();
             for word in &seen {
                 for synonym in self.synonyms.of(word) {
@@ -116,6 +145,10 @@ impl SearchIndex {
                         continue;
                     }
                     expanded.push(synonym);
+                    // A synonym weighs at most what the word itself does: a rare synonym of a
+                    // common word ("fetch" for "get") must not outrank the tools that have it.
+                    let rarity = (idf(n, df(word)) / idf(n, df(synonym))).min(1.0);
+                    let weight = self.options.synonyms * rarity;
                     for &(field, boost) in self.fields.text.iter().filter(|(_, b)| *b > 0.0) {
                         let tq = TermQuery::new(
                             Term::from_field_text(field, synonym),
@@ -123,7 +156,7 @@ impl SearchIndex {
                         );
                         clauses.push((
                             Occur::Should,
-                            Box::new(BoostQuery::new(Box::new(tq), boost * self.options.synonyms)),
+                            Box::new(BoostQuery::new(Box::new(tq), boost * weight)),
                         ));
                     }
                 }

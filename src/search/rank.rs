@@ -31,6 +31,10 @@ impl SearchIndex {
         // extends a shorter one.
         let pool = limit.max(50) * 2 + 32;
         let weights = self.weights(&words);
+        // Synonyms stand in for the vectors' sense of meaning when there are none; with
+        // vectors they add nothing but noise (EVAL.md, round 5).
+        let expand = dense.is_none();
+        let synonyms = self.synonym_terms(&words, expand);
         let total: f32 = weights.iter().map(|(_, w, _)| w).sum();
         // The query words (term id, weight, counts as a word) a tool has in any field.
         let matched = |i: u32| {
@@ -39,11 +43,23 @@ impl SearchIndex {
                 .iter()
                 .filter(|(id, _, _)| id.is_some_and(|id| terms.binary_search(&id).is_ok()))
         };
-        // (coverage, words) of a tool: see `Hit::coverage` and `Hit::words`.
+        // (coverage, words) of a tool: see `Hit::coverage` and `Hit::words`. A word the tool
+        // has only a synonym of covers the synonym weight's share of it.
         let shared = |i: u32| {
-            let (matched, words) = matched(i).fold((0.0, 0), |(weight, words), (_, w, counts)| {
-                (weight + w, words + usize::from(*counts))
-            });
+            let terms = &self.tables.doc_terms[i as usize];
+            let has = |id: u32| terms.binary_search(&id).is_ok();
+            let (matched, words) = weights.iter().zip(&synonyms).fold(
+                (0.0, 0),
+                |(weight, words), ((id, w, counts), synonyms)| {
+                    if id.is_some_and(has) {
+                        (weight + w, words + usize::from(*counts))
+                    } else if synonyms.iter().any(|&s| has(s)) {
+                        (weight + w * self.options.synonyms, words)
+                    } else {
+                        (weight, words)
+                    }
+                },
+            );
             (if total > 0.0 { matched / total } else { 0.0 }, words)
         };
         let coverage = |i: u32| shared(i).0;
@@ -51,9 +67,7 @@ impl SearchIndex {
         // meta-server's own tools count less in a long request (`SearchOptions::helpers`).
         let demote = !short && self.options.helpers != 1.0 && !self.helpers.is_empty();
         let mut bm25: Vec<(u32, f32)> = Vec::new();
-        // Synonyms stand in for the vectors' sense of meaning when there are none; with
-        // vectors they add nothing but noise (EVAL.md, round 5).
-        if let Some(q) = self.query(&words, server, dense.is_none()) {
+        if let Some(q) = self.query(&words, server, expand) {
             let searcher = &self.searcher;
             // Paired with `Count`, TopDocs scores every match instead of pruning with
             // block-WAND: a question's many words over five fields give dozens of posting

@@ -737,6 +737,23 @@ fn a_query_word_also_finds_its_synonyms_below_the_word_itself() {
         ["files__list_folder", "fs__list_directory"],
         "{hits:?}"
     );
+    // A rare synonym of a common word counts no more than the word: the six tools with "get"
+    // in their name and description come before `web__fetch` ("fetch" in both), although
+    // "fetch" is the rarer word.
+    let mut docs_get = docs.clone();
+    for (name, description) in [
+        ("get_weather", "Get the weather of a city"),
+        ("get_user", "Get a user by id"),
+        ("get_page", "Get a page of results"),
+        ("get_order", "Get an order"),
+    ] {
+        docs_get.push(doc("shop", name, description, "id"));
+    }
+    docs_get.push(doc("web", "fetch", "Fetch a URL", "url"));
+    let idx_get = SearchIndex::build(docs_get).unwrap();
+    let hits = idx_get.search("get", 10, None).unwrap();
+    let fetch = hits.iter().position(|h| h.key == "web__fetch");
+    assert!(fetch.is_some_and(|at| at >= 6), "{hits:?}");
     let literal = SearchOptions {
         synonyms: 0.0,
         ..SearchOptions::default()
