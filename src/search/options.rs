@@ -73,14 +73,14 @@ pub struct SearchOptions {
     /// same BM25 score (the best of them): what tells them apart lexically is only term
     /// frequency and field length, and the vectors then decide between them.
     pub even_ties: bool,
-    /// Factor on the BM25 score and cosine of meta-server's own tools (server `meta`) in a
-    /// query longer than `coverage_words`: they serve the model's work with results (reading a
+    /// Factor (0..=1) on the BM25 score and cosine of meta-server's own tools (server `meta`)
+    /// in a query longer than `coverage_words` (never when that is 0): they serve the model's work with results (reading a
     /// stored result, Code Mode), and a task that merely shares their words ("read each page
     /// of the results") should find the upstream tools first; a short query that asks for
     /// them still does.
     pub helpers: f32,
-    /// Weight of a query word's synonyms (`fetch` for `get`) relative to the word, in BM25
-    /// search without vectors (0: none).
+    /// Weight (0..=1) of a query word's synonyms (`fetch` for `get`) relative to the word, in
+    /// BM25 search without vectors (0: none).
     pub synonyms: f32,
 }
 
@@ -130,6 +130,13 @@ impl SearchOptions {
                 .ok()
                 .filter(|v| v.is_finite() && *v >= 0.0)
                 .ok_or_else(|| format!("{key} needs a number >= 0, got \"{value}\""))
+        };
+        let fraction = || {
+            number().and_then(|v| {
+                (v <= 1.0)
+                    .then_some(v)
+                    .ok_or_else(|| format!("{key} is a number from 0 to 1, got \"{value}\""))
+            })
         };
         match key {
             "stopwords" => {
@@ -182,8 +189,8 @@ impl SearchOptions {
             "params_len" => self.params_len = number()?,
             "server_len" => self.server_len = number()?,
             "phrase" => self.phrase = number()?,
-            "synonyms" => self.synonyms = number()?,
-            "helpers" => self.helpers = number()?,
+            "synonyms" => self.synonyms = fraction()?,
+            "helpers" => self.helpers = fraction()?,
             "max_df" => self.max_df = number()?,
             "embeddings" => {
                 self.embeddings = value

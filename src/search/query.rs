@@ -63,7 +63,8 @@ impl SearchIndex {
     }
 
     /// For each distinct query word (in the order of [`Self::weights`]), the term ids of its
-    /// synonyms that some tool has; all empty unless `expand`.
+    /// synonyms that are in the vocabulary and not query words themselves; all empty unless
+    /// `expand`.
     pub(super) fn synonym_terms(&self, words: &[String], expand: bool) -> Vec<Vec<u32>> {
         let mut seen: Vec<&String> = Vec::new();
         let mut out = Vec::new();
@@ -75,6 +76,7 @@ impl SearchIndex {
             out.push(if expand && self.options.synonyms > 0.0 {
                 let synonyms = self.synonyms.of(w).iter();
                 synonyms
+                    .filter(|s| !words.contains(s))
                     .filter_map(|s| self.tables.vocab.get(s).copied())
                     .collect()
             } else {
@@ -82,6 +84,22 @@ impl SearchIndex {
             });
         }
         out
+    }
+
+    /// One term clause per searched field for `word`, boosted by the field's weight × `scale`.
+    fn per_field(&self, word: &str, scale: f32) -> Vec<Box<dyn Query>> {
+        self.fields
+            .text
+            .iter()
+            .filter(|(_, boost)| *boost > 0.0)
+            .map(|&(field, boost)| {
+                let tq = TermQuery::new(
+                    Term::from_field_text(field, word),
+                    IndexRecordOption::WithFreqs,
+                );
+                Box::new(BoostQuery::new(Box::new(tq), boost * scale)) as Box<dyn Query>
+            })
+            .collect()
     }
 
     /// One clause per distinct query word over all fields (summed or DisMax), its synonyms'
@@ -103,19 +121,7 @@ impl SearchIndex {
             if !self.tables.vocab.contains_key(word) {
                 continue; // no tool has it: nothing to look up
             }
-            let per_field: Vec<Box<dyn Query>> = self
-                .fields
-                .text
-                .iter()
-                .filter(|(_, boost)| *boost > 0.0)
-                .map(|&(field, boost)| {
-                    let tq = TermQuery::new(
-                        Term::from_field_text(field, word),
-                        IndexRecordOption::WithFreqs,
-                    );
-                    Box::new(BoostQuery::new(Box::new(tq), boost)) as Box<dyn Query>
-                })
-                .collect();
+            let per_field = self.per_field(word, 1.0);
             if per_field.is_empty() {
                 continue;
             }
@@ -137,6 +143,7 @@ impl SearchIndex {
             };
             let mut expanded: Vec<&String> = Vec::new();
             for word in &seen {
+                let mut alternatives: Vec<Box<dyn Query>> = Vec::new();
                 for synonym in self.synonyms.of(word) {
                     if seen.contains(&synonym)
                         || expanded.contains(&synonym)
@@ -148,17 +155,23 @@ impl SearchIndex {
                     // A synonym weighs at most what the word itself does: a rare synonym of a
                     // common word ("fetch" for "get") must not outrank the tools that have it.
                     let rarity = (idf(n, df(word)) / idf(n, df(synonym))).min(1.0);
-                    let weight = self.options.synonyms * rarity;
-                    for &(field, boost) in self.fields.text.iter().filter(|(_, b)| *b > 0.0) {
-                        let tq = TermQuery::new(
-                            Term::from_field_text(field, synonym),
-                            IndexRecordOption::WithFreqs,
-                        );
-                        clauses.push((
-                            Occur::Should,
-                            Box::new(BoostQuery::new(Box::new(tq), boost * weight)),
-                        ));
-                    }
+                    let per_field = self.per_field(synonym, self.options.synonyms * rarity);
+                    alternatives.push(match self.options.combine {
+                        Combine::Sum => Box::new(BooleanQuery::new(
+                            per_field.into_iter().map(|q| (Occur::Should, q)).collect(),
+                        )),
+                        Combine::DisMax { tie } => {
+                            Box::new(DisjunctionMaxQuery::with_tie_breaker(per_field, tie))
+                        }
+                    });
+                }
+                // The best of a word's synonyms counts, not their sum: a tool with "fetch",
+                // "retrieve" and "obtain" does not outweigh one with "get".
+                if !alternatives.is_empty() {
+                    clauses.push((
+                        Occur::Should,
+                        Box::new(DisjunctionMaxQuery::new(alternatives)),
+                    ));
                 }
             }
         }

@@ -43,26 +43,30 @@ impl SearchIndex {
                 .iter()
                 .filter(|(id, _, _)| id.is_some_and(|id| terms.binary_search(&id).is_ok()))
         };
-        // (coverage, words) of a tool: see `Hit::coverage` and `Hit::words`. A word the tool
-        // has only a synonym of covers the synonym weight's share of it.
+        // (coverage, words) of a tool: see `Hit::coverage` and `Hit::words`.
         let shared = |i: u32| {
-            let terms = &self.tables.doc_terms[i as usize];
-            let has = |id: u32| terms.binary_search(&id).is_ok();
-            let (matched, words) = weights.iter().zip(&synonyms).fold(
-                (0.0, 0),
-                |(weight, words), ((id, w, counts), synonyms)| {
-                    if id.is_some_and(has) {
-                        (weight + w, words + usize::from(*counts))
-                    } else if synonyms.iter().any(|&s| has(s)) {
-                        (weight + w * self.options.synonyms, words)
-                    } else {
-                        (weight, words)
-                    }
-                },
-            );
+            let (matched, words) = matched(i).fold((0.0, 0), |(weight, words), (_, w, counts)| {
+                (weight + w, words + usize::from(*counts))
+            });
             (if total > 0.0 { matched / total } else { 0.0 }, words)
         };
-        let coverage = |i: u32| shared(i).0;
+        // Coverage for ranking: a word the tool has only a synonym of covers the synonym
+        // weight's share of it (else a short query scores such a tool 0). `Hit::coverage`, and
+        // with it `confident`, counts the query's own words only.
+        let coverage = |i: u32| {
+            let terms = &self.tables.doc_terms[i as usize];
+            let has = |id: u32| terms.binary_search(&id).is_ok();
+            let by_synonym: f32 = weights
+                .iter()
+                .zip(&synonyms)
+                .filter(|((id, _, _), synonyms)| {
+                    !id.is_some_and(has) && synonyms.iter().any(|&s| has(s))
+                })
+                .map(|((_, w, _), _)| w * self.options.synonyms)
+                .sum();
+            let by_synonym = if total > 0.0 { by_synonym / total } else { 0.0 };
+            shared(i).0 + by_synonym
+        };
         let short = self.options.coverage_words == 0 || words.len() <= self.options.coverage_words;
         // meta-server's own tools count less in a long request (`SearchOptions::helpers`).
         let demote = !short && self.options.helpers != 1.0 && !self.helpers.is_empty();
