@@ -143,7 +143,8 @@ impl SearchIndex {
             };
             let mut expanded: Vec<&String> = Vec::new();
             for word in &seen {
-                let mut alternatives: Vec<Box<dyn Query>> = Vec::new();
+                // Per field, one clause per synonym of this word.
+                let mut by_field: Vec<Vec<Box<dyn Query>>> = Vec::new();
                 for synonym in self.synonyms.of(word) {
                     if seen.contains(&synonym)
                         || expanded.contains(&synonym)
@@ -156,22 +157,31 @@ impl SearchIndex {
                     // common word ("fetch" for "get") must not outrank the tools that have it.
                     let rarity = (idf(n, df(word)) / idf(n, df(synonym))).min(1.0);
                     let per_field = self.per_field(synonym, self.options.synonyms * rarity);
-                    alternatives.push(match self.options.combine {
-                        Combine::Sum => Box::new(BooleanQuery::new(
-                            per_field.into_iter().map(|q| (Occur::Should, q)).collect(),
-                        )),
-                        Combine::DisMax { tie } => {
-                            Box::new(DisjunctionMaxQuery::with_tie_breaker(per_field, tie))
-                        }
-                    });
+                    by_field.resize_with(per_field.len(), Vec::new);
+                    for (field, q) in by_field.iter_mut().zip(per_field) {
+                        field.push(q);
+                    }
                 }
-                // The best of a word's synonyms counts, not their sum: a tool with "fetch",
-                // "retrieve" and "obtain" does not outweigh one with "get".
-                if !alternatives.is_empty() {
-                    clauses.push((
+                // In each field the best of a word's synonyms counts, not their sum: a tool
+                // with "fetch", "retrieve" and "obtain" does not outweigh one with "get".
+                let per_field: Vec<Box<dyn Query>> = by_field
+                    .into_iter()
+                    .map(|mut alternatives| match alternatives.len() {
+                        1 => alternatives.pop().expect("one"),
+                        _ => Box::new(DisjunctionMaxQuery::new(alternatives)) as Box<dyn Query>,
+                    })
+                    .collect();
+                if per_field.is_empty() {
+                    continue;
+                }
+                match self.options.combine {
+                    Combine::Sum => {
+                        clauses.extend(per_field.into_iter().map(|q| (Occur::Should, q)))
+                    }
+                    Combine::DisMax { tie } => clauses.push((
                         Occur::Should,
-                        Box::new(DisjunctionMaxQuery::new(alternatives)),
-                    ));
+                        Box::new(DisjunctionMaxQuery::with_tie_breaker(per_field, tie)),
+                    )),
                 }
             }
         }
