@@ -48,42 +48,32 @@ impl SearchIndex {
     /// longer CJK word does not: `文件` gives `文`, `文件`, `件`, one word).
     pub(super) fn weights(&self, words: &[String]) -> Vec<(Option<u32>, f32, bool)> {
         let n = self.len() as f32;
-        let mut seen: Vec<&String> = Vec::new();
-        let mut out = Vec::new();
-        for w in words {
-            if seen.contains(&w) {
-                continue;
-            }
-            seen.push(w);
-            let id = self.tables.vocab.get(w).copied();
-            let df = id.map_or(0.0, |id| self.tables.df[id as usize] as f32);
-            out.push((id, idf(n, df), !tokenizer::is_cjk_char(w)));
-        }
-        out
+        distinct(words)
+            .map(|w| {
+                let id = self.tables.vocab.get(w).copied();
+                let df = id.map_or(0.0, |id| self.tables.df[id as usize] as f32);
+                (id, idf(n, df), !tokenizer::is_cjk_char(w))
+            })
+            .collect()
     }
 
     /// For each distinct query word (in the order of [`Self::weights`]), the term ids of its
     /// synonyms that are in the vocabulary and not query words themselves; all empty unless
     /// `expand`.
     pub(super) fn synonym_terms(&self, words: &[String], expand: bool) -> Vec<Vec<u32>> {
-        let mut seen: Vec<&String> = Vec::new();
-        let mut out = Vec::new();
-        for w in words {
-            if seen.contains(&w) {
-                continue;
-            }
-            seen.push(w);
-            out.push(if expand && self.options.synonyms > 0.0 {
+        let expand = expand && self.options.synonyms > 0.0;
+        distinct(words)
+            .map(|w| {
+                if !expand {
+                    return Vec::new();
+                }
                 let synonyms = self.synonyms.of(w).iter();
                 synonyms
                     .filter(|s| !words.contains(s))
                     .filter_map(|s| self.tables.vocab.get(s).copied())
                     .collect()
-            } else {
-                Vec::new()
-            });
-        }
-        out
+            })
+            .collect()
     }
 
     /// One term clause per searched field for `word`, boosted by the field's weight × `scale`.
@@ -221,6 +211,15 @@ impl SearchIndex {
             ])),
         })
     }
+}
+
+/// Each word of `words` once, in order of first appearance.
+fn distinct(words: &[String]) -> impl Iterator<Item = &String> {
+    words
+        .iter()
+        .enumerate()
+        .filter(|&(i, w)| !words[..i].contains(w))
+        .map(|(_, w)| w)
 }
 
 /// BM25's inverse document frequency of a word found in `df` of `n` tools.
