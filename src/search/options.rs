@@ -74,10 +74,10 @@ pub struct SearchOptions {
     /// frequency and field length, and the vectors then decide between them.
     pub even_ties: bool,
     /// Factor (0..=1) on the BM25 score and cosine of meta-server's own tools (server `meta`)
-    /// in a query longer than `coverage_words` (never when that is 0): they serve the model's work with results (reading a
-    /// stored result, Code Mode), and a task that merely shares their words ("read each page
-    /// of the results") should find the upstream tools first; a short query that asks for
-    /// them still does.
+    /// in a query longer than `coverage_words` (never when that is 0): they serve the model's
+    /// work with results (reading a stored result, Code Mode), and a task that merely shares
+    /// their words ("read each page of the results") should find the upstream tools first; a
+    /// short query that asks for them still does.
     pub helpers: f32,
     /// Weight (0..=1) of a query word's synonyms (`fetch` for `get`) relative to the word, in
     /// BM25 search without vectors (0: none).

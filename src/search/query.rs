@@ -1,5 +1,6 @@
 //! Query building: the query's analyzed words (minus words too common to tell tools apart),
-//! their IDF weights, and the tantivy query of one boosted term clause per (word, field).
+//! their IDF weights and synonyms, and the tantivy query of one boosted term clause per (word,
+//! field).
 
 use tantivy::Term;
 use tantivy::query::{
@@ -13,6 +14,15 @@ use super::{Combine, SearchIndex, tokenizer};
 const MAX_QUERY_BYTES: usize = 4096;
 /// Query words that are searched; the rest are ignored.
 const MAX_QUERY_WORDS: usize = 64;
+
+/// A query word's synonym that some tool has.
+pub(super) struct Synonym<'a> {
+    /// Its analyzed text.
+    text: &'a str,
+    pub(super) id: u32,
+    /// Its clauses' weight relative to the word's.
+    scale: f32,
+}
 
 impl SearchIndex {
     /// more than `max_df` of the tools when some rarer word that a tool has remains.
@@ -47,33 +57,52 @@ impl SearchIndex {
     /// whether it counts as a word of its own in [`Hit::words`] (a lone CJK character of a
     /// longer CJK word does not: `文件` gives `文`, `文件`, `件`, one word).
     pub(super) fn weights(&self, words: &[String]) -> Vec<(Option<u32>, f32, bool)> {
-        let n = self.len() as f32;
         distinct(words)
             .map(|w| {
                 let id = self.tables.vocab.get(w).copied();
-                let df = id.map_or(0.0, |id| self.tables.df[id as usize] as f32);
-                (id, idf(n, df), !tokenizer::is_cjk_char(w))
+                (id, self.idf(id), !tokenizer::is_cjk_char(w))
             })
             .collect()
     }
 
-    /// For each distinct query word (in the order of [`Self::weights`]), the term ids of its
-    /// synonyms that are in the vocabulary and not query words themselves; all empty unless
-    /// `expand`.
-    pub(super) fn synonym_terms(&self, words: &[String], expand: bool) -> Vec<Vec<u32>> {
+    /// For each distinct query word (in the order of [`Self::weights`]), its synonyms that
+    /// are in the vocabulary and not query words themselves; all empty unless `expand`.
+    pub(super) fn expansions<'a>(
+        &'a self,
+        words: &[String],
+        expand: bool,
+    ) -> Vec<Vec<Synonym<'a>>> {
         let expand = expand && self.options.synonyms > 0.0;
         distinct(words)
             .map(|w| {
                 if !expand {
                     return Vec::new();
                 }
+                let word_idf = self.idf(self.tables.vocab.get(w).copied());
                 let synonyms = self.synonyms.of(w).iter();
                 synonyms
                     .filter(|s| !words.contains(s))
-                    .filter_map(|s| self.tables.vocab.get(s).copied())
+                    .filter_map(|s| {
+                        let id = *self.tables.vocab.get(s)?;
+                        // A synonym weighs at most what the word itself does: a rare synonym
+                        // of a common word ("fetch" for "get") must not outrank the tools that
+                        // have it.
+                        let rarity = (word_idf / self.idf(Some(id))).min(1.0);
+                        Some(Synonym {
+                            text: s,
+                            id,
+                            scale: self.options.synonyms * rarity,
+                        })
+                    })
                     .collect()
             })
             .collect()
+    }
+
+    /// BM25's IDF of the term `id` (of a word no tool has, when `None`).
+    fn idf(&self, id: Option<u32>) -> f32 {
+        let df = id.map_or(0.0, |id| self.tables.df[id as usize] as f32);
+        idf(self.len() as f32, df)
     }
 
     /// One term clause per searched field for `word`, boosted by the field's weight × `scale`.
@@ -92,88 +121,65 @@ impl SearchIndex {
             .collect()
     }
 
-    /// One clause per distinct query word over all fields (summed or DisMax), its synonyms'
-    /// clauses when `expand` (weighted by [`super::SearchOptions::synonyms`]), plus phrase
-    /// clauses for adjacent words.
+    /// Adds one term's per-field clauses to `clauses`, summed or DisMax as
+    /// [`super::SearchOptions::combine`] says.
+    fn add_fields(
+        &self,
+        clauses: &mut Vec<(Occur, Box<dyn Query>)>,
+        per_field: Vec<Box<dyn Query>>,
+    ) {
+        if per_field.is_empty() {
+            return;
+        }
+        match self.options.combine {
+            Combine::Sum => clauses.extend(per_field.into_iter().map(|q| (Occur::Should, q))),
+            Combine::DisMax { tie } => clauses.push((
+                Occur::Should,
+                Box::new(DisjunctionMaxQuery::with_tie_breaker(per_field, tie)),
+            )),
+        }
+    }
+
+    /// One clause per distinct query word over all fields (summed or DisMax), its
+    /// `synonyms`' clauses (see [`Self::expansions`]), plus phrase clauses for adjacent words.
     pub(super) fn query(
         &self,
         words: &[String],
         server: Option<&str>,
-        expand: bool,
+        synonyms: &[Vec<Synonym>],
     ) -> Option<Box<dyn Query>> {
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-        let mut seen: Vec<&String> = Vec::new();
-        for word in words {
-            if seen.contains(&word) {
-                continue;
-            }
-            seen.push(word);
+        for word in distinct(words) {
             if !self.tables.vocab.contains_key(word) {
                 continue; // no tool has it: nothing to look up
             }
-            let per_field = self.per_field(word, 1.0);
-            if per_field.is_empty() {
-                continue;
-            }
-            match self.options.combine {
-                Combine::Sum => clauses.extend(per_field.into_iter().map(|q| (Occur::Should, q))),
-                Combine::DisMax { tie } => clauses.push((
-                    Occur::Should,
-                    Box::new(DisjunctionMaxQuery::with_tie_breaker(per_field, tie)),
-                )),
-            }
+            self.add_fields(&mut clauses, self.per_field(word, 1.0));
         }
-        if expand && self.options.synonyms > 0.0 {
-            let n = self.len() as f32;
-            let df = |w: &str| {
-                self.tables
-                    .vocab
-                    .get(w)
-                    .map_or(0.0, |&id| self.tables.df[id as usize] as f32)
-            };
-            let mut expanded: Vec<&String> = Vec::new();
-            for word in &seen {
-                // Per field, one clause per synonym of this word.
-                let mut by_field: Vec<Vec<Box<dyn Query>>> = Vec::new();
-                for synonym in self.synonyms.of(word) {
-                    if seen.contains(&synonym)
-                        || expanded.contains(&synonym)
-                        || !self.tables.vocab.contains_key(synonym)
-                    {
-                        continue;
-                    }
-                    expanded.push(synonym);
-                    // A synonym weighs at most what the word itself does: a rare synonym of a
-                    // common word ("fetch" for "get") must not outrank the tools that have it.
-                    let rarity = (idf(n, df(word)) / idf(n, df(synonym))).min(1.0);
-                    let per_field = self.per_field(synonym, self.options.synonyms * rarity);
-                    by_field.resize_with(per_field.len(), Vec::new);
-                    for (field, q) in by_field.iter_mut().zip(per_field) {
-                        field.push(q);
-                    }
-                }
-                // In each field the best of a word's synonyms counts, not their sum: a tool
-                // with "fetch", "retrieve" and "obtain" does not outweigh one with "get".
-                let per_field: Vec<Box<dyn Query>> = by_field
-                    .into_iter()
-                    .map(|mut alternatives| match alternatives.len() {
-                        1 => alternatives.pop().expect("one"),
-                        _ => Box::new(DisjunctionMaxQuery::new(alternatives)) as Box<dyn Query>,
-                    })
-                    .collect();
-                if per_field.is_empty() {
+        let mut expanded: Vec<u32> = Vec::new();
+        for word_synonyms in synonyms {
+            // Per field, one clause per synonym of this word.
+            let mut by_field: Vec<Vec<Box<dyn Query>>> = Vec::new();
+            for synonym in word_synonyms {
+                if expanded.contains(&synonym.id) {
                     continue;
                 }
-                match self.options.combine {
-                    Combine::Sum => {
-                        clauses.extend(per_field.into_iter().map(|q| (Occur::Should, q)))
-                    }
-                    Combine::DisMax { tie } => clauses.push((
-                        Occur::Should,
-                        Box::new(DisjunctionMaxQuery::with_tie_breaker(per_field, tie)),
-                    )),
+                expanded.push(synonym.id);
+                let per_field = self.per_field(synonym.text, synonym.scale);
+                by_field.resize_with(per_field.len(), Vec::new);
+                for (field, q) in by_field.iter_mut().zip(per_field) {
+                    field.push(q);
                 }
             }
+            // In each field the best of a word's synonyms counts, not their sum: a tool with
+            // "fetch", "retrieve" and "obtain" does not outweigh one with "get".
+            let per_field = by_field
+                .into_iter()
+                .map(|mut alternatives| match alternatives.len() {
+                    1 => alternatives.pop().expect("one"),
+                    _ => Box::new(DisjunctionMaxQuery::new(alternatives)) as Box<dyn Query>,
+                })
+                .collect();
+            self.add_fields(&mut clauses, per_field);
         }
         if self.options.phrase > 0.0 {
             for pair in words.windows(2).filter(|p| p[0] != p[1]) {

@@ -33,8 +33,7 @@ impl SearchIndex {
         let weights = self.weights(&words);
         // Synonyms stand in for the vectors' sense of meaning when there are none; with
         // vectors they add nothing but noise (EVAL.md, round 5).
-        let expand = dense.is_none();
-        let synonyms = self.synonym_terms(&words, expand);
+        let synonyms = self.expansions(&words, dense.is_none());
         let total: f32 = weights.iter().map(|(_, w, _)| w).sum();
         // The query words (term id, weight, counts as a word) a tool has in any field.
         let matched = |i: u32| {
@@ -56,22 +55,26 @@ impl SearchIndex {
         let coverage = |i: u32| {
             let terms = &self.tables.doc_terms[i as usize];
             let has = |id: u32| terms.binary_search(&id).is_ok();
-            let by_synonym: f32 = weights
+            let covered: f32 = weights
                 .iter()
                 .zip(&synonyms)
-                .filter(|((id, _, _), synonyms)| {
-                    !id.is_some_and(has) && synonyms.iter().any(|&s| has(s))
+                .map(|((id, w, _), synonyms)| {
+                    if id.is_some_and(has) {
+                        *w
+                    } else if synonyms.iter().any(|s| has(s.id)) {
+                        w * self.options.synonyms
+                    } else {
+                        0.0
+                    }
                 })
-                .map(|((_, w, _), _)| w * self.options.synonyms)
                 .sum();
-            let by_synonym = if total > 0.0 { by_synonym / total } else { 0.0 };
-            shared(i).0 + by_synonym
+            if total > 0.0 { covered / total } else { 0.0 }
         };
         let short = self.options.coverage_words == 0 || words.len() <= self.options.coverage_words;
         // meta-server's own tools count less in a long request (`SearchOptions::helpers`).
         let demote = !short && self.options.helpers != 1.0 && !self.helpers.is_empty();
         let mut bm25: Vec<(u32, f32)> = Vec::new();
-        if let Some(q) = self.query(&words, server, expand) {
+        if let Some(q) = self.query(&words, server, &synonyms) {
             let searcher = &self.searcher;
             // Paired with `Count`, TopDocs scores every match instead of pruning with
             // block-WAND: a question's many words over five fields give dozens of posting

@@ -46,7 +46,6 @@ const GROUPS: &[&[&str]] = &[
 ];
 
 /// Each analyzed word's synonyms, analyzed the same way (stemmed when words are).
-#[derive(Default, Clone)]
 pub(super) struct Synonyms(HashMap<String, Vec<String>>);
 
 impl Synonyms {
