@@ -1,10 +1,13 @@
 //! Reading a library: ranked search, lookups by qualified name and "did you mean" suggestions.
 
-use std::borrow::Cow;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::{Entry, Library, SEPARATOR};
-use crate::search::{Hit, SearchError};
+use crate::search::{Hit, SearchError, close_qualified};
+
+/// Score factor for tools of servers that a skill read in this session needs.
+const SKILL_BOOST: f32 = 1.5;
 
 /// Longest text compared with tool names for suggestions (MCP tool names have at most 128).
 const MAX_SUGGESTED_LEN: usize = 256;
@@ -33,6 +36,35 @@ impl Library {
         self.index.search(query, limit, server)
     }
 
+    /// Like [`Self::search`], with the tools of the `boosted` servers (those a skill read in the
+    /// session needs) scored [`SKILL_BOOST`] times higher; exact and close names stay first.
+    pub fn search_boosted(
+        &self,
+        query: &str,
+        limit: usize,
+        server: Option<&str>,
+        boosted: &BTreeSet<String>,
+    ) -> Result<Vec<Hit>, SearchError> {
+        if boosted.is_empty() {
+            return self.search(query, limit, server);
+        }
+        // Look further down the ranking so the boosted servers' tools can move up.
+        let mut found = self.search(query, limit + 16, server)?;
+        for hit in &mut found {
+            if self
+                .get(&hit.key)
+                .is_some_and(|e| boosted.contains(&e.server))
+            {
+                hit.score *= SKILL_BOOST;
+            }
+        }
+        // Stable, so equal scores keep the index's order.
+        let first = |h: &Hit| h.exact || h.close;
+        found.sort_by(|a, b| first(b).cmp(&first(a)).then(b.score.total_cmp(&a.score)));
+        found.truncate(limit);
+        Ok(found)
+    }
+
     /// Whether any entry belongs to `server`.
     pub fn has_server(&self, server: &str) -> bool {
         let prefix = format!("{server}{SEPARATOR}");
@@ -57,33 +89,9 @@ impl Library {
         if name.len() > MAX_SUGGESTED_LEN {
             return Vec::new();
         }
-        let wanted = name.trim().to_lowercase();
-        fn lower(s: &str) -> Cow<'_, str> {
-            if s.chars().any(char::is_uppercase) {
-                Cow::Owned(s.to_lowercase())
-            } else {
-                Cow::Borrowed(s)
-            }
-        }
-        let mut scored: Vec<(f64, &String)> = if wanted.contains(char::is_whitespace) {
-            Vec::new()
-        } else {
-            self.entries
-                .keys()
-                .map(|q| {
-                    let tool = q.split_once(SEPARATOR).map_or(q.as_str(), |(_, t)| t);
-                    let full = strsim::jaro_winkler(&wanted, &lower(q));
-                    let tool = strsim::jaro_winkler(&wanted, &lower(tool));
-                    (full.max(tool), q)
-                })
-                .filter(|(score, _)| *score >= 0.75)
-                .collect()
-        };
-        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-        let mut out: Vec<String> = scored
+        let mut out: Vec<String> = close_qualified(name, self.entries.keys(), SEPARATOR, max)
             .into_iter()
-            .take(max)
-            .map(|(_, q)| q.clone())
+            .cloned()
             .collect();
         if out.len() < max
             && let Ok(hits) = self.search(name, max, None)
