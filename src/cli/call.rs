@@ -54,7 +54,8 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
             other => bail!("ARGS_JSON must be a JSON object, like '{{\"key\": 1}}'; got {other}"),
         },
     };
-    let (state, _) = State::open(settings, None)?;
+    let loaded = crate::server::load_library(&settings)?;
+    let (state, _) = State::open(settings, None, loaded);
     let server = args
         .name
         .split_once("__")

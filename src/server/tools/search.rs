@@ -9,8 +9,8 @@ use crate::config::{RESERVED_SERVER, SKILL_SERVER};
 use crate::library::Library;
 use crate::result::ResultHandler;
 
-use super::State;
 use super::reply::{self, Reply};
+use crate::server::State;
 
 /// `search_tools` arguments, as its input schema declares them.
 #[derive(Deserialize)]
@@ -114,7 +114,7 @@ const SUMMARY_CHARS: usize = 160;
 /// Servers listed as unavailable or still indexing in one result: those of the hits and the
 /// `server` filter first. A config of hundreds of servers that cannot start would otherwise
 /// fill every result (and make it slow to fit).
-pub(super) const SERVERS_SHOWN: usize = 8;
+pub(in crate::server) const SERVERS_SHOWN: usize = 8;
 
 /// Server names a message lists in full; of more, the first this many and how many remain.
 const NAMES_SHOWN: usize = 20;
@@ -138,7 +138,7 @@ pub struct Scope<'a> {
 }
 
 /// Runs a search for a session of `state`, within `soft` tokens.
-pub(super) async fn run(state: &State, soft: usize, args: Args) -> Reply {
+pub(in crate::server) async fn run(state: &State, soft: usize, args: Args) -> Reply {
     // The first search of a hybrid start waits for the tool vectors (see `State::start_vectors`).
     state.start_vectors().await;
     let library = state.library();
