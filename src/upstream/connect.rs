@@ -168,6 +168,8 @@ pub(super) async fn open(
         Launch::Http { url, headers } => {
             crate::auth::ensure_tls();
             let custom = header_map(&server, headers)?;
+            // Credentials are bound to the URL contacted.
+            let contacted = url.clone();
             let mut http = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(
                 custom
                     .into_iter()
@@ -177,7 +179,7 @@ pub(super) async fn open(
             // As large as a stdio line: results are cut by result handling, not dropped here.
             http.max_json_response_size = MAX_LINE_BYTES;
             http.max_sse_event_size = MAX_LINE_BYTES;
-            let handshake = match authorized(config, login).await? {
+            let handshake = match authorized(config, &contacted, login).await? {
                 Some(auth) => {
                     let transport =
                         StreamableHttpClientTransport::with_client(Ordered::new(auth), http);
@@ -194,7 +196,7 @@ pub(super) async fn open(
         Launch::Sse { url, headers } => {
             crate::auth::ensure_tls();
             let custom = header_map(&server, headers)?;
-            let auth = authorized(config, login).await?;
+            let auth = authorized(config, &url, login).await?;
             let opened =
                 tokio::time::timeout(after, SseTransport::connect(&url, custom, auth)).await;
             let transport = match opened {
@@ -270,15 +272,17 @@ fn header_map(
     Ok(map)
 }
 
-/// The stored login of a remote server (with `login`), as an HTTP client that sends its token.
+/// The stored login of a remote server (with `login`) for `url`, the URL contacted, as an HTTP
+/// client that sends its token.
 async fn authorized(
     config: &ServerConfig,
+    url: &str,
     login: bool,
 ) -> Result<Option<rmcp::transport::AuthClient<reqwest::Client>>, UpstreamError> {
     if !login {
         return Ok(None);
     }
-    crate::auth::client(config)
+    crate::auth::client(config, url)
         .await
         .map_err(|e| UpstreamError::Auth {
             server: config.name.clone(),
