@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::caller::Caller;
 use super::tools::builtin;
+use super::tools::request::Request;
 use super::{MetaServer, State, definitions};
 use crate::budget::Route;
 use crate::config::{RESERVED_SERVER, Settings};
@@ -88,9 +89,10 @@ fn call(name: &str, arguments: Value) -> CallToolResult {
         Value::Object(map) => map,
         other => [("value".to_owned(), other)].into_iter().collect(),
     };
+    let request = Request::read(name, arguments, crate::server::definitions())
+        .expect("the three meta-tools are always listed");
     rig.runtime
-        .block_on(rig.server.dispatch(name, arguments, &caller))
-        .expect("the three meta-tools are always listed")
+        .block_on(request.run(&rig.server.state, &caller))
 }
 
 /// The output schema a successful result of `tool` (through `call_tool` for `meta__` tools)

@@ -6,27 +6,23 @@ use std::sync::{Arc, OnceLock};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, DiscoverRequestMethod, DiscoverResult,
-    Implementation, InitializeRequestParams, InitializeResult, JsonObject,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    ResourceTemplate, ServerCapabilities, ServerConfig,
+    Implementation, InitializeRequestParams, InitializeResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceTemplate,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
-use serde_json::Value;
 
-use crate::budget::{self, Route};
-use crate::config::RESERVED_SERVER;
+use crate::budget;
 use crate::result::Owner;
 
 use super::{instructions, login_offer};
 use crate::server::State;
 use crate::server::caller::Caller;
 use crate::server::catalogs::always;
-use crate::server::tools::call as call_tool;
-use crate::server::tools::details as details_tool;
-use crate::server::tools::search as search_tool;
-use crate::server::tools::{definitions, needs, reply};
+use crate::server::tools::request::Request;
+use crate::server::tools::{definitions, reply};
 
 /// URI scheme of skills as resources.
 const SKILL_SCHEME: &str = "skill://";
@@ -274,21 +270,17 @@ impl ServerHandler for MetaServer {
                 .get_progress_token()
                 .map(|token| (cx.peer.clone(), token)),
         };
+        let arguments = request.arguments.unwrap_or_default();
+        let request = Request::read(&request.name, arguments, &self.tools)?;
+        let servers = request.servers();
         // Servers without a catalog that this call needs are listed first (first run).
-        let args = Value::Object(request.arguments.unwrap_or_default());
-        let servers = needs::servers_of(&request.name, &args);
-        if let Err(failed) = needs::prepare(&self.state, &request.name, &args).await
-            && request.name != definitions::SEARCH_TOOLS
-        {
+        if let Err(failed) = request.prepare(&self.state).await {
             let failed = reply::error(failed.to_string());
             return Ok(self
                 .offer_logins(&servers, failed, &cx.peer, started)
                 .into());
         }
-        let Value::Object(arguments) = args else {
-            unreachable!("built from an object above")
-        };
-        let result = self.dispatch(&request.name, arguments, &caller).await?;
+        let result = request.run(&self.state, &caller).await;
         Ok(self
             .offer_logins(&servers, result, &cx.peer, started)
             .into())
@@ -324,79 +316,5 @@ impl MetaServer {
             break;
         }
         result
-    }
-}
-
-/// A meta-tool call with its arguments read once, at dispatch.
-enum Call {
-    Search(search_tool::Args),
-    Details(details_tool::Args),
-    Tool(call_tool::Args),
-}
-
-impl MetaServer {
-    /// Runs tool `name` of `tools/list`. Arguments a meta-tool cannot read are an error
-    /// result naming the tool; a name that is not listed is a protocol error.
-    pub(in crate::server) async fn dispatch(
-        &self,
-        name: &str,
-        arguments: JsonObject,
-        caller: &Caller,
-    ) -> Result<CallToolResult, McpError> {
-        let call = match name {
-            definitions::SEARCH_TOOLS => reply::parse_args(name, arguments).map(Call::Search),
-            definitions::GET_TOOL_DETAILS => reply::parse_args(name, arguments).map(Call::Details),
-            definitions::CALL_TOOL => reply::parse_args(name, arguments).map(Call::Tool),
-            listed if always::is_listed(&self.tools, listed) => Ok(Call::Tool(call_tool::Args {
-                name: listed.to_owned(),
-                arguments: Some(arguments),
-            })),
-            other => {
-                return Err(McpError::invalid_params(
-                    format!(
-                        "unknown tool \"{}\"; this server has search_tools, get_tool_details and call_tool",
-                        reply::echo(other)
-                    ),
-                    None,
-                ));
-            }
-        };
-        let state = &self.state;
-        let soft = |route: &Route| state.limits(route, caller.client_limit).soft;
-        let (tool, route, result) = match call {
-            Err(message) => {
-                let route = match name {
-                    definitions::SEARCH_TOOLS => Route::SearchTools,
-                    definitions::GET_TOOL_DETAILS => Route::GetToolDetails,
-                    _ => Route::CallTool {
-                        server: RESERVED_SERVER.to_owned(),
-                    },
-                };
-                (name, route, reply::error(message))
-            }
-            Ok(Call::Search(args)) => {
-                let route = Route::SearchTools;
-                let result = search_tool::run(state, soft(&route), args).await;
-                (definitions::SEARCH_TOOLS, route, result)
-            }
-            Ok(Call::Details(args)) => {
-                let route = Route::GetToolDetails;
-                let result = details_tool::run(state, soft(&route), args);
-                (definitions::GET_TOOL_DETAILS, route, result)
-            }
-            Ok(Call::Tool(args)) => {
-                let result = call_tool::run(state, caller, args).await;
-                // Results are shaped on their server's route; errors before that here.
-                if result.is_error != Some(true) {
-                    return Ok(result);
-                }
-                let route = Route::CallTool {
-                    server: RESERVED_SERVER.to_owned(),
-                };
-                (definitions::CALL_TOOL, route, result)
-            }
-        };
-        let result = state.shape(tool, route, caller, result).await;
-        Ok(definitions::conform(tool, result))
     }
 }

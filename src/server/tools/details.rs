@@ -10,7 +10,7 @@ use crate::server::State;
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(in crate::server) struct Args {
-    names: Vec<String>,
+    pub names: Vec<String>,
     #[serde(default)]
     format: Format,
 }
