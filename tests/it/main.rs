@@ -9,6 +9,7 @@ mod eval;
 mod faults;
 mod hardening;
 mod help;
+mod http;
 mod install;
 mod load;
 mod protocol;
