@@ -36,6 +36,12 @@ pub enum StoreError {
         capacity: u64,
         setting: &'static str,
     },
+    /// An entry in the shared store that no replica could have written (someone else wrote to
+    /// the store): refused before anything is read or allocated for it.
+    #[error(
+        "stored result {id} is corrupt in the shared store ({why}); re-run the tool to get it again"
+    )]
+    Corrupt { id: String, why: String },
     #[error("cannot keep the full result on disk: {0}")]
     Io(#[from] std::io::Error),
     /// The shared store cannot be reached (down, slow, refusing): callers go on without it.

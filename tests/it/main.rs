@@ -14,4 +14,5 @@ mod install;
 mod load;
 mod protocol;
 mod saved_index;
+mod store;
 mod support;
