@@ -19,7 +19,7 @@ mod http;
 mod instructions;
 mod login_offer;
 pub mod metrics;
-mod reply;
+pub(crate) mod reply;
 mod script_tool;
 mod search_tool;
 mod shared;

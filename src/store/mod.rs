@@ -23,9 +23,10 @@ pub use valkey::{StoreStats, Valkey};
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// Unknown, expired and foreign ids all get this one message, so it tells nothing about
-    /// results of other sessions.
+    /// results of other sessions. The id is the caller's, of any length: it is shown capped.
     #[error(
-        "no stored result {0}: results are kept for a limited time, for the session that made them, and ids come from a truncation notice; re-run the tool to get it again"
+        "no stored result {}: results are kept for a limited time, for the session that made them, and ids come from a truncation notice; re-run the tool to get it again",
+        crate::server::reply::echo(.0)
     )]
     Missing(String),
     #[error(
