@@ -12,6 +12,7 @@ pub mod checksum;
 pub mod cli;
 pub mod clients;
 pub mod config;
+pub mod echo;
 pub mod library;
 pub mod redact;
 pub mod result;

@@ -40,7 +40,8 @@ pub enum LookupError {
     )]
     NotJson { id: String },
     #[error(
-        "JSON Pointer \"{pointer}\" matches nothing in result {id}; pointers look like /items/0/name"
+        "JSON Pointer \"{}\" matches nothing in result {id}; pointers look like /items/0/name",
+        crate::echo::echo(.pointer)
     )]
     NoSuchPointer { id: String, pointer: String },
     #[error(

@@ -3,6 +3,8 @@
 //! TypeScript counterpart (formats, bounds, patterns) is left out, and anything unclear or
 //! nested too deep is `unknown`.
 
+use std::collections::HashSet;
+
 use serde_json::{Map, Value};
 
 /// Objects nested deeper than this render as `unknown`.
@@ -207,7 +209,7 @@ impl<'a> Renderer<'a> {
                 None => "{}".into(),
             };
         };
-        let required: Vec<&str> = obj
+        let required: HashSet<&str> = obj
             .get("required")
             .and_then(Value::as_array)
             .map(|r| r.iter().filter_map(Value::as_str).collect())
@@ -231,7 +233,7 @@ impl<'a> Renderer<'a> {
             out.push_str(&format!(
                 "{indent}{}{}: {};\n",
                 key(name),
-                if required.contains(&name.as_str()) {
+                if required.contains(name.as_str()) {
                     ""
                 } else {
                     "?"
@@ -248,19 +250,19 @@ impl<'a> Renderer<'a> {
     }
 }
 
-/// Members joined with ` | `, each once, in order.
+/// Members joined with ` | `, each once, in order (linear: an enum may hold 100,000s of values).
 fn union(parts: Vec<String>) -> String {
-    let mut seen: Vec<String> = Vec::new();
-    for part in parts {
-        if !seen.contains(&part) {
-            seen.push(part);
+    let mut seen = HashSet::with_capacity(parts.len());
+    let mut out = String::new();
+    for part in &parts {
+        if seen.insert(part.as_str()) {
+            if seen.len() > 1 {
+                out.push_str(" | ");
+            }
+            out.push_str(part);
         }
     }
-    if seen.is_empty() {
-        "never".into()
-    } else {
-        seen.join(" | ")
-    }
+    if seen.is_empty() { "never".into() } else { out }
 }
 
 #[cfg(test)]
@@ -342,5 +344,34 @@ declare function filesystem__read_text_file(args: {
         let ts = declaration("t", "", &input, None);
         assert!(ts.contains("next?: {"), "{ts}");
         assert!(ts.contains("unknown"), "a cycle ends in unknown: {ts}");
+    }
+
+    #[test]
+    fn huge_enums_and_property_lists_render_in_linear_time() {
+        // 300,000 values (each twice) and 100,000 required properties: with a quadratic
+        // de-duplication this took minutes.
+        let values: Vec<Value> = (0..600_000)
+            .map(|i| json!(format!("v{}", i % 300_000)))
+            .collect();
+        let properties: Map<String, Value> = (0..100_000)
+            .map(|i| (format!("p{i}"), json!({"type": "integer"})))
+            .collect();
+        let required: Vec<Value> = (0..100_000).map(|i| json!(format!("p{i}"))).collect();
+        let input = object(json!({
+            "type": "object",
+            "properties": {"choice": {"enum": values}, "nested": {"type": "object", "properties": properties, "required": required}},
+            "required": ["choice"]
+        }));
+        let ts = declaration("t", "", &input, None);
+        let line = ts.lines().find(|l| l.contains("choice:")).unwrap();
+        assert!(
+            line.starts_with(r#"  choice: "v0" | "v1" | "#),
+            "{}",
+            &line[..40]
+        );
+        assert!(line.ends_with(r#" | "v299999";"#));
+        assert_eq!(line.matches(" | ").count(), 299_999, "each value once");
+        assert!(ts.contains("    p99999: number;\n"));
+        assert!(!ts.contains("p1?:"), "required properties stay required");
     }
 }

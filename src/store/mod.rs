@@ -23,9 +23,10 @@ pub use valkey::{StoreStats, Valkey};
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// Unknown, expired and foreign ids all get this one message, so it tells nothing about
-    /// results of other sessions.
+    /// results of other sessions. The id is the caller's, of any length: it is shown capped.
     #[error(
-        "no stored result {0}: results are kept for a limited time, for the session that made them, and ids come from a truncation notice; re-run the tool to get it again"
+        "no stored result {}: results are kept for a limited time, for the session that made them, and ids come from a truncation notice; re-run the tool to get it again",
+        crate::echo::echo(.0)
     )]
     Missing(String),
     #[error(
@@ -36,6 +37,12 @@ pub enum StoreError {
         capacity: u64,
         setting: &'static str,
     },
+    /// An entry in the shared store that no replica could have written (someone else wrote to
+    /// the store): refused before anything is read or allocated for it.
+    #[error(
+        "stored result {id} is corrupt in the shared store ({why}); re-run the tool to get it again"
+    )]
+    Corrupt { id: String, why: String },
     #[error("cannot keep the full result on disk: {0}")]
     Io(#[from] std::io::Error),
     /// The shared store cannot be reached (down, slow, refusing): callers go on without it.

@@ -41,6 +41,26 @@ impl Meta {
             chunks: number("chunks")?,
         })
     }
+
+    /// Why these counts are not those of an entry a replica wrote (at most `max_bytes`, in
+    /// [`CHUNK_CHARS`]-char chunks), if they are not; checked before the chunks are read, so a
+    /// claim of 10^12 chunks is an error, not an allocation that aborts the process.
+    fn implausible(&self, max_bytes: u64) -> Option<String> {
+        // Every char is at least one byte (a blob's base64 chars are one byte each).
+        if self.chars as u64 > max_bytes {
+            return Some(format!(
+                "{} chars, more than the {max_bytes} bytes a stored result may have",
+                self.chars
+            ));
+        }
+        let expected = self.chars.div_ceil(CHUNK_CHARS);
+        (self.chunks != expected).then(|| {
+            format!(
+                "{} chunks for {} chars, which take {expected}",
+                self.chunks, self.chars
+            )
+        })
+    }
 }
 
 impl SharedResults {
@@ -60,16 +80,26 @@ impl SharedResults {
         self.store.key(&format!("r:{id}:{n}"))
     }
 
-    /// The metadata of `id` if `owner` may read it.
+    /// The metadata of `id` if `owner` may read it and it is that of a real entry.
     async fn meta(&self, id: &str, owner: &Owner) -> Result<Meta, StoreError> {
         let key = self.meta_key(id);
         let fields: HashMap<String, String> = self
             .store
             .query("get", redis::cmd("HGETALL").arg(key))
             .await?;
-        Meta::read(fields)
+        let meta = Meta::read(fields)
             .filter(|meta| meta.owner == owner.as_str())
-            .ok_or_else(|| StoreError::Missing(id.to_owned()))
+            .ok_or_else(|| StoreError::Missing(id.to_owned()))?;
+        match meta.implausible(self.max_bytes) {
+            None => Ok(meta),
+            Some(why) => {
+                tracing::warn!("shared store: result {id}: {why}");
+                Err(StoreError::Corrupt {
+                    id: id.to_owned(),
+                    why,
+                })
+            }
+        }
     }
 
     /// Chunks `range` of `id`, joined; any of them gone (expired meanwhile) reads as missing.
@@ -203,5 +233,40 @@ mod tests {
         );
         assert_eq!(pieces.concat(), text);
         assert!(chunked("").is_empty());
+    }
+
+    fn meta(chars: &str, chunks: &str) -> Meta {
+        let fields = [
+            ("owner", "o"),
+            ("tool", "t"),
+            ("mime", "text/plain"),
+            ("blob", "0"),
+            ("chars", chars),
+            ("chunks", chunks),
+        ];
+        Meta::read(fields.map(|(k, v)| (k.to_owned(), v.to_owned())).into()).expect("fields parse")
+    }
+
+    #[test]
+    fn counts_no_real_entry_has_are_refused() {
+        let max = 64 << 20;
+        assert_eq!(meta("0", "0").implausible(max), None);
+        assert_eq!(meta("5", "1").implausible(max), None);
+        assert_eq!(
+            meta(&(CHUNK_CHARS * 2 + 1).to_string(), "3").implausible(max),
+            None
+        );
+        assert_eq!(meta(&(64 << 20).to_string(), "1024").implausible(max), None);
+        for (chars, chunks) in [
+            ("5", "1000000000000"),
+            ("5", "0"),
+            ("1000000000000000", "15258789063"),
+            (&(CHUNK_CHARS * 2).to_string(), "3"),
+        ] {
+            assert!(
+                meta(chars, chunks).implausible(max).is_some(),
+                "{chars} chars, {chunks} chunks"
+            );
+        }
     }
 }

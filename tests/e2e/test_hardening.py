@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
 from mcp.types import Implementation
 
 from conftest import BIN, ROOT, text_of, write_config
@@ -51,3 +52,17 @@ async def test_huge_arguments_get_results_that_fit_and_keep_their_schema(tmp_pat
         r = await c.call_tool("call_tool", {"name": "time__get_current_time",
                                             "arguments": {"timezone": ["z" * 1_300_000]}})
         assert r.is_error and "timezone" in text_of(r) and len(text_of(r)) < BUDGET_BYTES
+
+
+async def test_resources_read_errors_cap_the_uri_they_repeat(tmp_path):
+    params = StdioServerParameters(command=str(BIN), args=["--config", str(shipped(tmp_path)), "serve"],
+                                   env={**os.environ})
+    async with Client(params, client_info=CODEX) as c:
+        # A stored-result id, a URI of no kind meta-server serves, and a skill name: 100 KB each.
+        for uri in ("meta-server://results/r-" + "a" * 100_000, "x:" + "y" * 100_000, "skill://" + "s" * 100_000):
+            with pytest.raises(MCPError) as refused:
+                await c.read_resource(uri)
+            message = refused.value.message
+            assert len(message) < 1_000, f"{len(message)} characters: {message[:300]}"
+            assert " characters)" in message, message
+

@@ -208,7 +208,10 @@ impl ServerHandler for MetaServer {
                 .find(|s| s.name == name)
                 .ok_or_else(|| {
                     McpError::resource_not_found(
-                        format!("no skill \"{name}\"; resources/list shows the skills"),
+                        format!(
+                            "no skill \"{}\"; resources/list shows the skills",
+                            reply::echo(name)
+                        ),
                         None,
                     )
                 })?;
@@ -225,7 +228,7 @@ impl ServerHandler for MetaServer {
             McpError::resource_not_found(
                 format!(
                     "unknown resource {}; stored results look like {}r-<32 hex digits>",
-                    request.uri,
+                    reply::echo(&request.uri),
                     crate::result::RESOURCE_PREFIX
                 ),
                 None,

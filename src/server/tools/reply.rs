@@ -10,10 +10,6 @@ use crate::result::ResultHandler;
 
 pub type Reply = CallToolResult;
 
-/// Characters of client input a result repeats back; the rest is elided, so what a result
-/// echoes never crowds out what it says.
-pub const ECHO_CHARS: usize = 200;
-
 /// An `isError: true` result carrying `message`.
 pub fn error(message: impl Into<String>) -> Reply {
     CallToolResult::error(vec![ContentBlock::text(message.into())])
@@ -32,14 +28,7 @@ pub fn parse_args<T: DeserializeOwned>(tool: &str, args: JsonObject) -> Result<T
         .map_err(|e| format!("invalid arguments for {tool}: {}", echo(&e.to_string())))
 }
 
-/// `text` as a result repeats it: whole up to [`ECHO_CHARS`] characters, else its start and
-/// how long it was.
-pub fn echo(text: &str) -> String {
-    match text.char_indices().nth(ECHO_CHARS) {
-        None => text.to_owned(),
-        Some((end, _)) => format!("{}… ({} characters)", &text[..end], text.chars().count()),
-    }
-}
+pub use crate::echo::echo;
 
 /// `make(n)` for the largest `n` in `min..=max` whose reply fits `soft` tokens (shaping
 /// leaves it whole), found with O(log max) replies made; `make(min)` when none fits. The
@@ -68,18 +57,4 @@ pub fn fitted(
         }
     }
     best.unwrap_or_else(|| make(lo))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn echoes_are_capped_on_char_boundaries() {
-        assert_eq!(echo("short"), "short");
-        let long = "ü".repeat(1000);
-        let shown = echo(&long);
-        assert!(shown.starts_with(&"ü".repeat(ECHO_CHARS)));
-        assert!(shown.ends_with("… (1000 characters)"), "{shown}");
-    }
 }

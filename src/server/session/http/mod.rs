@@ -1,11 +1,13 @@
 //! Serving MCP over streamable HTTP: one shared `State` for every client, one rmcp session per
 //! client, an optional bearer token, Host/Origin checks against DNS rebinding, and limits on
-//! sessions (`sessions.rs`) and connections (`conn.rs`). With a shared store, sessions are
-//! kept there too, so a session started on one replica goes on at any other. `GET /healthz`
-//! (no token) and `GET /metrics` (with the token) are for operators.
+//! sessions (`sessions.rs`) and connections (`conn.rs`), and request bodies refused as soon
+//! as they pass the limit. With a shared store, sessions are kept there too, so a session
+//! started on one replica goes on at any other. `GET /healthz` (no token) and `GET /metrics`
+//! (with the token) are for operators.
 
 mod conn;
 mod metrics_page;
+mod rebinding;
 mod sessions;
 
 use std::fmt;
@@ -17,6 +19,7 @@ use axum::extract::{Request, State as Extract};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use futures::StreamExt;
 use http::{HeaderValue, StatusCode, header};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -208,6 +211,11 @@ impl HttpServer {
             .with_allowed_hosts(self.options.allowed_hosts())
             .with_allowed_origins(self.options.allowed_origins())
             .with_cancellation_token(ct.child_token());
+        let rebinding = Arc::new(rebinding::Allowed::new(
+            &config.allowed_hosts,
+            &config.allowed_origins,
+        ));
+        let body_limit = BodyLimit(config.max_request_body_bytes);
         // A session another replica started is restored by replaying its initialize.
         let shared_sessions = state.shared.as_ref().map(|store| {
             Arc::new(SharedSessions::new(
@@ -238,11 +246,12 @@ impl HttpServer {
             let state = state.clone();
             move || async move { health(&state).await }
         };
-        // Outermost last: request counting, the request deadline, then the token (not for
-        // /healthz), then the session cap.
+        // Outermost last: request counting, the request deadline, Host and Origin, then the
+        // token (not for /healthz), then the session cap, then the body. So nothing of a body
+        // is read for a foreign page, a request without the token or one over the session cap.
         let mut router = axum::Router::new()
             .route_service(PATH, service)
-            .layer(middleware::from_fn(well_formed_body))
+            .layer(middleware::from_fn_with_state(body_limit, bounded_body))
             .layer(middleware::from_fn_with_state(
                 cap,
                 sessions::limit_sessions,
@@ -256,6 +265,10 @@ impl HttpServer {
         }
         let router = router
             .route(HEALTH_PATH, get(health))
+            .layer(middleware::from_fn_with_state(
+                rebinding,
+                rebinding::same_origin,
+            ))
             .layer(middleware::from_fn(conn::within_request_timeout))
             .layer(middleware::from_fn_with_state(
                 state.clone(),
@@ -298,27 +311,64 @@ async fn health(state: &State) -> Response {
     }
 }
 
-/// A request body with lone surrogate escapes (a JavaScript client's string cut mid-emoji) gets
-/// them read as U+FFFD, as on stdio, instead of a 415 for the whole request.
-async fn well_formed_body(request: Request, next: Next) -> Response {
+/// The largest request body read, in bytes (rmcp's own limit, which it checks only after
+/// this one has read the body).
+#[derive(Debug, Clone, Copy)]
+struct BodyLimit(usize);
+
+/// Reads a request's body, refusing it with 413 as soon as it passes the limit: a declared
+/// `Content-Length` over it before any of the body is read, a chunked one at the first frame
+/// past it; the connection is closed then, so the rest of the body is never read. Lone
+/// surrogate escapes (a JavaScript client's string cut mid-emoji) are read as U+FFFD, as on
+/// stdio, instead of getting a 415 for the whole request.
+async fn bounded_body(
+    Extract(BodyLimit(limit)): Extract<BodyLimit>,
+    request: Request,
+    next: Next,
+) -> Response {
     let (parts, body) = request.into_parts();
-    // rmcp reads the whole body too, with no limit of its own; the request deadline bounds both.
-    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
-        Ok(bytes) => bytes,
-        Err(e) => {
-            return (
-                StatusCode::BAD_REQUEST,
-                format!("cannot read the body: {e}\n"),
-            )
-                .into_response();
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return too_large(limit);
+    }
+    let mut bytes = Vec::new();
+    let mut frames = body.into_data_stream();
+    while let Some(frame) = frames.next().await {
+        match frame {
+            Ok(data) if data.len() > limit - bytes.len() => return too_large(limit),
+            Ok(data) => bytes.extend_from_slice(&data),
+            Err(e) => {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    format!("cannot read the body: {e}\n"),
+                )
+                    .into_response();
+            }
         }
-    };
+    }
     let bytes = match crate::surrogates::well_formed(&bytes) {
-        Some(fixed) => fixed.into(),
+        Some(fixed) => fixed,
         None => bytes,
     };
     next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
         .await
+}
+
+/// 413 for a body over `limit` bytes, closing the connection so the rest is not read.
+fn too_large(limit: usize) -> Response {
+    let mut response = (
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("the request body is larger than {limit} bytes\n"),
+    )
+        .into_response();
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 /// Counts every request by method and status for `/metrics`.
