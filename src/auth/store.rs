@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::AuthError;
+use crate::atomic_file::{self, Access};
 
 /// Version of the credential file; a newer one is refused, never misread. Format 1 binds by the
 /// URL in clear (`url`); format 2 by `urlSha256`, which meta-server before format 2 would not
@@ -193,19 +194,13 @@ impl FileStore {
 
     /// Writes `record` atomically, owner-only, creating the directory (owner-only) if needed.
     pub fn write(&self, record: &Record) -> Result<(), AuthError> {
-        use std::io::Write;
         let dir = self.path.parent().unwrap_or(Path::new("."));
         create_private_dir(dir).map_err(|e| self.io(e))?;
         let bytes = serde_json::to_vec_pretty(record).map_err(|e| AuthError::Corrupt {
             path: self.path.clone(),
             message: e.to_string(),
         })?;
-        // NamedTempFile is created with mode 0600.
-        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| self.io(e))?;
-        tmp.write_all(&bytes).map_err(|e| self.io(e))?;
-        tmp.as_file().sync_all().map_err(|e| self.io(e))?;
-        tmp.persist(&self.path).map_err(|e| self.io(e.error))?;
-        Ok(())
+        atomic_file::write(&self.path, &bytes, Access::OwnerOnly).map_err(|e| self.io(e))
     }
 
     /// Deletes the record; `false` when there was none.
