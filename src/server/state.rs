@@ -3,7 +3,9 @@
 //! replicas), metrics, and budgets resolved once.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::{Mutex, RwLock};
 use std::time::Duration;
 
 use crate::budget::{self, Budgets, ByteEstimate, Limits, O200k, Route, TokenCounter};
@@ -171,7 +173,6 @@ impl State {
     pub(super) fn listing_lock(&self, server: &str) -> Arc<tokio::sync::Mutex<()>> {
         self.listing
             .lock()
-            .expect("listing lock")
             .entry(server.to_owned())
             .or_default()
             .clone()
@@ -179,7 +180,7 @@ impl State {
 
     /// Records why `server` cannot be listed, or (`None`) that it can again.
     pub(super) fn set_unavailable(&self, server: &str, reason: Option<String>) {
-        let mut unavailable = self.unavailable.lock().expect("unavailable lock");
+        let mut unavailable = self.unavailable.lock();
         match reason {
             Some(reason) => unavailable.insert(server.to_owned(), reason),
             None => unavailable.remove(server),
@@ -194,12 +195,7 @@ impl State {
             .skipped
             .iter()
             .map(|s| (s.key.clone(), s.reason.clone()));
-        let failed = self
-            .unavailable
-            .lock()
-            .expect("unavailable lock")
-            .clone()
-            .into_iter();
+        let failed = self.unavailable.lock().clone().into_iter();
         skipped.chain(failed).collect()
     }
 
@@ -268,7 +264,7 @@ impl State {
             return;
         };
         // A library swapped in meanwhile is embedded after this, by `embed_library`.
-        let _one = self.embedding.lock().expect("embedding lock");
+        let _one = self.embedding.lock();
         let started = std::time::Instant::now();
         let library = self.library();
         match library.embed_within(embedder, Some(&self.settings.catalog_dir), START_EMBED_MOST) {
@@ -292,7 +288,7 @@ impl State {
         let Some(embedder) = self.embedder() else {
             return;
         };
-        let _one = self.embedding.lock().expect("embedding lock");
+        let _one = self.embedding.lock();
         loop {
             let library = self.library();
             if !library.is_hybrid() {
@@ -355,7 +351,7 @@ impl State {
     /// Counts a tool list this process fetched from `server` (`listed`) or a catalog of it
     /// taken from the shared store.
     pub(super) fn count_catalog(&self, server: &str, listed: bool) {
-        let mut counts = self.catalog_counts.lock().expect("catalog counts lock");
+        let mut counts = self.catalog_counts.lock();
         let entry = counts.entry(server.to_owned()).or_default();
         if listed {
             entry.0 += 1;
@@ -366,15 +362,12 @@ impl State {
 
     /// Per server: (tool lists fetched by this process, catalogs taken from the shared store).
     pub fn catalog_counts(&self) -> BTreeMap<String, (u64, u64)> {
-        self.catalog_counts
-            .lock()
-            .expect("catalog counts lock")
-            .clone()
+        self.catalog_counts.lock().clone()
     }
 
     /// The current library (a snapshot; cheap to hold across a call).
     pub fn library(&self) -> Arc<Library> {
-        self.library.read().expect("library lock").clone()
+        self.library.read().clone()
     }
 
     /// Swaps in a library where `catalog` replaces its server's previous one.
@@ -384,11 +377,11 @@ impl State {
     ) -> Result<(), crate::search::SearchError> {
         // One rebuild at a time, so concurrent refreshes never drop each other's catalogs;
         // searches keep reading the old library until the swap.
-        let _writer = self.rebuilding.lock().expect("rebuild lock");
+        let _writer = self.rebuilding.lock();
         let library = self
             .library()
             .with_catalog(&self.settings.servers, catalog)?;
-        *self.library.write().expect("library lock") = Arc::new(library);
+        *self.library.write() = Arc::new(library);
         Ok(())
     }
 
@@ -414,17 +407,12 @@ impl State {
             .catalogs
             .get(server)
             .is_some_and(|c| !c.is_stale(config, std::time::SystemTime::now()));
-        !fresh || self.dirty.lock().expect("dirty lock").contains(server)
+        !fresh || self.dirty.lock().contains(server)
     }
 
     /// Servers being indexed in the background right now, sorted.
     pub fn indexing(&self) -> Vec<String> {
-        self.indexing
-            .lock()
-            .expect("indexing lock")
-            .iter()
-            .cloned()
-            .collect()
+        self.indexing.lock().iter().cloned().collect()
     }
 }
 

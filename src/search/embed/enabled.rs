@@ -2,7 +2,9 @@
 //! ONNX Runtime loaded at run time from the embedding directory.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use fastembed::{
     InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel,
@@ -79,12 +81,11 @@ impl Embedder {
     /// built-in tools alone. Same model file, same vectors.
     pub fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut out = Vec::with_capacity(texts.len());
-        let mut model = self.document_model.lock().expect("embedder lock");
+        let mut model = self.document_model.lock();
         if model.is_none() && texts.len() <= FEW_DOCUMENTS {
             return self
                 .query_model
                 .lock()
-                .expect("embedder lock")
                 .embed(texts, Some(32))
                 .map_err(|e| EmbedError::Model(e.to_string()));
         }
@@ -110,7 +111,6 @@ impl Embedder {
         let v: Arc<[f32]> = self
             .query_model
             .lock()
-            .expect("embedder lock")
             .embed([query], Some(1))
             .map_err(|e| EmbedError::Model(e.to_string()))?
             .pop()
@@ -161,7 +161,7 @@ fn runtime_path(dir: &Path) -> PathBuf {
 /// Loads ONNX Runtime once per process; a failure can be retried with another path.
 fn init_runtime(path: &Path) -> Result<(), EmbedError> {
     static LOADED: Mutex<bool> = Mutex::new(false);
-    let mut loaded = LOADED.lock().expect("runtime lock");
+    let mut loaded = LOADED.lock();
     if *loaded {
         return Ok(());
     }

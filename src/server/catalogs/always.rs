@@ -24,7 +24,6 @@ pub(in crate::server) async fn prepare(state: &Arc<State>) -> Vec<Tool> {
     state
         .indexing
         .lock()
-        .expect("indexing lock")
         .extend(servers.iter().map(|s| s.to_string()));
     futures::future::join_all(servers.iter().map(|&server| async move {
         if let Err(e) = state.manager.connect(server).await {
@@ -37,7 +36,7 @@ pub(in crate::server) async fn prepare(state: &Arc<State>) -> Vec<Tool> {
         {
             tracing::warn!(server, "re-listing tools failed: {e}");
         }
-        state.indexing.lock().expect("indexing lock").remove(server);
+        state.indexing.lock().remove(server);
     }))
     .await;
     let library = state.library();

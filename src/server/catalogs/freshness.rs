@@ -22,11 +22,7 @@ const DEBOUNCE: Duration = Duration::from_millis(300);
 /// Indexes `servers` (no catalog yet) with bounded concurrency, then disconnects them.
 /// Each listing is a tracked task, so it finishes even when the client leaves meanwhile.
 pub(in crate::server) async fn index_missing(state: Arc<State>, servers: Vec<String>) {
-    state
-        .indexing
-        .lock()
-        .expect("indexing lock")
-        .extend(servers.iter().cloned());
+    state.indexing.lock().extend(servers.iter().cloned());
     let concurrency = state.settings.index_concurrency;
     futures::stream::iter(servers)
         .for_each_concurrent(concurrency, |server| {
@@ -37,11 +33,7 @@ pub(in crate::server) async fn index_missing(state: Arc<State>, servers: Vec<Str
                     tracing::warn!(server, "background indexing failed: {e}");
                 }
                 state.manager.disconnect_if_idle(&server).await;
-                state
-                    .indexing
-                    .lock()
-                    .expect("indexing lock")
-                    .remove(&server);
+                state.indexing.lock().remove(&server);
             });
             async move {
                 let _ = task.await;
@@ -52,7 +44,7 @@ pub(in crate::server) async fn index_missing(state: Arc<State>, servers: Vec<Str
 
 /// Reacts to upstream events until the manager is gone.
 pub(in crate::server) async fn watch(state: Arc<State>) {
-    let Some(mut events) = state.events.lock().expect("events lock").take() else {
+    let Some(mut events) = state.events.lock().take() else {
         return;
     };
     let mut due: BTreeMap<String, Instant> = BTreeMap::new();
@@ -64,7 +56,7 @@ pub(in crate::server) async fn watch(state: Arc<State>) {
             event = events.recv() => match event {
                 None => return,
                 Some(Event::Connected(server)) => {
-                    let indexing = state.indexing.lock().expect("indexing lock").contains(&server);
+                    let indexing = state.indexing.lock().contains(&server);
                     if !indexing && state.is_stale(&server) {
                         due.insert(server, Instant::now());
                     }
@@ -86,7 +78,7 @@ pub(in crate::server) async fn watch(state: Arc<State>) {
                         }
                     } else {
                         // Re-listed on its next connection instead of starting it now.
-                        state.dirty.lock().expect("dirty lock").insert(server);
+                        state.dirty.lock().insert(server);
                     }
                 }
             }

@@ -81,7 +81,7 @@ pub(in crate::server) async fn pull(
 
 /// Records the shared versions [`pull`] took, and counts them as taken from the store.
 pub(in crate::server) fn record_pulled(state: &State, taken: Vec<(String, String, String)>) {
-    let mut versions = state.shared_versions.lock().expect("shared versions lock");
+    let mut versions = state.shared_versions.lock();
     for (server, field, version) in taken {
         state.count_catalog(&server, false);
         versions.insert(field, version);
@@ -126,11 +126,7 @@ pub(super) async fn refresh(
                 lease.release().await;
                 let catalog = listed?;
                 if let Some(version) = published {
-                    state
-                        .shared_versions
-                        .lock()
-                        .expect("shared versions lock")
-                        .insert(field, version);
+                    state.shared_versions.lock().insert(field, version);
                 }
                 return Ok(catalog);
             }
@@ -189,7 +185,6 @@ fn take(state: &State, field: &str, version: String, catalog: Catalog) -> Catalo
     state
         .shared_versions
         .lock()
-        .expect("shared versions lock")
         .insert(field.to_owned(), version);
     catalog
 }
@@ -209,12 +204,7 @@ pub(in crate::server) async fn follow(state: Arc<State>, store: Valkey) {
             let Some(version) = versions.get(&field) else {
                 continue;
             };
-            let known = state
-                .shared_versions
-                .lock()
-                .expect("shared versions lock")
-                .get(&field)
-                .cloned();
+            let known = state.shared_versions.lock().get(&field).cloned();
             if known.as_ref() == Some(version) {
                 continue;
             }

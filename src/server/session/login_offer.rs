@@ -27,7 +27,6 @@ pub(in crate::server) fn logged_in_since(state: &State, server: &str, since: Ins
     state
         .logged_in
         .lock()
-        .expect("logged_in lock")
         .get(server)
         .is_some_and(|&at| at >= since)
 }
@@ -49,12 +48,7 @@ pub(in crate::server) fn offer(
     let Some(config) = state.settings.server(server).cloned() else {
         return false;
     };
-    if !state
-        .logins
-        .lock()
-        .expect("logins lock")
-        .insert(server.to_owned())
-    {
+    if !state.logins.lock().insert(server.to_owned()) {
         return true;
     }
     let state = state.clone();
@@ -86,7 +80,6 @@ pub(in crate::server) fn offer(
                 state
                     .logged_in
                     .lock()
-                    .expect("logged_in lock")
                     .insert(login.server.clone(), Instant::now());
                 state.set_unavailable(&login.server, None);
             }
@@ -94,11 +87,7 @@ pub(in crate::server) fn offer(
                 tracing::warn!(server = %config.name, "login offered to the client failed: {e}")
             }
         }
-        state
-            .logins
-            .lock()
-            .expect("logins lock")
-            .remove(&config.name);
+        state.logins.lock().remove(&config.name);
     });
     true
 }

@@ -150,7 +150,7 @@ pub(in crate::server) async fn run(state: &State, soft: usize, args: Args) -> Re
             .iter()
             .map(|s| s.name.as_str())
             .collect(),
-        boosted: state.boosted.lock().expect("boosted lock").clone(),
+        boosted: state.boosted.lock().clone(),
         indexing: state.indexing(),
         unavailable: state.unavailable(),
         results: &state.results,
