@@ -206,13 +206,13 @@ impl Session {
             .and_then(|o| o.client_secret.as_deref())
         {
             Some(secret) => Some(
-                crate::config::expand(secret, &|v| std::env::var(v).ok()).map_err(|var| {
-                    ConfigError::MissingVar {
+                crate::config::expand(secret, &|v| std::env::var(v).ok()).map_err(
+                    |crate::config::Unset(var)| ConfigError::MissingVar {
                         server: config.key.clone(),
                         key: "oauth.clientSecret".into(),
                         var,
-                    }
-                })?,
+                    },
+                )?,
             ),
             None => None,
         };

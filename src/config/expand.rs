@@ -1,9 +1,14 @@
 //! `${VAR}` and `${VAR:-default}` expansion, as Claude Code does it in `.mcp.json`.
 
+/// A variable that is unset and has no default, by name.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("${{{0}}} is not set")]
+pub struct Unset(pub String);
+
 /// Expands every `${VAR}` / `${VAR:-default}` in `text`; a `$` not followed by `{` stays as is.
 ///
-/// Returns the name of the first variable that is unset and has no default.
-pub fn expand(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+/// Fails with the first variable that is unset and has no default.
+pub fn expand(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, Unset> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("${") {
@@ -22,7 +27,7 @@ pub fn expand(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Str
             Some(value) => out.push_str(&value),
             None => match default {
                 Some(default) => out.push_str(default),
-                None => return Err(name.to_owned()),
+                None => return Err(Unset(name.to_owned())),
             },
         }
         rest = &after[end + 1..];
@@ -64,7 +69,7 @@ mod tests {
             expand("a${HOME}b${HOME}", &env).unwrap(),
             "a/home/ub/home/u"
         );
-        assert_eq!(expand("${NOPE}", &env).unwrap_err(), "NOPE");
+        assert_eq!(expand("${NOPE}", &env).unwrap_err(), Unset("NOPE".into()));
     }
 
     #[test]

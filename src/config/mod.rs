@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use expand::expand;
+pub use expand::{Unset, expand};
 pub use tools::{GlobError, ToolFilter};
 
 /// Idle time after which an unused upstream is stopped.
@@ -447,7 +447,7 @@ impl ServerConfig {
         lookup: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Launch, ConfigError> {
         let ex = |key: &str, value: &str| {
-            expand(value, lookup).map_err(|var| ConfigError::MissingVar {
+            expand(value, lookup).map_err(|Unset(var)| ConfigError::MissingVar {
                 server: self.key.clone(),
                 key: key.to_owned(),
                 var,

@@ -72,7 +72,7 @@ impl Valkey {
         url: &str,
         lookup: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, StoreError> {
-        let url = crate::config::expand(url, lookup).map_err(|var| {
+        let url = crate::config::expand(url, lookup).map_err(|crate::config::Unset(var)| {
             StoreError::BadUrl(format!("uses ${{{var}}}, which is not set; export {var}"))
         })?;
         let shown = masked(&url);
