@@ -18,10 +18,10 @@ use serde_json::Value;
 
 use super::{
     ConfigError, DEFAULT_CALL_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_INDEX_CONCURRENCY,
-    DEFAULT_RESULT_MEMORY, DEFAULT_RESULT_TTL, DEFAULT_STORE_MAX_RESULT, DEFAULT_STORE_TTL,
-    OAuthConfig, ResultSettings, ServerConfig, Settings, SkippedServer, StoreSettings, Tokenizer,
-    ToolFilter, TransportConfig, default_catalog_dir, default_embed_dir, default_skills_dirs,
-    server_identifier,
+    DEFAULT_MAX_MESSAGE, DEFAULT_RESULT_MEMORY, DEFAULT_RESULT_TTL, DEFAULT_STORE_MAX_RESULT,
+    DEFAULT_STORE_TTL, OAuthConfig, ResultSettings, ServerConfig, Settings, SkippedServer,
+    StoreSettings, Tokenizer, ToolFilter, TransportConfig, default_catalog_dir, default_embed_dir,
+    default_skills_dirs, server_identifier,
 };
 
 /// `metaServer`: options for meta-server itself. Unknown keys are errors (they are typos).
@@ -32,6 +32,7 @@ struct Global {
     idle_timeout_secs: Option<Positive>,
     timeout_secs: Option<Positive>,
     max_result_tokens: Option<Positive>,
+    max_message_mb: Option<MessageMb>,
     index_concurrency: Option<Positive>,
     skills_dirs: Option<Strs>,
     /// [`Embeddings`], read by [`read`] like every object.
@@ -117,6 +118,7 @@ struct Entry {
     idle_timeout_secs: Option<Positive>,
     timeout_secs: Option<Positive>,
     max_result_tokens: Option<Positive>,
+    max_message_mb: Option<MessageMb>,
     allow_tools: Strs,
     deny_tools: Strs,
     /// [`OAuth`], read by [`read`] like every object.
@@ -221,6 +223,7 @@ struct Defaults {
     idle_timeout: Duration,
     call_timeout: Duration,
     max_result_tokens: Option<u64>,
+    max_message_bytes: usize,
 }
 
 pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
@@ -292,6 +295,9 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
         idle_timeout: secs(global.idle_timeout_secs, DEFAULT_IDLE_TIMEOUT),
         call_timeout: secs(global.timeout_secs, DEFAULT_CALL_TIMEOUT),
         max_result_tokens: global.max_result_tokens.map(|n| n.0),
+        max_message_bytes: global
+            .max_message_mb
+            .map_or(DEFAULT_MAX_MESSAGE, |mb| mb.0 << 20),
     };
     // One entry meta-server cannot serve is reported and skipped; it never sinks the rest.
     let mut out: Vec<ServerConfig> = Vec::new();
@@ -467,6 +473,9 @@ fn server(
             .max_result_tokens
             .map(|n| n.0)
             .or(defaults.max_result_tokens),
+        max_message_bytes: entry
+            .max_message_mb
+            .map_or(defaults.max_message_bytes, |mb| mb.0 << 20),
         oauth,
     })
 }
@@ -595,6 +604,25 @@ impl TryFrom<Value> for Positive {
                 _ => Err(format!("must be a whole number above 0, found {n}")),
             },
             other => Err(wrong("a whole number above 0", &other)),
+        }
+    }
+}
+
+/// `maxMessageMb`: whole MiB, 1 to 4096 (4 GiB; also keeps the byte count in a `usize`).
+#[derive(Deserialize)]
+#[serde(try_from = "Value")]
+struct MessageMb(usize);
+
+impl TryFrom<Value> for MessageMb {
+    type Error = String;
+    fn try_from(value: Value) -> Result<Self, String> {
+        const WHAT: &str = "a whole number of MiB from 1 to 4096";
+        match value {
+            Value::Number(n) => match n.as_u64() {
+                Some(mb @ 1..=4096) => Ok(Self(mb as usize)),
+                _ => Err(format!("must be {WHAT}, found {n}")),
+            },
+            other => Err(wrong(WHAT, &other)),
         }
     }
 }

@@ -73,7 +73,7 @@ pub(super) async fn dispatch(
     if let Some((server, _)) = name.split_once(crate::library::SEPARATOR)
         && let Err(failed) = super::first_run::ensure(state, server).await
     {
-        return reply::error(failed);
+        return reply::foreign_error(failed);
     }
     let library = state.library();
     let Some(entry) = library.get(name).cloned() else {
@@ -130,7 +130,7 @@ pub(super) async fn dispatch(
                     Ok(result) => break result,
                     Err(e) => {
                         state.metrics.tool_call(&entry.server, false, started.elapsed());
-                        return reply::error(e.to_string());
+                        return reply::foreign_error(e.to_string());
                     }
                 },
                 () = caller.cancelled.cancelled() => {

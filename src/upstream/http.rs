@@ -1,21 +1,26 @@
 //! The streamable-HTTP client under rmcp's transport, with one ordering rule: after
 //! `initialize`, requests wait (briefly, once) until the session's notification stream (the
 //! GET that rmcp opens in the background) is answered, so the server's notifications and
-//! stream resumptions are not raced by the first request.
+//! stream resumptions are not raced by the first request. Its event streams are read as
+//! [`wire::decode`] says, and what rmcp refuses (a message over the size limit, a reply it
+//! cannot read) is noted as the connection's fault.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
     StreamableHttpResponseLimits,
 };
 use sse_stream::{Error as SseError, Sse};
 use tokio::sync::watch;
+
+use super::wire::{self, Faults};
 
 /// Longest wait of the first request for the notification stream; servers without one
 /// (stateless, or no GET support) cost this once.
@@ -27,13 +32,74 @@ pub struct Ordered<C> {
     inner: C,
     /// Becomes true once a GET stream was answered (or the wait gave up).
     settled: Arc<watch::Sender<bool>>,
+    /// The largest message read, in bytes (rmcp enforces it; this names it in the fault).
+    limit: usize,
+    faults: Faults,
 }
 
 impl<C> Ordered<C> {
-    pub fn new(inner: C) -> Self {
+    pub fn new(inner: C, limit: usize, faults: Faults) -> Self {
         Self {
             inner,
             settled: Arc::new(watch::Sender::new(false)),
+            limit,
+            faults,
+        }
+    }
+
+    /// `events` with lone surrogate escapes read as U+FFFD and unreadable replies turned into
+    /// errors of their requests; an event over the limit is noted as the fault.
+    fn events(
+        &self,
+        events: BoxStream<'static, Result<Sse, SseError>>,
+    ) -> BoxStream<'static, Result<Sse, SseError>> {
+        let limit = self.limit;
+        let faults = self.faults.clone();
+        events
+            .map(move |event| match event {
+                Ok(mut event) => {
+                    if let Some(data) = event.data.take() {
+                        event.data = Some(readable(data));
+                    }
+                    Ok(event)
+                }
+                Err(e) => {
+                    if e.to_string().contains("exceeded the maximum size") {
+                        faults.note(wire::too_large(limit));
+                    }
+                    Err(e)
+                }
+            })
+            .boxed()
+    }
+
+    /// Notes what rmcp refused of a POST's answer.
+    fn note<E: std::error::Error + Send + Sync + 'static>(
+        &self,
+        response: Result<StreamableHttpPostResponse, StreamableHttpError<E>>,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<E>> {
+        match response {
+            Ok(StreamableHttpPostResponse::Sse(events, session)) => Ok(
+                StreamableHttpPostResponse::Sse(self.events(events), session),
+            ),
+            Err(e) => {
+                match &e {
+                    StreamableHttpError::ResponseBodyTooLarge { .. } => {
+                        self.faults.note(wire::too_large(self.limit));
+                    }
+                    StreamableHttpError::UnexpectedServerResponse(why)
+                        if why.starts_with("could not parse JSON response") =>
+                    {
+                        self.faults.note(format!(
+                            "sent a reply meta-server cannot read: {}",
+                            wire::shorten(why, 300)
+                        ));
+                    }
+                    _ => {}
+                }
+                Err(e)
+            }
+            other => other,
         }
     }
 
@@ -86,7 +152,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Ordered<C> {
             .post_message(uri, message, session_id, auth_header, custom_headers)
             .await;
         self.after_post(initialize, &response);
-        response
+        self.note(response)
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -111,7 +177,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Ordered<C> {
             )
             .await;
         self.after_post(initialize, &response);
-        response
+        self.note(response)
     }
 
     async fn post_message_with_response_limits(
@@ -136,7 +202,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Ordered<C> {
             )
             .await;
         self.after_post(initialize, &response);
-        response
+        self.note(response)
     }
 
     async fn delete_session(
@@ -164,7 +230,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Ordered<C> {
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
             .await;
         self.settled.send_replace(true);
-        stream
+        stream.map(|events| self.events(events))
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -188,6 +254,23 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Ordered<C> {
             )
             .await;
         self.settled.send_replace(true);
-        stream
+        stream.map(|events| self.events(events))
     }
+}
+
+/// An event's data as rmcp will read it: lone surrogate escapes as U+FFFD, and a reply that
+/// still is not JSON-RPC as an error reply to its request (see [`wire::decode`]).
+fn readable(data: String) -> String {
+    let mut bytes = data.into_bytes();
+    if crate::surrogates::replace_lone(&mut bytes) {
+        tracing::debug!("an upstream event held lone surrogate escapes; read as U+FFFD");
+    }
+    if serde_json::from_slice::<ServerJsonRpcMessage>(&bytes).is_err()
+        && let Some(message) = wire::decode(&mut bytes)
+        && let Ok(text) = serde_json::to_string(&message)
+    {
+        return text;
+    }
+    // Only ASCII hex digits were rewritten: still UTF-8.
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
