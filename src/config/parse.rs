@@ -993,6 +993,26 @@ mod tests {
     }
 
     #[test]
+    fn the_message_limit_is_global_with_a_per_server_override() {
+        let s = parse_str(
+            r#"{"metaServer": {"maxMessageMb": 8},
+                "mcpServers": {"a": {"command": "x"}, "b": {"command": "x", "maxMessageMb": 512}}}"#,
+        )
+        .unwrap();
+        assert_eq!(s.server("a").unwrap().max_message_bytes, 8 << 20);
+        assert_eq!(s.server("b").unwrap().max_message_bytes, 512 << 20);
+        let s = parse_str(r#"{"mcpServers": {"a": {"command": "x"}}}"#).unwrap();
+        assert_eq!(s.server("a").unwrap().max_message_bytes, 64 << 20);
+        let e = invalid(r#"{"metaServer": {"maxMessageMb": 5000}, "mcpServers": {}}"#);
+        assert!(
+            e.ends_with(
+                "metaServer.maxMessageMb: must be a whole number of MiB from 1 to 4096, found 5000"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn missing_file_says_how_to_choose_one() {
         let e = Settings::load(Path::new("/nonexistent/meta.json"), None)
             .unwrap_err()

@@ -19,7 +19,7 @@ use tokio::process::ChildStderr;
 use tokio::sync::Mutex;
 
 use super::child::ChildTransport;
-use super::http::Ordered;
+use super::http::{Ordered, Upstream};
 use super::progress::ProgressRoutes;
 use super::sse::{SseError, SseTransport};
 use super::wire::{self, Faults};
@@ -182,16 +182,29 @@ pub(super) async fn open(
             http.max_json_response_size = limit;
             http.max_sse_event_size = limit;
             // Our own client: it never follows a redirect to another origin.
-            let reqwest = wire::http_client(&server, &faults, false);
+            let upstream = Upstream {
+                http: wire::http_client(&server, &faults, false),
+                faults: faults.clone(),
+            };
             let handshake = match authorized(config, login).await? {
+                // A login's manager is its client's alone: it moves under ours.
+                Some(auth) if Arc::strong_count(&auth.auth_manager) == 1 => {
+                    let manager = Arc::into_inner(auth.auth_manager)
+                        .expect("the only reference")
+                        .into_inner();
+                    let auth = rmcp::transport::AuthClient::new(upstream, manager);
+                    let ordered = Ordered::new(auth, limit, faults.clone());
+                    let transport = StreamableHttpClientTransport::with_client(ordered, http);
+                    tokio::time::timeout(after, client.serve(transport)).await
+                }
                 Some(mut auth) => {
-                    auth.http_client = reqwest;
+                    auth.http_client = upstream.http;
                     let ordered = Ordered::new(auth, limit, faults.clone());
                     let transport = StreamableHttpClientTransport::with_client(ordered, http);
                     tokio::time::timeout(after, client.serve(transport)).await
                 }
                 None => {
-                    let plain = Ordered::new(reqwest, limit, faults.clone());
+                    let plain = Ordered::new(upstream, limit, faults.clone());
                     let transport = StreamableHttpClientTransport::with_client(plain, http);
                     tokio::time::timeout(after, client.serve(transport)).await
                 }

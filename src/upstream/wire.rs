@@ -217,6 +217,7 @@ pub fn http_client(server: &str, faults: &Faults, see_other: bool) -> reqwest::C
             attempt.follow()
         }
     });
+    crate::auth::ensure_tls();
     reqwest::Client::builder()
         .redirect(policy)
         .build()
