@@ -85,14 +85,21 @@ def requests_seen(log: Path) -> list[dict]:
 async def test_redirects_to_another_origin_are_refused_and_nothing_reaches_it(tmp_path):
     seen = tmp_path / "elsewhere.log"
     headers = {"X-Api-Key": "key-for-the-configured-server", "Authorization": "Bearer token-for-it"}
-    with hostile_http("--log", str(seen)) as elsewhere, hostile_http("--redirect-to", elsewhere) as moved:
+    with hostile_http("--log", str(seen)) as elsewhere, hostile_http("--redirect-to", elsewhere) as moved, \
+            hostile_http() as own:
         cfg = write_config(tmp_path, {
             # A 307 to the streamable-HTTP POST, a 302 to the SSE stream's GET.
             "post": {"type": "http", "url": f"{moved}/r307/mcp", "headers": headers},
             "stream": {"type": "sse", "url": f"{moved}/r302/sse", "headers": headers},
             "fine": hostile_stdio(),
+            # Redirects on the server's own origin are followed.
+            "same307": {"type": "http", "url": f"{own}/r307/mcp", "headers": headers},
+            "same302": {"type": "sse", "url": f"{own}/r302/sse", "headers": headers},
         })
         async with meta_client(cfg) as c:
+            for server in ("same307", "same302"):
+                r = await c.call_tool("call_tool", {"name": f"{server}__echo", "arguments": {"text": "followed"}})
+                assert text_of(r) == "followed", text_of(r)
             for server in ("post", "stream"):
                 r = await c.call_tool("call_tool", {"name": f"{server}__echo", "arguments": {"text": "hi"}})
                 said = text_of(r)
