@@ -9,6 +9,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             let message = meta_server::redact::process().apply(&format!("{e:#}"));
+            let message = meta_server::cli::terminal::escape(&message);
             eprintln!("error: {message}");
             ExitCode::FAILURE
         }

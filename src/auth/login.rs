@@ -9,7 +9,7 @@ use rmcp::transport::auth::{
 use rmcp::transport::{AuthError as OAuthError, AuthorizationManager};
 
 use super::callback::{self, Prompt};
-use super::{AuthError, Session};
+use super::{AuthError, Lookup, Session};
 use crate::config::ServerConfig;
 
 /// Name under which meta-server registers itself dynamically.
@@ -41,7 +41,11 @@ pub async fn login(
     let listener = callback::bind(oauth.callback_port).await?;
     let redirect_uri = callback::redirect_uri(&listener)?;
     let store = session.store();
-    let previous = store.record().ok().flatten();
+    // A login for another URL is replaced by this one: nothing of it is used.
+    let previous = match store.lookup() {
+        Ok(Lookup::Found(record)) => Some(*record),
+        _ => None,
+    };
     let granted = previous
         .as_ref()
         .and_then(|r| r.credentials.as_ref())
@@ -65,6 +69,8 @@ pub async fn login(
                 .metadata
         }
     };
+    // Before anything is registered, opened, printed or offered.
+    super::check_metadata(&config.name, &metadata)?;
     manager.set_metadata(metadata.clone());
 
     let scopes = scopes(&manager, &oauth.scopes, &granted, challenge, &session.url);
@@ -111,7 +117,8 @@ pub async fn login(
     let auth = AuthorizationSession::new(manager, request)
         .await
         .map_err(|(_, e)| flow(config, e))?;
-    let redirect = callback::wait(listener, auth.get_authorization_url(), prompt).await?;
+    let redirect =
+        callback::wait(&config.name, listener, auth.get_authorization_url(), prompt).await?;
     let tokens = auth
         .handle_callback_with_issuer(
             &redirect.code,

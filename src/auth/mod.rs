@@ -15,7 +15,7 @@ use rmcp::transport::{AuthClient, AuthorizationManager};
 
 pub use callback::{Prompt, Show};
 pub use login::{Login, login};
-pub use store::FileStore;
+pub use store::{FileStore, Lookup, Record};
 
 use crate::config::{ConfigError, Launch, ServerConfig};
 
@@ -52,6 +52,14 @@ pub enum AuthError {
     Denied(String),
     #[error("{0}")]
     Callback(String),
+    #[error(
+        "login to \"{server}\" refused: the {field} its authorization server gives {reason}; only https, or http on a loopback address (127.0.0.0/8, ::1, localhost), is allowed, and nothing was opened"
+    )]
+    UnsafeEndpoint {
+        server: String,
+        field: &'static str,
+        reason: String,
+    },
 }
 
 /// Installs ring as rustls' crypto provider, once: reqwest is built without a default one,
@@ -64,21 +72,122 @@ pub fn ensure_tls() {
 }
 
 /// Where credential files live: `$META_SERVER_AUTH_DIR`, else `<data dir>/meta-server/auth`.
+/// The first call warns if others can write there (see [`dir_warning`]).
 pub fn auth_dir() -> PathBuf {
-    match std::env::var_os(ENV_DIR).filter(|d| !d.is_empty()) {
+    let dir = match std::env::var_os(ENV_DIR).filter(|d| !d.is_empty()) {
         Some(dir) => PathBuf::from(dir),
         None => dirs::data_dir()
             .unwrap_or_else(|| PathBuf::from("."))
             .join("meta-server")
             .join("auth"),
+    };
+    static CHECKED: std::sync::Once = std::sync::Once::new();
+    CHECKED.call_once(|| {
+        if let Some(warning) = dir_warning(&dir) {
+            tracing::warn!("{warning}");
+        }
+    });
+    dir
+}
+
+/// Why `dir` is no safe place for credentials, if it is not: it is group- or world-writable,
+/// or another user owns it. Then others can delete or replace credential files (say, with
+/// their own login, so the user's calls act in their account), or place one before the first
+/// login. The files stay owner-only (0600, written through O_EXCL temp files), so nothing is
+/// read from them: meta-server warns and goes on rather than refusing, because a loose mode is
+/// also what some mounts (WSL drives, network shares) report for a directory only the user can
+/// reach, and the fix is the user's one `chmod`.
+pub fn dir_warning(dir: &std::path::Path) -> Option<String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(dir).ok()?;
+        let mut problems = Vec::new();
+        match meta.mode() & 0o022 {
+            0 => {}
+            0o020 => problems.push("group-writable"),
+            0o002 => problems.push("world-writable"),
+            _ => problems.push("group- and world-writable"),
+        }
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if meta.uid() != me {
+            problems.push("owned by another user");
+        }
+        if problems.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "the credentials directory {} is {}: other users can replace or remove the logins kept there; run `chmod 700` on it (and own it), or set {ENV_DIR} to a private directory",
+            dir.display(),
+            problems.join(" and ")
+        ))
     }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        None
+    }
+}
+
+/// Refuses an OAuth endpoint that is not `https`, or `http` on a loopback host: a browser or
+/// opener must never be handed `file:`, `javascript:` or a custom scheme (CVE-2025-6514), and
+/// codes, secrets and tokens never travel in clear to another machine.
+pub(crate) fn check_endpoint(
+    server: &str,
+    field: &'static str,
+    url: &str,
+) -> Result<(), AuthError> {
+    let refuse = |reason: String| AuthError::UnsafeEndpoint {
+        server: server.to_owned(),
+        field,
+        reason,
+    };
+    let Ok(parsed) = reqwest::Url::parse(url) else {
+        return Err(refuse("is not a URL".into()));
+    };
+    // The url crate normalises both: the scheme is [a-z0-9+.-], the host ASCII (punycode, and
+    // IP addresses in their canonical form).
+    match (parsed.scheme(), parsed.host_str().filter(|h| !h.is_empty())) {
+        ("https", Some(_)) => Ok(()),
+        ("http", Some(host)) if is_loopback(host) => Ok(()),
+        ("http", Some(host)) => Err(refuse(format!("is plain http to the host \"{host}\""))),
+        ("http" | "https", None) => Err(refuse("has no host".into())),
+        (scheme, _) => Err(refuse(format!("has the scheme \"{scheme}\""))),
+    }
+}
+
+/// `localhost`, 127.0.0.0/8 or ::1, as the url crate writes hosts.
+fn is_loopback(host: &str) -> bool {
+    let ip = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || ip
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Checks the endpoints of authorization-server metadata that meta-server opens or sends to.
+fn check_metadata(
+    server: &str,
+    metadata: &rmcp::transport::auth::AuthorizationMetadata,
+) -> Result<(), AuthError> {
+    check_endpoint(
+        server,
+        "authorization_endpoint",
+        &metadata.authorization_endpoint,
+    )?;
+    check_endpoint(server, "token_endpoint", &metadata.token_endpoint)?;
+    if let Some(registration) = &metadata.registration_endpoint {
+        check_endpoint(server, "registration_endpoint", registration)?;
+    }
+    Ok(())
 }
 
 /// A remote server's login context: where it is, and its credential file.
 struct Session {
-    /// The URL with `${VAR}` expanded: where requests go.
+    /// The URL with `${VAR}` expanded: where requests go, and what credentials are bound to.
     url: String,
-    /// The URL as configured: what credentials are bound to (no secrets expanded into it).
+    /// The URL as configured (no secrets expanded into it).
     configured_url: String,
     server: String,
     /// The configured `oauth.clientSecret`, expanded.
@@ -116,26 +225,34 @@ impl Session {
     }
 
     fn store(&self) -> FileStore {
-        FileStore::new(&auth_dir(), &self.server, &self.configured_url)
+        self.store_in(&auth_dir())
+    }
+
+    fn store_in(&self, dir: &std::path::Path) -> FileStore {
+        FileStore::new(dir, &self.server, &self.url).configured_as(&self.configured_url)
     }
 }
 
-/// An HTTP client that sends `config`'s stored token (refreshing it when due), or `None`
-/// when meta-server never logged in to that server. Reads the credential file afresh.
+/// An HTTP client that sends `config`'s stored token (refreshing it when due) to `url`, the
+/// server's URL as contacted (`${VAR}` expanded), or `None` when meta-server has no login
+/// obtained for that URL. Reads the credential file afresh.
 pub async fn client(
     config: &ServerConfig,
+    url: &str,
 ) -> Result<Option<AuthClient<reqwest::Client>>, AuthError> {
-    client_in(config, &auth_dir()).await
+    client_in(config, url, &auth_dir()).await
 }
 
 /// [`client`] with the credentials kept in `dir`.
 pub async fn client_in(
     config: &ServerConfig,
+    url: &str,
     dir: &std::path::Path,
 ) -> Result<Option<AuthClient<reqwest::Client>>, AuthError> {
     ensure_tls();
-    let session = Session::of(config)?;
-    let store = FileStore::new(dir, &session.server, &session.configured_url);
+    let mut session = Session::of(config)?;
+    session.url = url.to_owned();
+    let store = session.store_in(dir);
     let Some(record) = store.record()? else {
         return Ok(None);
     };
@@ -149,6 +266,12 @@ pub async fn client_in(
     let mut manager = AuthorizationManager::new(session.url.as_str())
         .await
         .map_err(fail)?;
+    // A file from before endpoints were checked could send the refresh token anywhere.
+    check_endpoint(
+        &config.name,
+        "token_endpoint",
+        &record.metadata.token_endpoint,
+    )?;
     let mut client = OAuthClientConfig::new(record.client_id.clone(), record.redirect_uri.clone())
         .with_scopes(credentials.granted_scopes.clone());
     if let Some(secret) = record.client_secret.clone().or(session.client_secret) {
@@ -166,6 +289,9 @@ pub async fn client_in(
 pub enum Stored {
     /// No credentials.
     None,
+    /// Credentials obtained for another URL than the server's now (its `${VAR}` expand to
+    /// another server): never sent; the server needs a login.
+    OtherUrl,
     /// Logged in; the token expires at `expires_at` (seconds since the epoch) if known.
     LoggedIn {
         scopes: Vec<String>,
@@ -179,8 +305,10 @@ pub enum Stored {
 pub fn stored(config: &ServerConfig) -> Result<Stored, AuthError> {
     use oauth2::TokenResponse;
     let session = Session::of(config)?;
-    let Some(record) = session.store().record()? else {
-        return Ok(Stored::None);
+    let record = match session.store().lookup()? {
+        Lookup::Found(record) => *record,
+        Lookup::Missing => return Ok(Stored::None),
+        Lookup::OtherUrl => return Ok(Stored::OtherUrl),
     };
     let Some(credentials) = record.credentials else {
         return Ok(Stored::None);
@@ -225,4 +353,123 @@ pub fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_are_https_or_http_on_loopback() {
+        for ok in [
+            "https://as.example/authorize",
+            "https://as.example:8443/x?y=1",
+            "http://127.0.0.1:9/token",
+            "http://127.8.9.10/token",
+            "http://localhost:3000/authorize",
+            "http://LOCALHOST/authorize",
+            "http://[::1]:8080/register",
+        ] {
+            assert!(check_endpoint("s", "token_endpoint", ok).is_ok(), "{ok}");
+        }
+        for (bad, why) in [
+            ("file:///etc/passwd", "scheme \"file\""),
+            ("javascript:alert(1)", "scheme \"javascript\""),
+            ("JavaScript:alert(1)", "scheme \"javascript\""),
+            ("data:text/html,<script>x</script>", "scheme \"data\""),
+            ("ms-settings:display", "scheme \"ms-settings\""),
+            (
+                "http://example.com/authorize",
+                "plain http to the host \"example.com\"",
+            ),
+            (
+                "http://10.0.0.1/authorize",
+                "plain http to the host \"10.0.0.1\"",
+            ),
+            ("http://localhost.evil.example/a", "plain http"),
+            ("http://[::ffff:7f00:1]/a", "plain http"),
+            ("/relative/authorize", "not a URL"),
+            ("", "not a URL"),
+        ] {
+            let err = check_endpoint("notion", "authorization_endpoint", bad)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(why), "{bad}: {err}");
+            assert!(
+                err.contains("\"notion\"") && err.contains("authorization_endpoint"),
+                "{err}"
+            );
+            assert!(!err.contains("passwd") && !err.contains("alert"), "{err}");
+        }
+    }
+
+    #[test]
+    fn metadata_with_any_unsafe_endpoint_is_refused() {
+        let metadata = |authorize: &str, token: &str, register: Option<&str>| {
+            serde_json::from_value::<rmcp::transport::auth::AuthorizationMetadata>(
+                serde_json::json!({
+                    "authorization_endpoint": authorize,
+                    "token_endpoint": token,
+                    "registration_endpoint": register,
+                }),
+            )
+            .unwrap()
+        };
+        let good = "https://as.example/x";
+        assert!(check_metadata("s", &metadata(good, good, None)).is_ok());
+        assert!(check_metadata("s", &metadata(good, good, Some(good))).is_ok());
+        for (m, field) in [
+            (metadata("file:///x", good, None), "authorization_endpoint"),
+            (
+                metadata(good, "http://example.com/token", None),
+                "token_endpoint",
+            ),
+            (
+                metadata(good, good, Some("javascript:x")),
+                "registration_endpoint",
+            ),
+        ] {
+            let err = check_metadata("s", &m).unwrap_err().to_string();
+            assert!(err.contains(field), "{err}");
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_directory_others_can_write_to_or_own_is_named() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let auth = dir.path().join("auth");
+        assert_eq!(dir_warning(&auth), None, "no directory yet");
+        std::fs::create_dir(&auth).unwrap();
+        let chmod = |mode| std::fs::set_permissions(&auth, std::fs::Permissions::from_mode(mode));
+        for (mode, warning) in [
+            (0o700, None),
+            (0o755, None),
+            (0o770, Some("group-writable")),
+            (0o777, Some("group- and world-writable")),
+            (0o1777, Some("group- and world-writable")),
+            (0o703, Some("world-writable")),
+        ] {
+            chmod(mode).unwrap();
+            let got = dir_warning(&auth);
+            match warning {
+                None => assert_eq!(got, None, "{mode:o}"),
+                Some(w) => {
+                    let got = got.unwrap();
+                    assert!(
+                        got.contains(w) && got.contains("chmod 700"),
+                        "{mode:o}: {got}"
+                    );
+                }
+            }
+        }
+        chmod(0o700).unwrap();
+        // Another owner: only root can give a directory away.
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(&auth, Some(65534), None).unwrap();
+            let got = dir_warning(&auth).unwrap();
+            assert!(got.contains("owned by another user"), "{got}");
+        }
+    }
 }

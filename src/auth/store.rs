@@ -2,17 +2,25 @@
 //! atomically. It holds the client registration and the tokens, is read afresh on every use
 //! (a login in another terminal takes effect at once), and refreshes take a file lock
 //! (`<server>.lock`), so two processes never spend one refresh token twice.
+//!
+//! A record is bound to the URL the server is reached at, `${VAR}` expanded: a token is only
+//! ever sent where it was obtained. When the configured URL holds variables, the expanded one
+//! may hold secrets (a key in the path or query), so the record keeps the configured text and
+//! a SHA-256 of the expanded URL, never the expanded URL itself.
 
 use std::path::{Path, PathBuf};
 
 use rmcp::transport::auth::{AuthorizationMetadata, StoredCredentials};
 use rmcp::transport::{AuthError as OAuthError, CredentialRefreshGuard, CredentialStore};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use super::AuthError;
 
-/// Version of the credential file; a newer one is refused, never misread.
-const FORMAT: u32 = 1;
+/// Version of the credential file; a newer one is refused, never misread. Format 1 binds by the
+/// URL in clear (`url`); format 2 by `urlSha256`, which meta-server before format 2 would not
+/// check, so it must refuse those files rather than send their token wherever `url` expands.
+const FORMAT: u32 = 2;
 
 /// What meta-server keeps about one server it logged in to.
 #[derive(Clone, Serialize, Deserialize)]
@@ -20,8 +28,13 @@ const FORMAT: u32 = 1;
 pub struct Record {
     pub format: u32,
     pub server: String,
-    /// The server URL as configured: credentials are only ever sent to it.
+    /// The server URL: the one the credentials were obtained for when `url_sha256` is absent,
+    /// else the configured text (`${VAR}` unexpanded) for people to read.
     pub url: String,
+    /// SHA-256 (hex) of the URL, `${VAR}` expanded, the credentials were obtained for: only
+    /// when the configured URL holds variables. Credentials are only ever sent to that URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url_sha256: Option<String>,
     pub client_id: String,
     /// Secret of a dynamically registered confidential client (a pre-registered client's
     /// secret stays in the config).
@@ -57,17 +70,39 @@ impl std::fmt::Debug for Record {
 pub struct FileStore {
     path: PathBuf,
     server: String,
+    /// The URL requests go to, `${VAR}` expanded: what records are bound to.
     url: String,
+    /// The URL as configured, when it differs from `url` (it holds variables).
+    configured: Option<String>,
+}
+
+/// What the credential file holds for the URL a store is bound to.
+#[derive(Debug)]
+pub enum Lookup {
+    /// No file.
+    Missing,
+    /// A record obtained for another URL: never used for this one.
+    OtherUrl,
+    Found(Box<Record>),
 }
 
 impl FileStore {
-    /// The store of `server`, whose credentials are for `url` (as configured).
+    /// The store of `server`, whose credentials are for `url`, the URL requests go to (with
+    /// any `${VAR}` expanded).
     pub fn new(dir: &Path, server: &str, url: &str) -> Self {
         Self {
             path: dir.join(format!("{server}.json")),
             server: server.to_owned(),
             url: url.to_owned(),
+            configured: None,
         }
+    }
+
+    /// Notes the URL as configured: when it differs from the expanded one, records keep it and
+    /// a hash of the expanded URL instead of the expanded URL, which may hold secrets.
+    pub fn configured_as(mut self, configured: &str) -> Self {
+        self.configured = (configured != self.url).then(|| configured.to_owned());
+        self
     }
 
     pub fn path(&self) -> &Path {
@@ -77,9 +112,25 @@ impl FileStore {
     /// The record, if there is one for this server at this URL. A record made for another
     /// URL is ignored: its tokens must not travel to a server they were not issued for.
     pub fn record(&self) -> Result<Option<Record>, AuthError> {
+        match self.lookup()? {
+            Lookup::Found(record) => Ok(Some(*record)),
+            Lookup::Missing => Ok(None),
+            Lookup::OtherUrl => {
+                tracing::warn!(
+                    server = %self.server,
+                    "the stored login is for another URL than the one configured now; its token is not sent; run `meta-server auth login {}`",
+                    self.server
+                );
+                Ok(None)
+            }
+        }
+    }
+
+    /// The credential file's state for this store's URL.
+    pub fn lookup(&self) -> Result<Lookup, AuthError> {
         let text = match std::fs::read_to_string(&self.path) {
             Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Lookup::Missing),
             Err(e) => return Err(self.io(e)),
         };
         let record: Record = serde_json::from_str(&text).map_err(|e| AuthError::Corrupt {
@@ -95,11 +146,19 @@ impl FileStore {
                 ),
             });
         }
-        if record.url != self.url {
-            tracing::warn!(server = %self.server, "stored login is for another URL; ignored");
-            return Ok(None);
+        if !self.binds(&record) {
+            return Ok(Lookup::OtherUrl);
         }
-        Ok(Some(record))
+        Ok(Lookup::Found(Box::new(record)))
+    }
+
+    /// Whether `record` was made for this store's URL. A format-1 record of a configured URL
+    /// with variables holds the unexpanded text, which no expanded URL equals: it is never sent.
+    fn binds(&self, record: &Record) -> bool {
+        match &record.url_sha256 {
+            Some(digest) => digest.eq_ignore_ascii_case(&url_digest(&self.url)),
+            None => record.url == self.url,
+        }
     }
 
     /// A new record for this server (format and URL filled in).
@@ -111,10 +170,17 @@ impl FileStore {
         registration: &str,
         metadata: AuthorizationMetadata,
     ) -> Record {
+        // A URL without variables stays in clear in a format-1 file, as older meta-servers
+        // wrote and read it.
+        let (format, url, url_sha256) = match &self.configured {
+            None => (1, self.url.clone(), None),
+            Some(configured) => (FORMAT, configured.clone(), Some(url_digest(&self.url))),
+        };
         Record {
-            format: FORMAT,
+            format,
             server: self.server.clone(),
-            url: self.url.clone(),
+            url,
+            url_sha256,
             client_id,
             client_secret,
             redirect_uri,
@@ -161,6 +227,11 @@ impl FileStore {
     fn lock_path(&self) -> PathBuf {
         self.path.with_extension("lock")
     }
+}
+
+/// The hex SHA-256 of a URL: what records of a URL with variables are bound to.
+fn url_digest(url: &str) -> String {
+    crate::checksum::hex(&Sha256::digest(url.as_bytes()))
 }
 
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {
@@ -276,5 +347,123 @@ mod tests {
         assert!(guard.is_some());
         assert!(store.remove().unwrap());
         assert!(!store.remove().unwrap());
+    }
+
+    fn login(store: &FileStore) {
+        let mut record = store.new_record(
+            "client-1".into(),
+            None,
+            "http://127.0.0.1:1/callback".into(),
+            "dynamic",
+            metadata(),
+        );
+        record.credentials = Some(StoredCredentials::new(
+            "client-1".into(),
+            None,
+            vec![],
+            Some(1),
+        ));
+        store.write(&record).unwrap();
+    }
+
+    /// A URL with `${VAR}`: the login is bound to what it expanded to, kept as a hash (the
+    /// expansion may hold a secret), and another expansion never gets its token.
+    #[tokio::test]
+    async fn a_url_with_variables_is_bound_to_its_expansion_never_written_in_clear() {
+        let dir = tempfile::tempdir().unwrap();
+        let configured = "https://${MCP_HOST}/mcp?key=${MCP_KEY}";
+        let at = |expanded: &str| {
+            FileStore::new(dir.path(), "notion", expanded).configured_as(configured)
+        };
+        let a = at("https://a.example/mcp?key=sekrit-a");
+        login(&a);
+        let text = std::fs::read_to_string(a.path()).unwrap();
+        assert!(
+            !text.contains("sekrit-a") && !text.contains("a.example"),
+            "{text}"
+        );
+        let file: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(file["format"], 2);
+        assert_eq!(file["url"], configured);
+        assert_eq!(file["urlSha256"].as_str().unwrap().len(), 64);
+        assert!(a.load().await.unwrap().is_some());
+
+        for other in [
+            "https://b.example/mcp?key=sekrit-a",
+            "https://a.example/mcp?key=sekrit-b",
+            "https://a.example/mcp?key=sekrit-a&x",
+        ] {
+            assert!(
+                matches!(at(other).lookup().unwrap(), Lookup::OtherUrl),
+                "{other}"
+            );
+            assert!(at(other).load().await.unwrap().is_none(), "{other}");
+        }
+        // The same URL written out in the config is the same server.
+        let literal = FileStore::new(dir.path(), "notion", "https://a.example/mcp?key=sekrit-a");
+        assert!(literal.load().await.unwrap().is_some());
+        // A login to B replaces A's; back at A, a login is needed again.
+        let b = at("https://b.example/mcp?key=sekrit-b");
+        login(&b);
+        assert!(b.load().await.unwrap().is_some());
+        assert!(matches!(a.lookup().unwrap(), Lookup::OtherUrl));
+    }
+
+    /// Credential files written before logins were bound to the expanded URL (format 1).
+    #[test]
+    fn format_1_files_keep_working_unless_their_url_had_variables() {
+        let dir = tempfile::tempdir().unwrap();
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/auth");
+        let plain = "https://mcp.example/mcp";
+        std::fs::copy(
+            fixtures.join("format-1.json"),
+            dir.path().join("notion.json"),
+        )
+        .unwrap();
+        let store = FileStore::new(dir.path(), "notion", plain).configured_as(plain);
+        let Lookup::Found(record) = store.lookup().unwrap() else {
+            panic!("a format-1 file of a plain URL is used as before");
+        };
+        let tokens = record.credentials.unwrap().token_response.unwrap();
+        assert_eq!(
+            oauth2::TokenResponse::access_token(&tokens).secret(),
+            "access-1"
+        );
+        assert_eq!(record.metadata.token_endpoint, "https://mcp.example/token");
+        // Written back (a refresh), it stays format 1, readable by meta-server before format 2.
+        let mut again = store.record().unwrap().unwrap();
+        again.step_up = Some("Bearer scope=\"x\"".into());
+        store.write(&again).unwrap();
+        let file: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(store.path()).unwrap()).unwrap();
+        assert_eq!(
+            (file["format"].as_u64(), file["url"].as_str()),
+            (Some(1), Some(plain))
+        );
+        assert!(file.get("urlSha256").is_none());
+
+        // Made for "https://${MCP_HOST}/mcp": which server it was obtained from is unknown.
+        std::fs::copy(
+            fixtures.join("format-1-variables.json"),
+            dir.path().join("linear.json"),
+        )
+        .unwrap();
+        let store =
+            FileStore::new(dir.path(), "linear", plain).configured_as("https://${MCP_HOST}/mcp");
+        assert!(matches!(store.lookup().unwrap(), Lookup::OtherUrl));
+    }
+
+    #[test]
+    fn a_newer_format_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/auth/format-1.json"),
+        )
+        .unwrap()
+        .replace("\"format\": 1", "\"format\": 3");
+        std::fs::write(dir.path().join("notion.json"), text).unwrap();
+        let store = FileStore::new(dir.path(), "notion", "https://mcp.example/mcp");
+        let err = store.lookup().unwrap_err().to_string();
+        assert!(err.contains("format 3 is newer"), "{err}");
     }
 }

@@ -19,7 +19,7 @@ use crate::config::ServerConfig;
 pub use fingerprint::{config_fingerprint, tools_hash};
 pub use raw::RawTool;
 pub use refresh::fetch;
-pub use tool::ToolDef;
+pub use tool::{ToolDef, ToolError};
 
 /// The catalog format this build writes and the newest it reads.
 pub const FORMAT: u64 = 1;

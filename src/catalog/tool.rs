@@ -25,18 +25,29 @@ pub struct ToolDef {
 static NO_ARGUMENTS: LazyLock<Map<String, Value>> =
     LazyLock::new(|| Map::from_iter([("type".to_owned(), Value::from("object"))]));
 
+/// Why an entry of a catalog's `tools` is not a usable tool.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    #[error("a tool must be a JSON object")]
+    NotObject,
+    #[error("a tool has no \"name\"")]
+    NoName,
+    #[error("tool \"{0}\" has an inputSchema that is not an object")]
+    Schema(String),
+}
+
 impl ToolDef {
     /// Reads a tool object; needs at least a string `name`, and an `inputSchema` that is an
     /// object if there is one. Reads only those fields of the text.
-    pub fn from_json(raw: &RawTool) -> Result<Self, String> {
+    pub fn from_json(raw: &RawTool) -> Result<Self, ToolError> {
         let [name, title, annotations, description, schema] = fields(
             raw.text(),
             &["name", "title", "annotations", "description", "inputSchema"],
         )
-        .ok_or("a tool must be a JSON object")?;
+        .ok_or(ToolError::NotObject)?;
         let name = string(name)
             .filter(|n| !n.is_empty())
-            .ok_or("a tool has no \"name\"")?;
+            .ok_or(ToolError::NoName)?;
         let title = match title {
             Some(title) => string(Some(title)),
             None => annotations
@@ -44,9 +55,7 @@ impl ToolDef {
                 .and_then(|[title]| string(title)),
         };
         if schema.is_some_and(|s| !s.get().starts_with(['{', 'n'])) {
-            return Err(format!(
-                "tool \"{name}\" has an inputSchema that is not an object"
-            ));
+            return Err(ToolError::Schema(name));
         }
         Ok(Self {
             name,

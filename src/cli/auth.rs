@@ -8,6 +8,7 @@ use clap::Subcommand;
 use serde::Serialize;
 
 use super::call::scopes_text;
+use super::terminal::{escape_json, escape_line};
 use crate::auth::{Prompt, Show, Stored};
 use crate::config::{ServerConfig, Settings};
 use crate::upstream::Manager;
@@ -160,7 +161,7 @@ async fn status(settings: &Settings, args: StatusArgs) -> anyhow::Result<ExitCod
     let manager = Manager::new(&settings.servers);
     let rows = futures::future::join_all(servers.iter().map(|s| row(&manager, s))).await;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        println!("{}", escape_json(&serde_json::to_string_pretty(&rows)?));
         return Ok(ExitCode::SUCCESS);
     }
     if rows.is_empty() {
@@ -172,10 +173,13 @@ async fn status(settings: &Settings, args: StatusArgs) -> anyhow::Result<ExitCod
             line.push_str(&format!(" until {at}"));
         }
         if !row.scopes.is_empty() {
-            line.push_str(&format!(" (scopes: {})", row.scopes.join(" ")));
+            line.push_str(&format!(
+                " (scopes: {})",
+                escape_line(&row.scopes.join(" "))
+            ));
         }
         if let Some(detail) = &row.detail {
-            line.push_str(&format!(": {detail}"));
+            line.push_str(&format!(": {}", escape_line(detail)));
         }
         println!("{line}");
     }
@@ -211,6 +215,12 @@ async fn row(manager: &Manager, server: &ServerConfig) -> Row {
                 row.detail = Some("token expired; refreshed at the next call".into());
             }
             row.scopes = scopes;
+        }
+        Ok(Stored::OtherUrl) => {
+            row.detail = Some(format!(
+                "the stored login is for another URL than the server's now (the URL changed, or its ${{VAR}} name another server), so its token is not sent; run `meta-server auth login {}`",
+                server.name
+            ));
         }
         Ok(Stored::None) => match manager.probe_login(&server.name).await {
             Ok(Some(_)) => {

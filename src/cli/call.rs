@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde_json::{Map, Value};
 
+use super::terminal::{escape, escape_json, escape_line};
 use crate::auth::{Prompt, Show};
 use crate::config::Settings;
 use crate::server::State;
@@ -54,7 +55,8 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
             other => bail!("ARGS_JSON must be a JSON object, like '{{\"key\": 1}}'; got {other}"),
         },
     };
-    let (state, _) = State::open(settings, None)?;
+    let loaded = crate::server::load_library(&settings)?;
+    let (state, _) = State::open(settings, None, loaded);
     let server = args
         .name
         .split_once("__")
@@ -96,18 +98,21 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
     };
     state.stop().await;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
+        println!("{}", escape_json(&serde_json::to_string_pretty(&result)?));
     } else {
         for block in &result.content {
             match block.as_text() {
-                Some(text) => println!("{}", text.text),
-                None => println!("{}", serde_json::to_string(block)?),
+                Some(text) => println!("{}", escape(&text.text)),
+                None => println!("{}", escape_json(&serde_json::to_string(block)?)),
             }
         }
         if result.content.is_empty()
             && let Some(structured) = &result.structured_content
         {
-            println!("{}", serde_json::to_string_pretty(structured)?);
+            println!(
+                "{}",
+                escape_json(&serde_json::to_string_pretty(structured)?)
+            );
         }
     }
     Ok(if result.is_error == Some(true) {
@@ -121,6 +126,6 @@ pub fn scopes_text(scopes: &[String]) -> String {
     if scopes.is_empty() {
         "none asked".to_owned()
     } else {
-        scopes.join(" ")
+        escape_line(&scopes.join(" ")).into_owned()
     }
 }

@@ -10,6 +10,7 @@ use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
+use super::terminal;
 use crate::catalog::{self, Catalog};
 use crate::config::{ServerConfig, Settings};
 use crate::upstream::Manager;
@@ -169,7 +170,7 @@ fn index_catalogs(settings: &Settings) -> anyhow::Result<()> {
     let started = Instant::now();
     let (library, report) = crate::server::load_library(settings)?;
     for warning in &report.warnings {
-        eprintln!("warning: {warning}");
+        eprintln!("warning: {}", terminal::escape(warning));
     }
     library.save_index(&settings.catalog_dir)?;
     eprintln!(
@@ -189,7 +190,10 @@ fn index_catalogs(settings: &Settings) -> anyhow::Result<()> {
             stats.embedded,
             started.elapsed().as_secs_f64()
         ),
-        Err(e) => eprintln!("tool vectors not computed, search stays BM25 until they are: {e}"),
+        Err(e) => eprintln!(
+            "tool vectors not computed, search stays BM25 until they are: {}",
+            terminal::escape(&e.to_string())
+        ),
     }
     Ok(())
 }
@@ -227,7 +231,10 @@ fn progress(len: usize, json: bool) -> ProgressBar {
 #[allow(clippy::print_stdout)]
 fn report(outcomes: &[Outcome], settings: &Settings, json: bool) -> anyhow::Result<()> {
     if json {
-        println!("{}", serde_json::to_string_pretty(outcomes)?);
+        println!(
+            "{}",
+            terminal::escape_json(&serde_json::to_string_pretty(outcomes)?)
+        );
         return Ok(());
     }
     let width = outcomes
@@ -239,7 +246,7 @@ fn report(outcomes: &[Outcome], settings: &Settings, json: bool) -> anyhow::Resu
     println!("{:width$}  {:>5}  {:>7}  result", "server", "tools", "time");
     for o in outcomes {
         let time = format!("{:.1}s", o.millis as f64 / 1000.0);
-        let result = o.error.as_deref().unwrap_or("ok");
+        let result = terminal::escape(o.error.as_deref().unwrap_or("ok"));
         println!("{:width$}  {:>5}  {:>7}  {result}", o.server, o.tools, time);
     }
     let ok = outcomes.iter().filter(|o| o.ok).count();

@@ -9,6 +9,7 @@ mod install;
 mod measure;
 mod search;
 mod serve;
+pub mod terminal;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

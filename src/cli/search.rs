@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use super::terminal::{escape, escape_json};
 use crate::config::Settings;
 use crate::server::{Detail, SearchArgs, load_library, search_tools};
 
@@ -37,7 +38,7 @@ pub struct Args {
 pub fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
     let (library, report) = load_library(&settings)?;
     for warning in &report.warnings {
-        eprintln!("warning: {warning}");
+        eprintln!("warning: {}", escape(warning));
     }
     if !report.missing.is_empty() {
         eprintln!(
@@ -64,13 +65,16 @@ pub fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
         .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
         .collect::<String>();
     if result.is_error == Some(true) {
-        anyhow::bail!("{text}");
+        anyhow::bail!("{}", escape(&text));
     }
     if args.json {
         let structured = result.structured_content.unwrap_or_default();
-        println!("{}", serde_json::to_string_pretty(&structured)?);
+        println!(
+            "{}",
+            escape_json(&serde_json::to_string_pretty(&structured)?)
+        );
     } else {
-        print!("{text}");
+        print!("{}", escape(&text));
     }
     Ok(ExitCode::SUCCESS)
 }

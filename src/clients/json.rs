@@ -1,23 +1,52 @@
 //! JSON and JSONC client files (Claude Desktop, Claude Code, Cursor, VS Code, and meta-server's
 //! own config): reading the servers section, and splicing a new one into the original text so
-//! every other byte stays as it was.
+//! every other byte stays as it was. JSONC is read with `jsonc-parser`, whose syntax tree gives
+//! the section's place in the text.
 
 use std::ops::Range;
 use std::path::Path;
 
+use jsonc_parser::common::Ranged;
+use jsonc_parser::{CollectOptions, ParseOptions, ast};
 use serde_json::{Map, Value};
 
 use super::{ClientError, Imported};
 
+/// What client files may hold beyond JSON: the comments and trailing commas VS Code accepts,
+/// nothing looser.
+fn jsonc() -> ParseOptions {
+    ParseOptions {
+        allow_comments: true,
+        allow_trailing_commas: true,
+        allow_loose_object_property_names: false,
+        allow_missing_commas: false,
+        allow_single_quoted_strings: false,
+        allow_hexadecimal_numbers: false,
+        allow_unary_plus_numbers: false,
+        allow_bare_decimal_point_numbers: false,
+        allow_non_finite_numbers: false,
+        allow_extended_string_escapes: false,
+    }
+}
+
+/// `text` without the byte order mark editors on Windows start files with, and that mark's
+/// length in bytes.
+fn without_bom(text: &str) -> (&str, usize) {
+    match text.strip_prefix('\u{feff}') {
+        Some(rest) => (rest, text.len() - rest.len()),
+        None => (text, 0),
+    }
+}
+
 /// Parses `text` as JSON, allowing the comments and trailing commas VS Code accepts.
 pub(super) fn parse(path: &Path, text: &str) -> Result<Value, ClientError> {
-    let plain = strip_jsonc(text);
-    serde_json::from_str(&plain).map_err(|e| ClientError::Syntax {
+    let (text, _) = without_bom(text);
+    jsonc_parser::parse_to_serde_value(text, &jsonc()).map_err(|e| ClientError::Syntax {
         path: path.to_owned(),
         format: "JSON",
-        line: e.line(),
-        column: e.column(),
-        message: e.to_string(),
+        line: e.line_display(),
+        column: e.column_display(),
+        message: e.kind().to_string(),
     })
 }
 
@@ -108,8 +137,7 @@ pub(super) fn replace_section(
     servers: &Value,
 ) -> Result<String, ClientError> {
     let root = parse(path, text)?;
-    let plain = strip_jsonc(text);
-    if let Some(span) = section_span(plain.as_bytes(), section) {
+    if let Some(span) = section_span(text, section) {
         let indent = line_indent(text, span.start);
         let rendered = pretty(servers, &indent).replace('\n', &format!("\n{indent}"));
         let mut out = String::with_capacity(text.len() + rendered.len());
@@ -152,143 +180,20 @@ fn line_indent(text: &str, at: usize) -> String {
         .collect()
 }
 
-/// Blanks comments and trailing commas with spaces, so byte offsets (and line/column in
-/// errors) stay those of the original text.
-fn strip_jsonc(text: &str) -> String {
-    let b = text.as_bytes();
-    let mut out = b.to_vec();
-    // Editors on Windows start files with a byte order mark: blanked like a comment.
-    if text.starts_with('\u{feff}') {
-        out[..3].fill(b' ');
-    }
-    let mut i = 0;
-    let mut last_comma: Option<usize> = None;
-    while i < b.len() {
-        match b[i] {
-            b'"' => {
-                i = string_end(b, i).unwrap_or(b.len());
-                last_comma = None;
-                continue;
-            }
-            b'/' if b.get(i + 1) == Some(&b'/') => {
-                while i < b.len() && b[i] != b'\n' {
-                    out[i] = b' ';
-                    i += 1;
-                }
-                continue;
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                let end = text[i + 2..].find("*/").map_or(b.len(), |e| i + 2 + e + 2);
-                for o in &mut out[i..end] {
-                    if *o != b'\n' {
-                        *o = b' ';
-                    }
-                }
-                i = end;
-                continue;
-            }
-            b',' => last_comma = Some(i),
-            b'}' | b']' => {
-                if let Some(c) = last_comma.take() {
-                    out[c] = b' ';
-                }
-            }
-            c if c.is_ascii_whitespace() => {}
-            _ => last_comma = None,
-        }
-        i += 1;
-    }
-    // Only whole comments and a whole byte order mark were replaced by spaces: still UTF-8.
-    String::from_utf8(out).expect("blanking whole characters keeps UTF-8")
-}
-
-/// The byte range of the value of `key` in the top-level object of valid JSON `s`.
-fn section_span(s: &[u8], key: &str) -> Option<Range<usize>> {
-    let mut i = skip_ws(s, 0);
-    if s.get(i) != Some(&b'{') {
+/// The byte range of the value of `key` in the top-level object of `text` (parsed already).
+fn section_span(text: &str, key: &str) -> Option<Range<usize>> {
+    let (plain, bom) = without_bom(text);
+    let parsed = jsonc_parser::parse_to_ast(plain, &CollectOptions::default(), &jsonc()).ok()?;
+    let Some(ast::Value::Object(root)) = parsed.value else {
         return None;
-    }
-    i += 1;
-    loop {
-        i = skip_ws(s, i);
-        match s.get(i)? {
-            b',' => {
-                i += 1;
-                continue;
-            }
-            b'"' => {}
-            _ => return None,
-        }
-        let key_end = string_end(s, i)?;
-        let name = &s[i + 1..key_end - 1];
-        i = skip_ws(s, key_end);
-        if s.get(i) != Some(&b':') {
-            return None;
-        }
-        let start = skip_ws(s, i + 1);
-        let end = value_end(s, start)?;
-        if name == key.as_bytes() {
-            return Some(start..end);
-        }
-        i = end;
-    }
-}
-
-fn skip_ws(s: &[u8], mut i: usize) -> usize {
-    while s.get(i).is_some_and(u8::is_ascii_whitespace) {
-        i += 1;
-    }
-    i
-}
-
-/// Index just after the string starting at `start` (a `"`).
-fn string_end(s: &[u8], start: usize) -> Option<usize> {
-    let mut i = start + 1;
-    while i < s.len() {
-        match s[i] {
-            b'\\' => i += 2,
-            b'"' => return Some(i + 1),
-            _ => i += 1,
-        }
-    }
-    None
-}
-
-/// Index just after the value starting at `start`.
-fn value_end(s: &[u8], start: usize) -> Option<usize> {
-    match s.get(start)? {
-        b'"' => string_end(s, start),
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            let mut i = start;
-            while i < s.len() {
-                match s[i] {
-                    b'"' => {
-                        i = string_end(s, i)?;
-                        continue;
-                    }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            return Some(i + 1);
-                        }
-                    }
-                    _ => {}
-                }
-                i += 1;
-            }
-            None
-        }
-        _ => {
-            let mut i = start;
-            while i < s.len() && !matches!(s[i], b',' | b'}' | b']') && !s[i].is_ascii_whitespace()
-            {
-                i += 1;
-            }
-            Some(i)
-        }
-    }
+    };
+    let value = &root
+        .properties
+        .iter()
+        .find(|p| p.name.as_str() == key)?
+        .value;
+    let range = value.range();
+    Some(range.start + bom..range.end + bom)
 }
 
 #[cfg(test)]
@@ -300,13 +205,23 @@ mod tests {
     const P: &str = "/x/mcp.json";
 
     #[test]
-    fn comments_and_trailing_commas_are_blanked_in_place() {
+    fn comments_and_trailing_commas_are_read_and_nothing_looser() {
         let text =
             "{\n  // note: \"x\"\n  \"a\": [1, 2,], /* c,} */ \"b\": \"//not a comment\",\n}";
-        let plain = strip_jsonc(text);
-        assert_eq!(plain.len(), text.len());
-        let v: Value = serde_json::from_str(&plain).unwrap();
+        let v = parse(Path::new(P), text).unwrap();
         assert_eq!(v, json!({"a": [1, 2], "b": "//not a comment"}));
+        assert!(parse(Path::new(P), "{'a': 1}").is_err());
+        assert!(parse(Path::new(P), "{a: 0x1}").is_err());
+    }
+
+    #[test]
+    fn the_section_after_comments_and_commas_is_spliced() {
+        let text = "{\n  // \"mcpServers\": {}\n  \"a\": [1,],\n  /* } */ \"mcpServers\": {\"x\": {},}, // end\n}\n";
+        let out = replace_section(Path::new(P), text, "mcpServers", &json!({})).unwrap();
+        assert_eq!(
+            out,
+            "{\n  // \"mcpServers\": {}\n  \"a\": [1,],\n  /* } */ \"mcpServers\": {}, // end\n}\n"
+        );
     }
 
     #[test]
@@ -338,7 +253,7 @@ mod tests {
     fn nested_key_of_the_same_name_is_not_the_section() {
         let text =
             r#"{"projects": {"/p": {"mcpServers": {"inner": {}}}}, "mcpServers": {"outer": {}}}"#;
-        let span = section_span(text.as_bytes(), "mcpServers").unwrap();
+        let span = section_span(text, "mcpServers").unwrap();
         assert_eq!(&text[span], r#"{"outer": {}}"#);
     }
 

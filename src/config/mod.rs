@@ -502,10 +502,27 @@ impl ServerConfig {
     }
 }
 
+/// Why a config key cannot name a server.
+#[derive(Debug, thiserror::Error)]
+pub enum NameError {
+    #[error("the server name has no letters or digits; rename it")]
+    Empty,
+    #[error(
+        "the server name \"{0}\" contains \"__\", which separates server and tool in qualified names; rename it"
+    )]
+    Separator(String),
+    #[error("the server name \"{0}\" is longer than 64 characters; shorten it")]
+    TooLong(String),
+    #[error(
+        "the server name \"{0}\" is reserved for meta-server's own tools and skills; rename it"
+    )]
+    Reserved(String),
+}
+
 /// Turns a config key into a name-safe identifier: characters outside `[A-Za-z0-9_.-]` become `-`.
 ///
 /// Errors when the result is empty, reserved, or contains `__` (the qualified-name separator).
-pub fn server_identifier(key: &str) -> Result<String, String> {
+pub fn server_identifier(key: &str) -> Result<String, NameError> {
     let mut id = String::with_capacity(key.len());
     for c in key.trim().chars() {
         let c = if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
@@ -519,22 +536,16 @@ pub fn server_identifier(key: &str) -> Result<String, String> {
     }
     let id = id.trim_matches('-').to_owned();
     if id.is_empty() {
-        return Err("the server name has no letters or digits; rename it".into());
+        return Err(NameError::Empty);
     }
     if id.contains("__") {
-        return Err(format!(
-            "the server name \"{key}\" contains \"__\", which separates server and tool in qualified names; rename it"
-        ));
+        return Err(NameError::Separator(key.to_owned()));
     }
     if id.len() > 64 {
-        return Err(format!(
-            "the server name \"{key}\" is longer than 64 characters; shorten it"
-        ));
+        return Err(NameError::TooLong(key.to_owned()));
     }
     if id == RESERVED_SERVER || id == SKILL_SERVER {
-        return Err(format!(
-            "the server name \"{id}\" is reserved for meta-server's own tools and skills; rename it"
-        ));
+        return Err(NameError::Reserved(id));
     }
     Ok(id)
 }
@@ -575,8 +586,18 @@ mod tests {
         assert_eq!(server_identifier("github").unwrap(), "github");
         assert_eq!(server_identifier("a/b: c").unwrap(), "a-b-c");
         assert_eq!(server_identifier("my_server.v2").unwrap(), "my_server.v2");
-        assert!(server_identifier("a__b").unwrap_err().contains("__"));
-        assert!(server_identifier("meta").unwrap_err().contains("reserved"));
+        assert!(
+            server_identifier("a__b")
+                .unwrap_err()
+                .to_string()
+                .contains("__")
+        );
+        assert!(
+            server_identifier("meta")
+                .unwrap_err()
+                .to_string()
+                .contains("reserved")
+        );
         assert!(server_identifier("  ").is_err());
         assert!(server_identifier("!!!").is_err());
     }

@@ -207,7 +207,7 @@ impl fmt::Display for Invalid {
 /// Deserializes the object `value`, found at `at`, into `T`; an error names `at` and the key.
 fn read<T: DeserializeOwned>(at: &str, value: Value) -> Result<T, Invalid> {
     if !value.is_object() {
-        return Err(Invalid::new(at, wrong("an object", &value)));
+        return Err(Invalid::new(at, wrong("an object", &value).to_string()));
     }
     serde_path_to_error::deserialize(value).map_err(|e| {
         let location = match e.path().to_string() {
@@ -286,7 +286,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
     let Value::Object(servers) = servers else {
         return Err(invalid(
             section,
-            wrong("an object mapping server names to entries", &servers),
+            wrong("an object mapping server names to entries", &servers).to_string(),
         ));
     };
 
@@ -364,7 +364,7 @@ fn server(
     defaults: &Defaults,
 ) -> Result<ServerConfig, Invalid> {
     let at = format!("{section}.\"{key}\"");
-    let name = server_identifier(key).map_err(|m| Invalid::new(&at, m))?;
+    let name = server_identifier(key).map_err(|e| Invalid::new(&at, e.to_string()))?;
     if let Some(twin) = taken.iter().find(|s| s.name == name) {
         return Err(Invalid::new(
             &at,
@@ -495,9 +495,42 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
+/// Why a leaf value of the config is not what its key takes; never quotes the value, which may
+/// be a secret (an http URL, which is not, excepted).
+#[derive(Debug, thiserror::Error)]
+enum ValueError {
+    #[error("must be {what}, found {found}")]
+    Kind {
+        what: &'static str,
+        found: &'static str,
+    },
+    #[error("must be {what}, but item {index} is {found}")]
+    Item {
+        what: &'static str,
+        index: usize,
+        found: &'static str,
+    },
+    #[error("must be {what}, but \"{key}\" is {found}")]
+    Field {
+        what: &'static str,
+        key: String,
+        found: &'static str,
+    },
+    #[error("must be {what}, found {number}")]
+    Number {
+        what: &'static str,
+        number: serde_json::Number,
+    },
+    #[error("\"{0}\" must be an http(s) URL")]
+    NotHttp(String),
+}
+
 /// "must be {what}, found {kind of found}".
-fn wrong(what: &str, found: &Value) -> String {
-    format!("must be {what}, found {}", kind(found))
+fn wrong(what: &'static str, found: &Value) -> ValueError {
+    ValueError::Kind {
+        what,
+        found: kind(found),
+    }
 }
 
 /// A string.
@@ -506,8 +539,8 @@ fn wrong(what: &str, found: &Value) -> String {
 struct Str(String);
 
 impl TryFrom<Value> for Str {
-    type Error = String;
-    fn try_from(value: Value) -> Result<Self, String> {
+    type Error = ValueError;
+    fn try_from(value: Value) -> Result<Self, ValueError> {
         match value {
             Value::String(s) => Ok(Self(s)),
             other => Err(wrong("a string", &other)),
@@ -521,8 +554,8 @@ impl TryFrom<Value> for Str {
 struct Strs(Vec<String>);
 
 impl TryFrom<Value> for Strs {
-    type Error = String;
-    fn try_from(value: Value) -> Result<Self, String> {
+    type Error = ValueError;
+    fn try_from(value: Value) -> Result<Self, ValueError> {
         let items = match value {
             Value::Null => return Ok(Self::default()),
             Value::Array(items) => items,
@@ -530,11 +563,11 @@ impl TryFrom<Value> for Strs {
         };
         let item = |(i, item)| match item {
             Value::String(s) => Ok(s),
-            other => Err(format!(
-                "must be an array of strings, but item {} is {}",
-                i + 1,
-                kind(&other)
-            )),
+            other => Err(ValueError::Item {
+                what: "an array of strings",
+                index: i + 1,
+                found: kind(&other),
+            }),
         };
         items
             .into_iter()
@@ -551,8 +584,8 @@ impl TryFrom<Value> for Strs {
 struct StrMap(BTreeMap<String, String>);
 
 impl TryFrom<Value> for StrMap {
-    type Error = String;
-    fn try_from(value: Value) -> Result<Self, String> {
+    type Error = ValueError;
+    fn try_from(value: Value) -> Result<Self, ValueError> {
         let map = match value {
             Value::Null => return Ok(Self::default()),
             Value::Object(map) => map,
@@ -562,10 +595,11 @@ impl TryFrom<Value> for StrMap {
             Value::String(s) => Ok((key, s)),
             Value::Number(n) => Ok((key, n.to_string())),
             Value::Bool(b) => Ok((key, b.to_string())),
-            other => Err(format!(
-                "must be an object of strings, but \"{key}\" is {}",
-                kind(&other)
-            )),
+            other => Err(ValueError::Field {
+                what: "an object of strings",
+                key,
+                found: kind(&other),
+            }),
         };
         map.into_iter()
             .map(pair)
@@ -580,8 +614,8 @@ impl TryFrom<Value> for StrMap {
 struct Flag(bool);
 
 impl TryFrom<Value> for Flag {
-    type Error = String;
-    fn try_from(value: Value) -> Result<Self, String> {
+    type Error = ValueError;
+    fn try_from(value: Value) -> Result<Self, ValueError> {
         match value {
             Value::Null => Ok(Self(false)),
             Value::Bool(b) => Ok(Self(b)),
@@ -596,12 +630,15 @@ impl TryFrom<Value> for Flag {
 struct Positive(u64);
 
 impl TryFrom<Value> for Positive {
-    type Error = String;
-    fn try_from(value: Value) -> Result<Self, String> {
+    type Error = ValueError;
+    fn try_from(value: Value) -> Result<Self, ValueError> {
         match value {
             Value::Number(n) => match n.as_u64() {
                 Some(v) if v > 0 => Ok(Self(v)),
-                _ => Err(format!("must be a whole number above 0, found {n}")),
+                _ => Err(ValueError::Number {
+                    what: "a whole number above 0",
+                    number: n,
+                }),
             },
             other => Err(wrong("a whole number above 0", &other)),
         }
@@ -614,13 +651,16 @@ impl TryFrom<Value> for Positive {
 struct MessageMb(usize);
 
 impl TryFrom<Value> for MessageMb {
-    type Error = String;
-    fn try_from(value: Value) -> Result<Self, String> {
+    type Error = ValueError;
+    fn try_from(value: Value) -> Result<Self, ValueError> {
         const WHAT: &str = "a whole number of MiB from 1 to 4096";
         match value {
             Value::Number(n) => match n.as_u64() {
                 Some(mb @ 1..=4096) => Ok(Self(mb as usize)),
-                _ => Err(format!("must be {WHAT}, found {n}")),
+                _ => Err(ValueError::Number {
+                    what: WHAT,
+                    number: n,
+                }),
             },
             other => Err(wrong(WHAT, &other)),
         }
@@ -633,13 +673,16 @@ impl TryFrom<Value> for MessageMb {
 struct Port(u16);
 
 impl TryFrom<Value> for Port {
-    type Error = String;
-    fn try_from(value: Value) -> Result<Self, String> {
+    type Error = ValueError;
+    fn try_from(value: Value) -> Result<Self, ValueError> {
         const WHAT: &str = "a port number (1 to 65535)";
         match value {
             Value::Number(n) => match n.as_u64().and_then(|p| u16::try_from(p).ok()) {
                 Some(p) if p > 0 => Ok(Self(p)),
-                _ => Err(format!("must be {WHAT}, found {n}")),
+                _ => Err(ValueError::Number {
+                    what: WHAT,
+                    number: n,
+                }),
             },
             other => Err(wrong(WHAT, &other)),
         }
@@ -652,13 +695,13 @@ impl TryFrom<Value> for Port {
 struct HttpUrl(String);
 
 impl TryFrom<Value> for HttpUrl {
-    type Error = String;
-    fn try_from(value: Value) -> Result<Self, String> {
+    type Error = ValueError;
+    fn try_from(value: Value) -> Result<Self, ValueError> {
         match value {
             Value::String(url) if url.starts_with("https://") || url.starts_with("http://") => {
                 Ok(Self(url))
             }
-            Value::String(url) => Err(format!("\"{url}\" must be an http(s) URL")),
+            Value::String(url) => Err(ValueError::NotHttp(url)),
             other => Err(wrong("an http(s) URL", &other)),
         }
     }

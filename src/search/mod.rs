@@ -35,6 +35,7 @@ pub use confidence::{
     CONFIDENT_COVERAGE, CONFIDENT_SHARED_COVERAGE, CONFIDENT_SIMILARITY, confident,
 };
 pub use embed::DocVectors;
+pub use names::{close_qualified, closest};
 pub use options::{Combine, Fusion, SearchOptions, StopWords};
 pub use saved::SavedError;
 pub use tokenizer::{split_words, words_of};

@@ -1,6 +1,7 @@
-//! Names: did-you-mean for a misspelt or misqualified tool name, and the optional splitting
-//! of run-together names by the catalog's vocabulary.
+//! Names: did-you-mean for a misspelt or misqualified tool or server name, and the optional
+//! splitting of run-together names by the catalog's vocabulary.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 
 use super::tokenizer::split_words;
@@ -16,6 +17,53 @@ pub(super) fn identifier_like(query: &str) -> bool {
                 .chars()
                 .zip(query.chars().skip(1))
                 .any(|(a, b)| a.is_lowercase() && b.is_uppercase()))
+}
+
+/// Similarity (Jaro-Winkler, 0..=1) at which a name counts as close to the one asked for.
+const CLOSE_NAME: f64 = 0.75;
+
+/// `names` ordered by how close they are to `wanted` (Jaro-Winkler), closest first; ties keep
+/// their order. What an unknown server name is answered with.
+pub fn closest<'a>(wanted: &str, names: &[&'a str]) -> Vec<&'a str> {
+    let mut scored: Vec<(f64, &str)> = names
+        .iter()
+        .map(|name| (strsim::jaro_winkler(wanted, name), *name))
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+    scored.into_iter().map(|(_, name)| name).collect()
+}
+
+/// Of the qualified names (`<server><separator><tool>`), at most `max` close to the one-word
+/// `wanted` as a whole or by their tool part (case-insensitive), closest first, ties by name.
+/// A sentence is no misspelt name: it gets none.
+pub fn close_qualified<'a>(
+    wanted: &str,
+    qualified: impl Iterator<Item = &'a String>,
+    separator: &str,
+    max: usize,
+) -> Vec<&'a String> {
+    let wanted = wanted.trim().to_lowercase();
+    if wanted.contains(char::is_whitespace) {
+        return Vec::new();
+    }
+    fn lower(s: &str) -> Cow<'_, str> {
+        if s.chars().any(char::is_uppercase) {
+            Cow::Owned(s.to_lowercase())
+        } else {
+            Cow::Borrowed(s)
+        }
+    }
+    let mut scored: Vec<(f64, &String)> = qualified
+        .map(|q| {
+            let tool = q.split_once(separator).map_or(q.as_str(), |(_, t)| t);
+            let full = strsim::jaro_winkler(&wanted, &lower(q));
+            let tool = strsim::jaro_winkler(&wanted, &lower(tool));
+            (full.max(tool), q)
+        })
+        .filter(|(score, _)| *score >= CLOSE_NAME)
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+    scored.into_iter().take(max).map(|(_, q)| q).collect()
 }
 
 impl SearchIndex {

@@ -149,7 +149,7 @@ impl Tables {
 
     /// Tables from [`Self::encode`]'s bytes; an error for bytes it did not write (truncated,
     /// a count past the end, an id out of range).
-    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         let mut r = Reader(bytes);
         let keys = r.strings()?;
         let servers = r.strings()?;
@@ -189,7 +189,7 @@ impl Tables {
             || !ords_valid
             || doc_terms.iter().flatten().any(|&id| id as usize >= terms)
         {
-            return Err("the side tables do not fit together".into());
+            return Err(DecodeError::Inconsistent);
         }
         Ok(Self {
             keys,
@@ -202,6 +202,17 @@ impl Tables {
             live,
         })
     }
+}
+
+/// Why saved side tables cannot be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("the side tables are truncated")]
+    Truncated,
+    #[error("the side tables hold text that is not UTF-8")]
+    NotUtf8,
+    #[error("the side tables do not fit together")]
+    Inconsistent,
 }
 
 struct Writer(Vec<u8>);
@@ -234,32 +245,32 @@ impl Writer {
 struct Reader<'a>(&'a [u8]);
 
 impl Reader<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8], String> {
+    fn take(&mut self, n: usize) -> Result<&[u8], DecodeError> {
         if self.0.len() < n {
-            return Err("the side tables are truncated".into());
+            return Err(DecodeError::Truncated);
         }
         let (head, rest) = self.0.split_at(n);
         self.0 = rest;
         Ok(head)
     }
 
-    fn len(&mut self) -> Result<usize, String> {
+    fn len(&mut self) -> Result<usize, DecodeError> {
         let n = u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes"));
         Ok(n as usize)
     }
 
-    fn string(&mut self) -> Result<String, String> {
+    fn string(&mut self) -> Result<String, DecodeError> {
         let n = self.len()?;
-        String::from_utf8(self.take(n)?.to_vec()).map_err(|e| e.to_string())
+        String::from_utf8(self.take(n)?.to_vec()).map_err(|_| DecodeError::NotUtf8)
     }
 
-    fn strings(&mut self) -> Result<Vec<String>, String> {
+    fn strings(&mut self) -> Result<Vec<String>, DecodeError> {
         (0..self.len()?).map(|_| self.string()).collect()
     }
 
-    fn ords(&mut self) -> Result<Vec<u32>, String> {
+    fn ords(&mut self) -> Result<Vec<u32>, DecodeError> {
         let n = self.len()?;
-        let bytes = self.take(n.checked_mul(4).ok_or("a count overflows")?)?;
+        let bytes = self.take(n.checked_mul(4).ok_or(DecodeError::Truncated)?)?;
         Ok(bytes
             .chunks_exact(4)
             .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))

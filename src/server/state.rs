@@ -9,13 +9,12 @@ use std::time::Duration;
 use crate::budget::{self, Budgets, ByteEstimate, Limits, O200k, Route, TokenCounter};
 use crate::config::{ServerConfig, Settings, Tokenizer};
 use crate::result::{ResultHandler, ResultStore};
-use crate::search::SearchError;
 use crate::store::{DEFAULT_SPILL_BYTES, SharedResults, SpillStore, Valkey};
 use crate::upstream::{CommandLookups, Events, Manager};
 
-use super::call_tool::Caller;
+use super::caller::Caller;
 use super::metrics::Metrics;
-use crate::library::Library;
+use crate::library::{Library, LoadReport};
 
 /// How long listings still running may finish after the client left, so their catalogs are
 /// written (a one-shot client's servers are not listed again at every start).
@@ -125,8 +124,8 @@ impl State {
     pub fn open(
         settings: Settings,
         shared: Option<Valkey>,
-    ) -> Result<(Arc<Self>, Vec<String>), SearchError> {
-        let (library, report) = super::load_library(&settings)?;
+        (library, report): (Library, LoadReport),
+    ) -> (Arc<Self>, Vec<String>) {
         for warning in &report.warnings {
             tracing::warn!("{warning}");
         }
@@ -140,7 +139,7 @@ impl State {
                 server.is_none_or(|server| state.check_launch(server, &mut lookups))
             })
             .collect();
-        Ok((state, missing))
+        (state, missing)
     }
 
     /// Marks the servers with a catalog that cannot be started as configured (their command is

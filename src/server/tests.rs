@@ -10,8 +10,9 @@ use rmcp::model::{CallToolResult, JsonObject};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::call_tool::Caller;
-use super::{MetaServer, State, builtin, definitions};
+use super::caller::Caller;
+use super::tools::builtin;
+use super::{MetaServer, State, definitions};
 use crate::budget::Route;
 use crate::config::{RESERVED_SERVER, Settings};
 use crate::result::{Owner, Stored};
@@ -399,7 +400,11 @@ fn hundreds_of_unavailable_servers_leave_room_for_the_hits_and_the_one_that_matt
         .iter()
         .map(|u| u["server"].as_str().unwrap())
         .collect();
-    assert_eq!(shown.len(), super::search_tool::SERVERS_SHOWN, "{shown:?}");
+    assert_eq!(
+        shown.len(),
+        super::tools::search::SERVERS_SHOWN,
+        "{shown:?}"
+    );
     assert_eq!(shown[0], "time", "the hits' server comes first: {shown:?}");
     let hint = out["hint"].as_str().unwrap();
     assert!(hint.contains("293 more servers"), "{hint}");

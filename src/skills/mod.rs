@@ -95,12 +95,24 @@ pub fn discover(dirs: &[PathBuf]) -> (Vec<Skill>, Vec<String>) {
     (skills, warnings)
 }
 
+/// Why a SKILL.md is skipped.
+#[derive(Debug, thiserror::Error)]
+pub enum SkillError {
+    #[error("{0}")]
+    Read(#[from] std::io::Error),
+    #[error("it has no YAML frontmatter between --- lines")]
+    NoFrontmatter,
+    #[error("frontmatter: {0}")]
+    Frontmatter(#[from] yaml_serde::Error),
+    #[error("frontmatter has no \"description\"")]
+    NoDescription,
+}
+
 /// Reads one SKILL.md.
-pub fn load(path: &Path) -> Result<Skill, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-    let (yaml, body) =
-        split_frontmatter(&text).ok_or("it has no YAML frontmatter between --- lines")?;
-    let front: Frontmatter = yaml_serde::from_str(yaml).map_err(|e| format!("frontmatter: {e}"))?;
+pub fn load(path: &Path) -> Result<Skill, SkillError> {
+    let text = std::fs::read_to_string(path)?;
+    let (yaml, body) = split_frontmatter(&text).ok_or(SkillError::NoFrontmatter)?;
+    let front: Frontmatter = yaml_serde::from_str(yaml)?;
     let dir_name = path
         .parent()
         .and_then(Path::file_name)
@@ -110,9 +122,7 @@ pub fn load(path: &Path) -> Result<Skill, String> {
         .name
         .filter(|n| !n.trim().is_empty())
         .unwrap_or(dir_name);
-    let description = front
-        .description
-        .ok_or("frontmatter has no \"description\"")?;
+    let description = front.description.ok_or(SkillError::NoDescription)?;
     let mut servers: Vec<String> = front
         .mcp_servers
         .map(StringOrList::items)

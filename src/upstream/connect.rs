@@ -172,13 +172,15 @@ pub(super) async fn open(
         Launch::Http { url, headers } => {
             crate::auth::ensure_tls();
             let custom = header_map(&server, headers)?;
+            // Credentials are bound to the URL contacted.
+            let contacted = url.clone();
             let mut http = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(
                 custom
                     .into_iter()
                     .filter_map(|(k, v)| Some((k?, v)))
                     .collect(),
             );
-            // As large as a stdio line: results are cut by result handling, not dropped here.
+            // At most maxMessageMb, as a stdio line; results are cut by result handling.
             http.max_json_response_size = limit;
             http.max_sse_event_size = limit;
             // Our own client: it never follows a redirect to another origin.
@@ -186,7 +188,7 @@ pub(super) async fn open(
                 http: wire::http_client(&server, &faults, false),
                 faults: faults.clone(),
             };
-            let handshake = match authorized(config, login).await? {
+            let handshake = match authorized(config, &contacted, login).await? {
                 // A login's manager is its client's alone: it moves under ours.
                 Some(auth) if Arc::strong_count(&auth.auth_manager) == 1 => {
                     let manager = Arc::into_inner(auth.auth_manager)
@@ -214,7 +216,7 @@ pub(super) async fn open(
         Launch::Sse { url, headers } => {
             crate::auth::ensure_tls();
             let custom = header_map(&server, headers)?;
-            let auth = authorized(config, login).await?;
+            let auth = authorized(config, &url, login).await?;
             let opened = tokio::time::timeout(
                 after,
                 SseTransport::connect(&server, &url, custom, auth, limit, faults.clone()),
@@ -299,15 +301,17 @@ fn header_map(
     Ok(map)
 }
 
-/// The stored login of a remote server (with `login`), as an HTTP client that sends its token.
+/// The stored login of a remote server (with `login`) for `url`, the URL contacted, as an HTTP
+/// client that sends its token.
 async fn authorized(
     config: &ServerConfig,
+    url: &str,
     login: bool,
 ) -> Result<Option<rmcp::transport::AuthClient<reqwest::Client>>, UpstreamError> {
     if !login {
         return Ok(None);
     }
-    crate::auth::client(config)
+    crate::auth::client(config, url)
         .await
         .map_err(|e| UpstreamError::Auth {
             server: config.name.clone(),

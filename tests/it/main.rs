@@ -14,3 +14,4 @@ mod load;
 mod protocol;
 mod saved_index;
 mod support;
+mod terminal;

@@ -5,6 +5,7 @@
 //! (no token) and `GET /metrics` (with the token) are for operators.
 
 mod conn;
+mod metrics_page;
 mod sessions;
 
 use std::fmt;
@@ -26,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Settings;
 use crate::store::SharedSessions;
 
-use super::State;
+use crate::server::State;
 
 /// The one URL path that speaks MCP.
 pub const PATH: &str = "/mcp";
@@ -85,7 +86,7 @@ pub enum HttpError {
         source: std::io::Error,
     },
     #[error(transparent)]
-    Start(#[from] super::StartError),
+    Start(#[from] crate::server::session::start::StartError),
 }
 
 /// A bearer token; never printed.
@@ -197,7 +198,7 @@ impl HttpServer {
 
     /// Serves until SIGINT/SIGTERM, then closes every session and stops every upstream.
     pub async fn run(self, settings: Settings) -> Result<(), HttpError> {
-        let mut server = super::start(settings).await?;
+        let mut server = crate::server::session::start::start(settings).await?;
         if self.options.share_results {
             server = server.sharing_results();
         }
@@ -229,8 +230,8 @@ impl HttpServer {
             let (state, sessions) = (state.clone(), sessions.clone());
             move || async move {
                 let live = sessions.sessions.read().await.len();
-                let text = super::metrics::render(&state, live).await;
-                ([(header::CONTENT_TYPE, super::metrics::CONTENT_TYPE)], text)
+                let text = metrics_page::render(&state, live).await;
+                ([(header::CONTENT_TYPE, metrics_page::CONTENT_TYPE)], text)
             }
         };
         let health = {
@@ -267,7 +268,7 @@ impl HttpServer {
             ct.clone(),
         );
         let stopping = async {
-            super::shutdown_signal().await;
+            crate::server::session::start::shutdown_signal().await;
             tracing::info!("signal received");
             ct.cancel();
             tokio::time::sleep(SHUTDOWN_GRACE).await;

@@ -22,7 +22,7 @@ pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(15 * 60);
 const RETRY_AFTER_SECS: u64 = 30;
 
 /// The live sessions and those being started, against the cap.
-pub(super) struct SessionCap {
+pub(in crate::server) struct SessionCap {
     sessions: Arc<LocalSessionManager>,
     max: usize,
     /// Requests that may start a session and have not been answered yet.
@@ -32,7 +32,7 @@ pub(super) struct SessionCap {
 }
 
 impl SessionCap {
-    pub(super) fn new(
+    pub(in crate::server) fn new(
         sessions: Arc<LocalSessionManager>,
         max: usize,
         shared: Option<Arc<SharedSessions>>,
@@ -58,7 +58,7 @@ impl Drop for Starting<'_> {
 /// Lets a request that could start a session (a POST without `Mcp-Session-Id`) through only
 /// while live and starting sessions stay under the cap. A session being started counts
 /// twice for a moment, so the cap is never exceeded, even by simultaneous requests.
-pub(super) async fn limit_sessions(
+pub(in crate::server) async fn limit_sessions(
     State(cap): State<Arc<SessionCap>>,
     request: Request,
     next: Next,

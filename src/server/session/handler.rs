@@ -19,10 +19,14 @@ use crate::budget::{self, Route};
 use crate::config::RESERVED_SERVER;
 use crate::result::Owner;
 
-use super::{
-    State, always, call_tool, definitions, details_tool, first_run, instructions, login_offer,
-    reply, search_tool,
-};
+use super::{instructions, login_offer};
+use crate::server::State;
+use crate::server::caller::Caller;
+use crate::server::catalogs::always;
+use crate::server::tools::call as call_tool;
+use crate::server::tools::details as details_tool;
+use crate::server::tools::search as search_tool;
+use crate::server::tools::{definitions, needs, reply};
 
 /// URI scheme of skills as resources.
 const SKILL_SCHEME: &str = "skill://";
@@ -30,7 +34,7 @@ const SKILL_SCHEME: &str = "skill://";
 /// The `ServerHandler` behind `meta-server serve`.
 #[derive(Clone)]
 pub struct MetaServer {
-    pub(super) state: Arc<State>,
+    pub(in crate::server) state: Arc<State>,
     instructions: Arc<str>,
     /// The meta-tools, then the tools of alwaysLoad servers: fixed at start-up.
     tools: Arc<[rmcp::model::Tool]>,
@@ -261,7 +265,7 @@ impl ServerHandler for MetaServer {
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let started = std::time::Instant::now();
-        let caller = call_tool::Caller {
+        let caller = Caller {
             client_limit: self.client_limit(),
             owner: self.owner(&cx.extensions),
             cancelled: cx.ct.clone(),
@@ -272,11 +276,11 @@ impl ServerHandler for MetaServer {
         };
         // Servers without a catalog that this call needs are listed first (first run).
         let args = Value::Object(request.arguments.unwrap_or_default());
-        let servers = first_run::servers_of(&request.name, &args);
-        if let Err(failed) = first_run::prepare(&self.state, &request.name, &args).await
+        let servers = needs::servers_of(&request.name, &args);
+        if let Err(failed) = needs::prepare(&self.state, &request.name, &args).await
             && request.name != definitions::SEARCH_TOOLS
         {
-            let failed = reply::error(failed);
+            let failed = reply::error(failed.to_string());
             return Ok(self
                 .offer_logins(&servers, failed, &cx.peer, started)
                 .into());
@@ -333,11 +337,11 @@ enum Call {
 impl MetaServer {
     /// Runs tool `name` of `tools/list`. Arguments a meta-tool cannot read are an error
     /// result naming the tool; a name that is not listed is a protocol error.
-    pub(super) async fn dispatch(
+    pub(in crate::server) async fn dispatch(
         &self,
         name: &str,
         arguments: JsonObject,
-        caller: &call_tool::Caller,
+        caller: &Caller,
     ) -> Result<CallToolResult, McpError> {
         let call = match name {
             definitions::SEARCH_TOOLS => reply::parse_args(name, arguments).map(Call::Search),

@@ -11,7 +11,7 @@ use super::guard::PreInitGuard;
 #[derive(Debug, thiserror::Error)]
 pub enum StdioError {
     #[error(transparent)]
-    Start(#[from] super::StartError),
+    Start(#[from] super::start::StartError),
     #[error("the MCP session over stdio did not start: {0}")]
     Session(Box<ServerInitializeError>),
 }
@@ -19,7 +19,7 @@ pub enum StdioError {
 /// Serves MCP over stdin/stdout until the client closes stdin or a signal arrives, then stops
 /// every upstream.
 pub async fn serve_stdio(settings: Settings) -> Result<(), StdioError> {
-    let server = super::start(settings).await?;
+    let server = super::start::start(settings).await?;
     let state = server.state.clone();
     let (stdin, stdout) = rmcp::transport::stdio();
     // A JavaScript client writes a string cut mid-emoji with a lone surrogate escape, which
@@ -32,7 +32,7 @@ pub async fn serve_stdio(settings: Settings) -> Result<(), StdioError> {
         .map_err(|e| StdioError::Session(Box::new(e)))?;
     tokio::select! {
         quit = running.waiting() => tracing::info!(?quit, "client closed the connection"),
-        () = super::shutdown_signal() => tracing::info!("signal received"),
+        () = super::start::shutdown_signal() => tracing::info!("signal received"),
     }
     tracing::info!("stopping upstreams");
     state.stop().await;

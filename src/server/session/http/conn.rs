@@ -31,7 +31,7 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Accepts connections until `shutdown`, at most `max` served at once, then waits for the
 /// open ones to close (each is asked to finish its current response).
-pub(super) async fn serve(
+pub(in crate::server) async fn serve(
     listener: TcpListener,
     router: axum::Router,
     max: usize,
@@ -81,8 +81,11 @@ fn is_peer_error(e: &std::io::Error) -> bool {
 }
 
 /// Serves one connection until it closes, times out, or `shutdown` asks it to finish.
-pub(super) async fn serve_connection<I>(io: I, router: axum::Router, shutdown: CancellationToken)
-where
+pub(in crate::server) async fn serve_connection<I>(
+    io: I,
+    router: axum::Router,
+    shutdown: CancellationToken,
+) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let mut builder = http1::Builder::new();
@@ -119,7 +122,7 @@ async fn refuse<I: AsyncWrite + Unpin>(mut io: I) {
 
 /// Answers 408 when a request's response has not started within [`REQUEST_TIMEOUT`] (its
 /// body arrives too slowly).
-pub(super) async fn within_request_timeout(request: Request, next: Next) -> Response {
+pub(in crate::server) async fn within_request_timeout(request: Request, next: Next) -> Response {
     match tokio::time::timeout(REQUEST_TIMEOUT, next.run(request)).await {
         Ok(response) => response,
         Err(_) => (

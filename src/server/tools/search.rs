@@ -9,8 +9,8 @@ use crate::config::{RESERVED_SERVER, SKILL_SERVER};
 use crate::library::Library;
 use crate::result::ResultHandler;
 
-use super::State;
 use super::reply::{self, Reply};
+use crate::server::State;
 
 /// `search_tools` arguments, as its input schema declares them.
 #[derive(Deserialize)]
@@ -109,15 +109,12 @@ struct Hit {
     input_schema: Option<Value>,
 }
 
-/// Score factor for tools of servers that a skill read in this session needs.
-const SKILL_BOOST: f32 = 1.5;
-
 /// Length of the one-line description in a hit (`detail: "full"` gives all of it).
 const SUMMARY_CHARS: usize = 160;
 /// Servers listed as unavailable or still indexing in one result: those of the hits and the
 /// `server` filter first. A config of hundreds of servers that cannot start would otherwise
 /// fill every result (and make it slow to fit).
-pub(super) const SERVERS_SHOWN: usize = 8;
+pub(in crate::server) const SERVERS_SHOWN: usize = 8;
 
 /// Server names a message lists in full; of more, the first this many and how many remain.
 const NAMES_SHOWN: usize = 20;
@@ -141,7 +138,7 @@ pub struct Scope<'a> {
 }
 
 /// Runs a search for a session of `state`, within `soft` tokens.
-pub(super) async fn run(state: &State, soft: usize, args: Args) -> Reply {
+pub(in crate::server) async fn run(state: &State, soft: usize, args: Args) -> Reply {
     // The first search of a hybrid start waits for the tool vectors (see `State::start_vectors`).
     state.start_vectors().await;
     let library = state.library();
@@ -166,96 +163,21 @@ pub(super) async fn run(state: &State, soft: usize, args: Args) -> Reply {
 /// The result keeps within the budget by showing fewer hits (the hint says how many were left
 /// out), and what it repeats of the query is capped.
 pub fn answer(scope: &Scope, args: Args) -> Reply {
-    if !(1..=50).contains(&args.limit) {
-        return reply::error(format!(
-            "limit must be between 1 and 50, got {}",
-            args.limit
-        ));
-    }
-    let library = scope.library;
-    // Configured servers (with or without a catalog yet), then built-in ones (`meta`, skills).
-    let mut servers = scope.servers.clone();
-    for builtin in [RESERVED_SERVER, SKILL_SERVER] {
-        if library.has_server(builtin) {
-            servers.push(builtin);
-        }
-    }
-    if let Some(server) = &args.server
-        && !servers.contains(&server.as_str())
-    {
-        if let Some((_, reason)) = scope.unavailable.iter().find(|(s, _)| s == server) {
-            return reply::error(format!(
-                "server \"{}\" cannot be used: {reason}",
-                reply::echo(server)
-            ));
-        }
-        let mut scored: Vec<(f64, &str)> = servers
-            .iter()
-            .map(|name| (strsim::jaro_winkler(server, name), *name))
-            .collect();
-        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let closest: Vec<&str> = scored.into_iter().map(|(_, name)| name).collect();
-        let which = if servers.len() > NAMES_SHOWN {
-            format!("the closest of the {} servers", servers.len())
-        } else {
-            "servers are".to_owned()
-        };
-        return reply::error(format!(
-            "unknown server \"{}\"; {which}: {}",
-            reply::echo(server),
-            name_list(&closest)
-        ));
-    }
-    let boosted = &scope.boosted;
-    // With boosted servers, look further down the ranking so their tools can move up.
-    let wanted = if boosted.is_empty() {
-        args.limit
-    } else {
-        args.limit + 16
+    let servers = match validate(scope, &args) {
+        Ok(servers) => servers,
+        Err(refused) => return *refused,
     };
-    let mut found = match library.search(&args.query, wanted, args.server.as_deref()) {
+    let library = scope.library;
+    let found = match library.search_boosted(
+        &args.query,
+        args.limit,
+        args.server.as_deref(),
+        &scope.boosted,
+    ) {
         Ok(found) => found,
         Err(e) => return reply::error(e.to_string()),
     };
-    if !boosted.is_empty() {
-        let server_of = |key: &str| {
-            library
-                .get(key)
-                .map(|e| e.server.clone())
-                .unwrap_or_default()
-        };
-        for hit in &mut found {
-            if boosted.contains(&server_of(&hit.key)) {
-                hit.score *= SKILL_BOOST;
-            }
-        }
-        // Exact and close names stay first; stable, so equal scores keep the index's order.
-        let first = |h: &crate::search::Hit| h.exact || h.close;
-        found.sort_by(|a, b| first(b).cmp(&first(a)).then(b.score.total_cmp(&a.score)));
-        found.truncate(args.limit);
-    }
-    let hits: Vec<Hit> = found
-        .iter()
-        .filter_map(|h| library.get(&h.key).map(|e| (h, e)))
-        .map(|(h, e)| Hit {
-            name: e.qualified.clone(),
-            server: e.server.clone(),
-            tool: e.def.name.clone(),
-            description: match args.detail {
-                Detail::Name => None,
-                Detail::Summary => Some(e.def.summary(SUMMARY_CHARS)),
-                Detail::Full => Some(e.def.description.trim().to_owned()),
-            },
-            signature: (args.detail != Detail::Name).then(|| e.def.signature()),
-            score: (f64::from(h.score) * 1000.0).round() / 1000.0,
-            kind: e.skill.as_ref().map(|_| "skill"),
-            annotations: (args.detail != Detail::Name)
-                .then(|| hints(&e.def.value()))
-                .flatten(),
-            input_schema: (args.detail == Detail::Full)
-                .then(|| Value::Object(e.def.input_schema())),
-        })
-        .collect();
+    let hits = project(library, &found, args.detail);
     let confident = crate::search::confident(&found);
     let close: Vec<&str> = found
         .iter()
@@ -326,6 +248,68 @@ pub fn answer(scope: &Scope, args: Args) -> Reply {
         let text = render(&output);
         reply::structured(&output, text)
     })
+}
+
+/// The servers a search may name (configured ones, then the built-in ones that have tools),
+/// or the error result for a limit out of range or a `server` that is not one of them.
+fn validate<'a>(scope: &Scope<'a>, args: &Args) -> Result<Vec<&'a str>, Box<Reply>> {
+    if !(1..=50).contains(&args.limit) {
+        return Err(Box::new(reply::error(format!(
+            "limit must be between 1 and 50, got {}",
+            args.limit
+        ))));
+    }
+    let mut servers = scope.servers.clone();
+    for builtin in [RESERVED_SERVER, SKILL_SERVER] {
+        if scope.library.has_server(builtin) {
+            servers.push(builtin);
+        }
+    }
+    let Some(server) = args.server.as_deref().filter(|s| !servers.contains(s)) else {
+        return Ok(servers);
+    };
+    if let Some((_, reason)) = scope.unavailable.iter().find(|(s, _)| s == server) {
+        return Err(Box::new(reply::error(format!(
+            "server \"{}\" cannot be used: {reason}",
+            reply::echo(server)
+        ))));
+    }
+    let closest = crate::search::closest(server, &servers);
+    let which = if servers.len() > NAMES_SHOWN {
+        format!("the closest of the {} servers", servers.len())
+    } else {
+        "servers are".to_owned()
+    };
+    Err(Box::new(reply::error(format!(
+        "unknown server \"{}\"; {which}: {}",
+        reply::echo(server),
+        name_list(&closest)
+    ))))
+}
+
+/// The hits as the result shows them, at the asked `detail`.
+fn project(library: &Library, found: &[crate::search::Hit], detail: Detail) -> Vec<Hit> {
+    found
+        .iter()
+        .filter_map(|h| library.get(&h.key).map(|e| (h, e)))
+        .map(|(h, e)| Hit {
+            name: e.qualified.clone(),
+            server: e.server.clone(),
+            tool: e.def.name.clone(),
+            description: match detail {
+                Detail::Name => None,
+                Detail::Summary => Some(e.def.summary(SUMMARY_CHARS)),
+                Detail::Full => Some(e.def.description.trim().to_owned()),
+            },
+            signature: (detail != Detail::Name).then(|| e.def.signature()),
+            score: (f64::from(h.score) * 1000.0).round() / 1000.0,
+            kind: e.skill.as_ref().map(|_| "skill"),
+            annotations: (detail != Detail::Name)
+                .then(|| hints(&e.def.value()))
+                .flatten(),
+            input_schema: (detail == Detail::Full).then(|| Value::Object(e.def.input_schema())),
+        })
+        .collect()
 }
 
 /// At most [`SERVERS_SHOWN`] of `items`, those `relevant` says first (each group in its

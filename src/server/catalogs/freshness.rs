@@ -1,7 +1,7 @@
 //! Keeping catalogs fresh while serving: servers without a catalog are indexed in the
 //! background; a stale catalog (launch config changed) is re-listed when its server connects;
 //! `tools/list_changed` re-lists the server after a quiet period. Each refresh persists the
-//! catalog, swaps in a new library and saves its search index (with a shared store, through `shared.rs`: one replica
+//! catalog, swaps in a new library and saves its search index (with a shared store, through `shared`: one replica
 //! lists, the others take its catalog). The meta-tools themselves never change.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -9,11 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use serde_json::Value;
 use tokio::time::Instant;
 
-use super::{State, first_run};
-use crate::catalog::{self, Catalog, tools_hash};
+use super::first_run;
+use super::refresh::refresh;
+use crate::server::State;
 use crate::upstream::Event;
 
 /// Quiet time after the last `list_changed` before re-listing (servers send bursts).
@@ -21,7 +21,7 @@ const DEBOUNCE: Duration = Duration::from_millis(300);
 
 /// Indexes `servers` (no catalog yet) with bounded concurrency, then disconnects them.
 /// Each listing is a tracked task, so it finishes even when the client leaves meanwhile.
-pub(super) async fn index_missing(state: Arc<State>, servers: Vec<String>) {
+pub(in crate::server) async fn index_missing(state: Arc<State>, servers: Vec<String>) {
     state
         .indexing
         .lock()
@@ -51,7 +51,7 @@ pub(super) async fn index_missing(state: Arc<State>, servers: Vec<String>) {
 }
 
 /// Reacts to upstream events until the manager is gone.
-pub(super) async fn watch(state: Arc<State>) {
+pub(in crate::server) async fn watch(state: Arc<State>) {
     let Some(mut events) = state.events.lock().expect("events lock").take() else {
         return;
     };
@@ -92,74 +92,4 @@ pub(super) async fn watch(state: Arc<State>) {
             }
         }
     }
-}
-
-/// Lists `server`'s tools and installs the catalog; with a shared store, only if no other
-/// replica is listing it or has listed it: `changed` (its tool list changed) rules out
-/// catalogs listed before now.
-pub(super) async fn refresh(state: &Arc<State>, server: &str, changed: bool) -> Result<(), String> {
-    match &state.shared {
-        Some(store) => super::shared::refresh(state, store, server, changed).await,
-        None => install(state, fetch(state, server).await?),
-    }
-}
-
-/// A fresh catalog of `server` from its upstream.
-pub(super) async fn fetch(state: &Arc<State>, server: &str) -> Result<Catalog, String> {
-    let config = state.settings.server(server).ok_or("not configured")?;
-    let fresh = catalog::fetch(&state.manager, config)
-        .await
-        .map_err(|e| e.to_string())?;
-    state.count_catalog(server, true);
-    state.dirty.lock().expect("dirty lock").remove(server);
-    Ok(fresh)
-}
-
-/// Logs what changed, persists the catalog and swaps the library.
-pub(super) fn install(state: &Arc<State>, fresh: Catalog) -> Result<(), String> {
-    let server = fresh.server.clone();
-    let library = state.library();
-    match library.catalogs.get(&server) {
-        Some(old) if old.tools_hash == fresh.tools_hash => {
-            tracing::debug!(server, "tool list unchanged");
-        }
-        old => log_changes(&server, old, &fresh),
-    }
-    if let Err(e) = fresh.write(&state.settings.catalog_dir) {
-        tracing::warn!(server, "{e}");
-    }
-    state.replace_catalog(fresh).map_err(|e| e.to_string())?;
-    state.embed_in_background();
-    state.save_index_in_background();
-    Ok(())
-}
-
-fn log_changes(server: &str, old: Option<&Catalog>, fresh: &Catalog) {
-    let by_name = |c: &Catalog| -> BTreeMap<String, String> {
-        c.tools
-            .iter()
-            .map(|t| {
-                let name = t
-                    .value()
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
-                (name, tools_hash(std::slice::from_ref(t)))
-            })
-            .collect()
-    };
-    let before = old.map(by_name).unwrap_or_default();
-    let after = by_name(fresh);
-    let names = |set: BTreeSet<&String>| set.into_iter().cloned().collect::<Vec<_>>().join(", ");
-    let added = names(after.keys().filter(|k| !before.contains_key(*k)).collect());
-    let removed = names(before.keys().filter(|k| !after.contains_key(*k)).collect());
-    let changed = names(
-        after
-            .iter()
-            .filter(|(k, h)| before.get(*k).is_some_and(|b| b != *h))
-            .map(|(k, _)| k)
-            .collect(),
-    );
-    tracing::info!(server, tools = after.len(), %added, %removed, %changed, "tool list changed");
 }

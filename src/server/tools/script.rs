@@ -1,7 +1,9 @@
 //! `meta__run_script` (Code Mode): runs a script in [`crate::script`]'s sandbox, with the server
-//! as its host: nested calls go through [`call_tool::dispatch`] like the client's own, search
+//! as its host: nested calls go through the [`Dispatch`] it is handed (the path of the client's own calls), search
 //! and describe answer as `search_tools` and `get_tool_details` do.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,17 +13,18 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::State;
-use super::call_tool::{self, Caller};
 use super::definitions::{GET_TOOL_DETAILS, SEARCH_TOOLS, definitions};
 use super::reply::{self, Reply};
+use super::{details, search};
 use crate::budget::Route;
 use crate::config::RESERVED_SERVER;
 use crate::result::Owner;
 use crate::script::{self, CallRecord, Host, HostFuture, Limits, Report};
+use crate::server::State;
+use crate::server::caller::Caller;
 
 /// The built-in tool's name under the `meta` server.
-pub(super) const TOOL: &str = "run_script";
+pub(in crate::server) const TOOL: &str = "run_script";
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -42,11 +45,22 @@ struct Output {
     error: Option<String>,
 }
 
-/// Runs the script (arguments already checked against the tool's schema) for `caller`.
-pub(super) async fn run(
+/// The one path of every tool call, handed to a script so its nested calls take it.
+pub(in crate::server) type Dispatch =
+    for<'a> fn(
+        &'a Arc<State>,
+        &'a Caller,
+        &'a str,
+        Map<String, Value>,
+    ) -> Pin<Box<dyn Future<Output = Reply> + Send + 'a>>;
+
+/// Runs the script (arguments already checked against the tool's schema) for `caller`; its
+/// nested calls go through `dispatch`.
+pub(in crate::server) async fn run(
     state: &Arc<State>,
     caller: &Caller,
     arguments: Map<String, Value>,
+    dispatch: Dispatch,
 ) -> Reply {
     let args: Args = match reply::parse_args(TOOL, arguments) {
         Ok(args) => args,
@@ -64,6 +78,7 @@ pub(super) async fn run(
     let _end = scope.clone().drop_guard();
     let host = Arc::new(ServerHost {
         state: state.clone(),
+        dispatch,
         client_limit: caller.client_limit,
         owner: caller.owner.clone(),
         scope,
@@ -137,6 +152,7 @@ fn render(report: Report) -> Reply {
 /// The server as the script's host.
 struct ServerHost {
     state: Arc<State>,
+    dispatch: Dispatch,
     client_limit: Option<usize>,
     /// Whose stored results the nested calls make: the script's caller.
     owner: Owner,
@@ -192,11 +208,12 @@ impl Host for ServerHost {
             progress_to: None,
         };
         let progress = self.progress.clone();
+        let dispatch = self.dispatch;
         Box::pin(async move {
             if let Some(message) = refused(&name) {
                 return reply::error(message);
             }
-            let call = call_tool::dispatch(&state, &caller, &name, arguments);
+            let call = dispatch(&state, &caller, &name, arguments);
             match progress {
                 Some(progress) => tokio::join!(progress.starting(&name), call).1,
                 None => call.await,
@@ -214,7 +231,7 @@ impl Host for ServerHost {
                 args.insert("limit".into(), limit.into());
             }
             let args = reply::parse_args(SEARCH_TOOLS, args)?;
-            script::script_value(&super::search_tool::run(&state, soft, args).await)
+            script::script_value(&search::run(&state, soft, args).await)
         })
     }
 
@@ -225,7 +242,7 @@ impl Host for ServerHost {
             let mut args = serde_json::Map::new();
             args.insert("names".into(), json!([name]));
             let args = reply::parse_args(GET_TOOL_DETAILS, args)?;
-            let details = script::script_value(&super::details_tool::run(&state, soft, args))?;
+            let details = script::script_value(&details::run(&state, soft, args))?;
             if let Some(tool) = details["tools"].get(0) {
                 return Ok(tool.clone());
             }

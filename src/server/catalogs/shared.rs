@@ -8,10 +8,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::State;
-use super::freshness;
+use super::error::RefreshError;
+use super::listing;
 use crate::catalog::{Catalog, config_fingerprint};
 use crate::config::{ServerConfig, Settings};
+use crate::server::State;
 use crate::store::{SharedCatalog, Valkey};
 
 /// How long one listing may hold a server's lease (a replica that dies holding it delays the
@@ -35,7 +36,10 @@ fn usable(shared: &SharedCatalog, config: &ServerConfig) -> Option<Catalog> {
 
 /// Writes every configured server's shared catalog that the catalog dir lacks or holds in
 /// another version; returns the versions taken, by `<server>:<fingerprint>`.
-pub(super) async fn pull(settings: &Settings, store: &Valkey) -> Vec<(String, String, String)> {
+pub(in crate::server) async fn pull(
+    settings: &Settings,
+    store: &Valkey,
+) -> Vec<(String, String, String)> {
     let lookups = settings.servers.iter().map(|config| async move {
         let fingerprint = config_fingerprint(config);
         let shared = store.catalog(&config.name, &fingerprint).await;
@@ -76,7 +80,7 @@ pub(super) async fn pull(settings: &Settings, store: &Valkey) -> Vec<(String, St
 }
 
 /// Records the shared versions [`pull`] took, and counts them as taken from the store.
-pub(super) fn record_pulled(state: &State, taken: Vec<(String, String, String)>) {
+pub(in crate::server) fn record_pulled(state: &State, taken: Vec<(String, String, String)>) {
     let mut versions = state.shared_versions.lock().expect("shared versions lock");
     for (server, field, version) in taken {
         state.count_catalog(&server, false);
@@ -84,34 +88,37 @@ pub(super) fn record_pulled(state: &State, taken: Vec<(String, String, String)>)
     }
 }
 
-/// Lists `server` through its lease, or takes the catalog another replica listed; `changed`
-/// rules out catalogs published before this call.
+/// A fresh catalog of `server`: listed through its lease, or the one another replica listed;
+/// `changed` rules out catalogs published before this call.
 pub(super) async fn refresh(
     state: &Arc<State>,
     store: &Valkey,
     server: &str,
     changed: bool,
-) -> Result<(), String> {
-    let config = state.settings.server(server).ok_or("not configured")?;
+) -> Result<Catalog, RefreshError> {
+    let config = state
+        .settings
+        .server(server)
+        .ok_or(RefreshError::NotConfigured)?;
     let fingerprint = config_fingerprint(config);
     let field = Valkey::catalog_field(server, &fingerprint);
     let mut seen = match store.catalog(server, &fingerprint).await {
         Ok(shared) => shared,
         Err(e) => {
             tracing::warn!(server, "listing without the shared store: {e}");
-            return freshness::install(state, freshness::fetch(state, server).await?);
+            return listing::fetch(state, server).await;
         }
     };
     if !changed
         && let Some(shared) = &seen
         && let Some(catalog) = usable(shared, config)
     {
-        return take(state, &field, shared.version.clone(), catalog);
+        return Ok(take(state, &field, shared.version.clone(), catalog));
     }
     for _ in 0..ROUNDS {
         match store.lease(&field, LEASE).await {
             Ok(Some(lease)) => {
-                let listed = freshness::fetch(state, server).await;
+                let listed = listing::fetch(state, server).await;
                 let published = match &listed {
                     Ok(catalog) => publish(store, &fingerprint, catalog).await,
                     Err(_) => None,
@@ -125,7 +132,7 @@ pub(super) async fn refresh(
                         .expect("shared versions lock")
                         .insert(field, version);
                 }
-                return freshness::install(state, catalog);
+                return Ok(catalog);
             }
             Ok(None) => {
                 tracing::info!(
@@ -138,7 +145,7 @@ pub(super) async fn refresh(
                         if Some(&shared.version) != seen.as_ref().map(|s| &s.version) =>
                     {
                         if let Some(catalog) = usable(&shared, config) {
-                            return take(state, &field, shared.version, catalog);
+                            return Ok(take(state, &field, shared.version, catalog));
                         }
                         seen = Some(shared);
                     }
@@ -150,7 +157,7 @@ pub(super) async fn refresh(
             Err(_) => break,
         }
     }
-    freshness::install(state, freshness::fetch(state, server).await?)
+    listing::fetch(state, server).await
 }
 
 /// Waits (at most one lease time) until nobody holds the lease on `field`.
@@ -174,8 +181,8 @@ async fn publish(store: &Valkey, fingerprint: &str, catalog: &Catalog) -> Option
         .ok()
 }
 
-/// Installs a catalog from the store, recording its version.
-fn take(state: &Arc<State>, field: &str, version: String, catalog: Catalog) -> Result<(), String> {
+/// A catalog from the store, its version recorded.
+fn take(state: &State, field: &str, version: String, catalog: Catalog) -> Catalog {
     let server = catalog.server.clone();
     tracing::info!(server, "catalog taken from the shared store");
     state.count_catalog(&server, false);
@@ -184,11 +191,11 @@ fn take(state: &Arc<State>, field: &str, version: String, catalog: Catalog) -> R
         .lock()
         .expect("shared versions lock")
         .insert(field.to_owned(), version);
-    freshness::install(state, catalog)
+    catalog
 }
 
 /// Installs the catalogs other replicas publish, as they publish them, until the process ends.
-pub(super) async fn follow(state: Arc<State>, store: Valkey) {
+pub(in crate::server) async fn follow(state: Arc<State>, store: Valkey) {
     let mut every = tokio::time::interval(FOLLOW_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
@@ -213,7 +220,8 @@ pub(super) async fn follow(state: Arc<State>, store: Valkey) {
             }
             if let Ok(Some(shared)) = store.catalog(&config.name, &fingerprint).await
                 && let Some(catalog) = usable(&shared, config)
-                && let Err(e) = take(&state, &field, shared.version, catalog)
+                && let Err(e) =
+                    listing::install(&state, take(&state, &field, shared.version, catalog))
             {
                 tracing::warn!(server = %config.name, "shared catalog not installed: {e}");
             }

@@ -3,13 +3,13 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::State;
 use super::reply::{self, Reply};
+use crate::server::State;
 
 /// `get_tool_details` arguments.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct Args {
+pub(in crate::server) struct Args {
     names: Vec<String>,
     #[serde(default)]
     format: Format,
@@ -45,7 +45,7 @@ const MAX_NAMES: usize = 20;
 /// Full definitions of the named tools, within `soft` tokens: tools that do not fit are listed
 /// as `omitted` (ask for them alone); one tool that alone does not fit is given in the text,
 /// where result handling cuts it and keeps it whole for reading back.
-pub(super) fn run(state: &State, soft: usize, args: Args) -> Reply {
+pub(in crate::server) fn run(state: &State, soft: usize, args: Args) -> Reply {
     if args.names.is_empty() || args.names.len() > MAX_NAMES {
         return reply::error(format!(
             "names must hold 1 to {MAX_NAMES} qualified tool names, got {}",
@@ -64,7 +64,7 @@ pub(super) fn run(state: &State, soft: usize, args: Args) -> Reply {
             continue;
         };
         if let Some(skill) = &entry.skill {
-            let mut details = super::skill_tool::details(state, entry, skill);
+            let mut details = super::skill::details(state, entry, skill);
             if args.format == Format::Typescript
                 && let Some(fields) = details.as_object_mut()
             {

@@ -8,22 +8,22 @@ use std::time::{Duration, Instant};
 use rmcp::model::ElicitRequestParams;
 use rmcp::service::{ElicitationMode, Peer, RoleServer};
 
-use super::State;
 use crate::auth::{Prompt, Show};
+use crate::server::State;
 
 /// How long an offered login stays open for the user.
 const OFFER_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// What the caller is told about the offer, appended to the "needs a login" error.
-pub(super) const OFFERED: &str =
+pub(in crate::server) const OFFERED: &str =
     "A login link was offered to the user; call again once they have logged in.";
 
 /// What the caller is told when the login completed while its call was failing.
-pub(super) const JUST_LOGGED_IN: &str = "The user has just logged in; call again.";
+pub(in crate::server) const JUST_LOGGED_IN: &str = "The user has just logged in; call again.";
 
 /// Whether an offered login of `server` completed after `since` (a call that began before it
 /// may still have failed for want of it: offering the login again would be wrong).
-pub(super) fn logged_in_since(state: &State, server: &str, since: Instant) -> bool {
+pub(in crate::server) fn logged_in_since(state: &State, server: &str, since: Instant) -> bool {
     state
         .logged_in
         .lock()
@@ -34,7 +34,7 @@ pub(super) fn logged_in_since(state: &State, server: &str, since: Instant) -> bo
 
 /// Offers a login to `server` through `peer` if it takes URL-mode elicitation; `true` when an
 /// offer is out (now or from an earlier call).
-pub(super) fn offer(
+pub(in crate::server) fn offer(
     state: &Arc<State>,
     server: &str,
     challenge: String,

@@ -4,13 +4,13 @@
 
 use serde_json::{Value, json};
 
-use super::State;
 use super::reply::{self, Reply};
 use crate::library::Entry;
+use crate::server::State;
 use crate::skills::Skill;
 
 /// Boosts the skill's servers and starts the configured ones; returns (configured, missing).
-pub(super) fn activate(state: &State, skill: &Skill) -> (Vec<String>, Vec<String>) {
+pub(in crate::server) fn activate(state: &State, skill: &Skill) -> (Vec<String>, Vec<String>) {
     let (configured, missing): (Vec<String>, Vec<String>) = skill
         .servers
         .iter()
@@ -34,7 +34,7 @@ pub(super) fn activate(state: &State, skill: &Skill) -> (Vec<String>, Vec<String
 }
 
 /// The skill's full definition for `get_tool_details`; activates it.
-pub(super) fn details(state: &State, entry: &Entry, skill: &Skill) -> Value {
+pub(in crate::server) fn details(state: &State, entry: &Entry, skill: &Skill) -> Value {
     let (servers, missing) = activate(state, skill);
     json!({
         "name": entry.qualified,
@@ -50,7 +50,7 @@ pub(super) fn details(state: &State, entry: &Entry, skill: &Skill) -> Value {
 }
 
 /// `call_tool` on a skill: its instructions as text; activates it.
-pub(super) fn run(state: &State, skill: &Skill) -> Reply {
+pub(in crate::server) fn run(state: &State, skill: &Skill) -> Reply {
     let (servers, missing) = activate(state, skill);
     let mut text = format!(
         "Skill {}: {}\n\n{}\n",

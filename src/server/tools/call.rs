@@ -2,25 +2,26 @@
 //! forward the call and pass the upstream result through. [`dispatch`] is the one path of
 //! every tool call: the client's own and those of a `meta__run_script` script.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
-use rmcp::model::ProgressToken;
-use rmcp::service::{Peer, RoleServer};
 use serde::Deserialize;
 use serde_json::{Map, Value};
-use tokio_util::sync::CancellationToken;
 
-use super::State;
 use super::definitions::definitions;
 use super::reply::{self, Reply};
+use super::{builtin, script, skill};
 use crate::budget::Route;
 use crate::config::RESERVED_SERVER;
-use crate::result::Owner;
+use crate::server::State;
+use crate::server::caller::Caller;
+use crate::server::catalogs::first_run;
 
 /// `call_tool` arguments; alwaysLoad tools listed by their own name are these too.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct Args {
+pub(in crate::server) struct Args {
     pub name: String,
     #[serde(default)]
     pub arguments: Option<Map<String, Value>>,
@@ -31,21 +32,7 @@ const MAX_SCHEMA_ERRORS: usize = 10;
 /// Upstream progress waiting to be relayed; more is dropped (progress is advisory).
 const PROGRESS_BACKLOG: usize = 64;
 
-/// Where the client wants progress for this call: its peer and its own progress token.
-pub(super) type ProgressTo = Option<(Peer<RoleServer>, ProgressToken)>;
-
-/// What the session knows about this call.
-pub(super) struct Caller {
-    /// The client's own result limit, if known.
-    pub client_limit: Option<usize>,
-    /// Whose stored results the call may create and read.
-    pub owner: Owner,
-    /// Fires when the client cancels the request.
-    pub cancelled: CancellationToken,
-    pub progress_to: ProgressTo,
-}
-
-pub(super) async fn run(state: &Arc<State>, caller: &Caller, args: Args) -> Reply {
+pub(in crate::server) async fn run(state: &Arc<State>, caller: &Caller, args: Args) -> Reply {
     if definitions().iter().any(|t| t.name == args.name) {
         return reply::error(format!(
             "\"{}\" is a meta-tool: call it directly, not through call_tool",
@@ -63,7 +50,7 @@ pub(super) async fn run(state: &Arc<State>, caller: &Caller, args: Args) -> Repl
 
 /// Calls tool `name` (qualified): first run, allow/deny, argument validation, lazy connect,
 /// timeouts, progress relay and result handling.
-pub(super) async fn dispatch(
+pub(in crate::server) async fn dispatch(
     state: &Arc<State>,
     caller: &Caller,
     name: &str,
@@ -71,9 +58,9 @@ pub(super) async fn dispatch(
 ) -> Reply {
     // A configured server without a catalog is listed first (a script's calls included).
     if let Some((server, _)) = name.split_once(crate::library::SEPARATOR)
-        && let Err(failed) = super::first_run::ensure(state, server).await
+        && let Err(failed) = first_run::ensure(state, server).await
     {
-        return reply::foreign_error(failed);
+        return reply::foreign_error(failed.to_string());
     }
     let library = state.library();
     let Some(entry) = library.get(name).cloned() else {
@@ -107,13 +94,13 @@ pub(super) async fn dispatch(
         }
     }
     if let Some(skill) = &entry.skill {
-        return super::skill_tool::run(state, skill);
+        return skill::run(state, skill);
     }
     let started = std::time::Instant::now();
-    let result = if entry.server == RESERVED_SERVER && entry.def.name == super::script_tool::TOOL {
-        super::script_tool::run(state, caller, arguments).await
+    let result = if entry.server == RESERVED_SERVER && entry.def.name == script::TOOL {
+        script::run(state, caller, arguments, boxed).await
     } else if entry.server == RESERVED_SERVER {
-        super::builtin::run(state, caller, &entry.def.name, arguments).await
+        builtin::run(state, caller, &entry.def.name, arguments).await
     } else {
         let (relay, mut progress) = tokio::sync::mpsc::channel(PROGRESS_BACKLOG);
         let call = state.manager.call_tool(
@@ -155,4 +142,15 @@ pub(super) async fn dispatch(
         .metrics
         .tool_call(&entry.server, ok, started.elapsed());
     result
+}
+
+/// [`dispatch`] as the handle a script's nested calls take (a function of its own, so the
+/// future's `Send` is known where it is boxed).
+fn boxed<'a>(
+    state: &'a Arc<State>,
+    caller: &'a Caller,
+    name: &'a str,
+    arguments: Map<String, Value>,
+) -> Pin<Box<dyn Future<Output = Reply> + Send + 'a>> {
+    Box::pin(dispatch(state, caller, name, arguments))
 }

@@ -7,11 +7,12 @@ use std::sync::Arc;
 use rmcp::model::Tool;
 use serde_json::Value;
 
-use super::{State, freshness};
+use super::refresh::refresh;
+use crate::server::State;
 
 /// Connects every alwaysLoad server (re-listing stale catalogs), then returns their tools in
 /// server-name order, as they will be listed for the rest of the process.
-pub(super) async fn prepare(state: &Arc<State>) -> Vec<Tool> {
+pub(in crate::server) async fn prepare(state: &Arc<State>) -> Vec<Tool> {
     let servers: Vec<&str> = state
         .settings
         .servers
@@ -32,7 +33,7 @@ pub(super) async fn prepare(state: &Arc<State>) -> Vec<Tool> {
                 "alwaysLoad server did not start; its tools are listed from the catalog: {e}"
             );
         } else if state.is_stale(server)
-            && let Err(e) = freshness::refresh(state, server, false).await
+            && let Err(e) = refresh(state, server, false).await
         {
             tracing::warn!(server, "re-listing tools failed: {e}");
         }
@@ -61,7 +62,7 @@ fn listed(mut raw: Value, qualified: &str) -> Option<Tool> {
 }
 
 /// Whether `name` is one of the tools listed at start-up.
-pub(super) fn is_listed(listed: &[Tool], name: &str) -> bool {
+pub(in crate::server) fn is_listed(listed: &[Tool], name: &str) -> bool {
     listed.iter().any(|t| t.name == name)
 }
 

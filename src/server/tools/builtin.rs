@@ -6,12 +6,12 @@ use std::sync::LazyLock;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::State;
-use super::call_tool::Caller;
 use super::reply::{self, Reply};
 use crate::budget::Route;
 use crate::catalog::Catalog;
 use crate::config::RESERVED_SERVER;
+use crate::server::State;
+use crate::server::caller::Caller;
 
 static CATALOG: LazyLock<Catalog> = LazyLock::new(|| {
     let tools = serde_json::from_str(include_str!("builtin.json")).expect("built-in tools parse");
@@ -58,7 +58,7 @@ struct SearchOutput<'a> {
 }
 
 /// Runs built-in tool `tool` (arguments already checked against its schema).
-pub(super) async fn run(
+pub(in crate::server) async fn run(
     state: &State,
     caller: &Caller,
     tool: &str,

@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{State, freshness};
+use super::freshness;
 use crate::catalog::Catalog;
 use crate::config::Settings;
+use crate::server::State;
 use crate::upstream::in_process::TestUpstream;
 
 #[tokio::test(start_paused = true)]
@@ -18,7 +19,7 @@ async fn a_burst_of_list_changed_is_one_relisting_after_the_quiet_time() {
     let mut settings =
         Settings::parse(&dir.path().join("config.json"), &config.to_string()).unwrap();
     settings.catalog_dir = dir.path().join("catalogs");
-    let (library, _) = super::load_library(&settings).unwrap();
+    let (library, _) = crate::server::load_library(&settings).unwrap();
     let upstream = TestUpstream::new(&["alpha"]);
     let state = State::with_manager(settings, library, |servers, events| {
         upstream.manager(servers, Some(events))

@@ -1,15 +1,15 @@
 //! The `initialize` instructions: a short, deterministic overview of the configured servers,
 //! fixed for the life of the process.
 
-use super::Library;
 use crate::config::Settings;
+use crate::library::Library;
 
 /// Upper bound on the overview, in characters.
 const MAX_CHARS: usize = 2000;
 /// Upper bound on one server's line.
 const LINE_CHARS: usize = 120;
 
-pub(super) fn overview(settings: &Settings, library: &Library) -> String {
+pub(in crate::server) fn overview(settings: &Settings, library: &Library) -> String {
     let mut text = String::from(
         "Tools of the MCP servers below are reached through three tools. search_tools finds tools by what they do; \
          get_tool_details shows a tool's full input schema; call_tool runs it by its qualified name <server>__<tool>. \

@@ -1,0 +1,22 @@
+//! What the session knows about one tool call: the client's limit, whose results it makes,
+//! its cancellation and where its progress goes. Shared by every path a call takes.
+
+use rmcp::model::ProgressToken;
+use rmcp::service::{Peer, RoleServer};
+use tokio_util::sync::CancellationToken;
+
+use crate::result::Owner;
+
+/// Where the client wants progress for this call: its peer and its own progress token.
+pub(in crate::server) type ProgressTo = Option<(Peer<RoleServer>, ProgressToken)>;
+
+/// What the session knows about this call.
+pub(in crate::server) struct Caller {
+    /// The client's own result limit, if known.
+    pub client_limit: Option<usize>,
+    /// Whose stored results the call may create and read.
+    pub owner: Owner,
+    /// Fires when the client cancels the request.
+    pub cancelled: CancellationToken,
+    pub progress_to: ProgressTo,
+}

@@ -1,0 +1,72 @@
+//! One listing of a server and what follows it: the catalog logged, written and swapped into
+//! the library.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::error::RefreshError;
+use crate::catalog::{self, Catalog, tools_hash};
+use crate::server::State;
+
+/// A fresh catalog of `server` from its upstream.
+pub(super) async fn fetch(state: &Arc<State>, server: &str) -> Result<Catalog, RefreshError> {
+    let config = state
+        .settings
+        .server(server)
+        .ok_or(RefreshError::NotConfigured)?;
+    let fresh = catalog::fetch(&state.manager, config).await?;
+    state.count_catalog(server, true);
+    state.dirty.lock().expect("dirty lock").remove(server);
+    Ok(fresh)
+}
+
+/// Logs what changed, persists the catalog and swaps the library.
+pub(super) fn install(state: &Arc<State>, fresh: Catalog) -> Result<(), RefreshError> {
+    let server = fresh.server.clone();
+    let library = state.library();
+    match library.catalogs.get(&server) {
+        Some(old) if old.tools_hash == fresh.tools_hash => {
+            tracing::debug!(server, "tool list unchanged");
+        }
+        old => log_changes(&server, old, &fresh),
+    }
+    if let Err(e) = fresh.write(&state.settings.catalog_dir) {
+        tracing::warn!(server, "{e}");
+    }
+    state.replace_catalog(fresh)?;
+    state.embed_in_background();
+    state.save_index_in_background();
+    Ok(())
+}
+
+fn log_changes(server: &str, old: Option<&Catalog>, fresh: &Catalog) {
+    let by_name = |c: &Catalog| -> BTreeMap<String, String> {
+        c.tools
+            .iter()
+            .map(|t| {
+                let name = t
+                    .value()
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                (name, tools_hash(std::slice::from_ref(t)))
+            })
+            .collect()
+    };
+    let before = old.map(by_name).unwrap_or_default();
+    let after = by_name(fresh);
+    let names = |set: BTreeSet<&String>| set.into_iter().cloned().collect::<Vec<_>>().join(", ");
+    let added = names(after.keys().filter(|k| !before.contains_key(*k)).collect());
+    let removed = names(before.keys().filter(|k| !after.contains_key(*k)).collect());
+    let changed = names(
+        after
+            .iter()
+            .filter(|(k, h)| before.get(*k).is_some_and(|b| b != *h))
+            .map(|(k, _)| k)
+            .collect(),
+    );
+    tracing::info!(server, tools = after.len(), %added, %removed, %changed, "tool list changed");
+}

@@ -1,0 +1,16 @@
+//! Catalogs while serving: first run (a server without a catalog listed when first needed),
+//! freshness (stale and changed tool lists re-listed), catalogs shared by replicas, and the
+//! alwaysLoad servers fixed at start-up. `refresh` makes one server's catalog fresh, through
+//! `shared` when a store is configured, and `listing` lists and installs it.
+
+pub(in crate::server) mod always;
+mod error;
+pub(in crate::server) mod first_run;
+pub(in crate::server) mod freshness;
+#[cfg(test)]
+mod freshness_tests;
+mod listing;
+mod refresh;
+pub(in crate::server) mod shared;
+
+pub use error::RefreshError;

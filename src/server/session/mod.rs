@@ -1,0 +1,19 @@
+//! The protocol edge: what one client session talks to (`handler`), the two transports
+//! (`stdio`, `http`), start-up and shutdown (`start`), and what a session says around the tools:
+//! the `initialize` instructions, login offers, the pre-initialize guard.
+
+mod guard;
+mod handler;
+pub(in crate::server) mod http;
+mod instructions;
+mod login_offer;
+pub(in crate::server) mod start;
+mod stdio;
+
+pub use handler::MetaServer;
+pub use http::{
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, HttpError, HttpOptions,
+    HttpServer, PATH as HTTP_PATH, Token,
+};
+pub use start::StartError;
+pub use stdio::{StdioError, serve_stdio};

@@ -1,0 +1,80 @@
+//! Start-up shared by stdio and HTTP, and the signal that ends serving.
+
+use super::handler::MetaServer;
+use crate::config::Settings;
+use crate::search::SearchError;
+use crate::server::State;
+use crate::server::catalogs::{freshness, shared};
+use crate::server::tools::load_library;
+use crate::store::{StoreError, Valkey};
+
+/// Why serving could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Library(#[from] SearchError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Start-up shared by stdio and HTTP: opens the shared store if one is configured (taking the
+/// catalogs other replicas listed), loads the library from the catalogs, starts the freshness
+/// watcher, connects alwaysLoad servers, fixes `tools/list` and the `initialize` instructions;
+/// checks that servers with a catalog can be started, saves the search index if it was built or
+/// updated, and indexes servers without one, all in the background.
+pub(super) async fn start(settings: Settings) -> Result<MetaServer, StartError> {
+    let shared = match &settings.store {
+        Some(store) => Some(Valkey::open(&store.url)?),
+        None => None,
+    };
+    let pulled = match &shared {
+        Some(store) => {
+            tracing::info!(
+                store = store.shown_url(),
+                "results, sessions and catalogs are shared"
+            );
+            shared::pull(&settings, store).await
+        }
+        None => Vec::new(),
+    };
+    let loaded = load_library(&settings)?;
+    let (state, missing) = State::open(settings, shared.clone(), loaded);
+    shared::record_pulled(&state, pulled);
+    if let Some(store) = shared {
+        tokio::spawn(shared::follow(state.clone(), store));
+    }
+    state.embed_at_start();
+    tokio::spawn(freshness::watch(state.clone()));
+    let checking = state.clone();
+    tokio::task::spawn_blocking(move || checking.check_launches());
+    state.save_index_in_background();
+    let server = MetaServer::start(state.clone()).await;
+    let missing: Vec<String> = missing
+        .into_iter()
+        .filter(|s| !state.library().catalogs.contains_key(s))
+        .collect();
+    if !missing.is_empty() {
+        tokio::spawn(freshness::index_missing(state.clone(), missing));
+    }
+    Ok(server)
+}
+
+/// Resolves on Ctrl-C or SIGTERM. Without a SIGTERM handler (it cannot be installed), Ctrl-C
+/// alone ends the wait.
+pub(super) async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {},
+                    _ = term.recv() => {},
+                }
+                return;
+            }
+            Err(e) => tracing::warn!("cannot watch for SIGTERM, only Ctrl-C stops serving: {e}"),
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}

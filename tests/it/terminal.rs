@@ -1,0 +1,73 @@
+//! Text from servers reaches the terminal escaped: a catalog's description that holds ANSI
+//! colour, an OSC 8 link, BEL and a right-to-left override is printed by `meta-server search`
+//! with those characters shown as escapes, in its text and its JSON output.
+
+use serde_json::{Value, json};
+
+use crate::support::{meta_server, succeeds, unstartable, write_config};
+
+const HOSTILE: &str = "Reads a file \x1b[31mRED\x1b[0m \x1b]8;;https://evil.example\x07click\x1b]8;;\x07 \x07 \u{202e}txt.exe \u{9b}2J done";
+
+/// Whether `bytes` hold a character a terminal acts on: C0 (but newline and tab), DEL, C1,
+/// or a bidi control.
+fn raw_controls(bytes: &[u8]) -> Vec<char> {
+    String::from_utf8_lossy(bytes)
+        .chars()
+        .filter(|&c| {
+            (c.is_control() && c != '\n' && c != '\t')
+                || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}')
+        })
+        .collect()
+}
+
+#[test]
+fn search_output_shows_control_characters_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        unstartable(&["files"]),
+        json!({"catalogDir": "catalogs"}),
+    );
+    let catalogs = dir.path().join("catalogs");
+    std::fs::create_dir(&catalogs).unwrap();
+    std::fs::write(
+        catalogs.join("files.json"),
+        json!({"format": 1, "server": "files", "tools": [{
+            "name": "read_file",
+            "description": HOSTILE,
+            "inputSchema": {"type": "object", "properties": {
+                "path": {"type": "string", "description": "Path \x1b]0;pwned\x07 to read"}
+            }},
+        }]})
+        .to_string(),
+    )
+    .unwrap();
+    let search = |extra: &[&str]| {
+        let args = [
+            &[
+                "--config",
+                config.to_str().unwrap(),
+                "search",
+                "read a file",
+            ][..],
+            extra,
+        ]
+        .concat();
+        succeeds(&mut meta_server(&args)).stdout
+    };
+    for detail in ["summary", "full"] {
+        let out = search(&["--detail", detail]);
+        let text = String::from_utf8(out.clone()).unwrap();
+        assert!(text.contains("files__read_file"), "{text}");
+        assert_eq!(raw_controls(&out), Vec::<char>::new(), "{detail}: {text:?}");
+        assert!(
+            text.contains("\\x1b[31mRED") && text.contains("\\u{202e}txt.exe"),
+            "{detail}: {text}"
+        );
+    }
+    let out = search(&["--json", "--detail", "full"]);
+    assert_eq!(raw_controls(&out), Vec::<char>::new());
+    // Escaped, the JSON still says the same.
+    let result: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(result["hits"][0]["description"], HOSTILE, "{result}");
+}
