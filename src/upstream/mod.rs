@@ -106,9 +106,11 @@ pub enum UpstreamError {
 
 impl UpstreamError {
     /// The error with every text that could carry a secret (an expanded URL, a command line,
-    /// an upstream's stderr) passed through `redactor`, and each cut to [`DETAIL_CHARS`].
+    /// an upstream's stderr) passed through `redactor`; each message is cut to
+    /// [`DETAIL_CHARS`] (the stderr tail is bounded where it is kept).
     pub fn redacted(self, redactor: &Redactor) -> Self {
         let r = |text: String| wire::shorten(&redactor.apply(&text), DETAIL_CHARS);
+        let tail = |text: String| redactor.apply(&text);
         match self {
             Self::Spawn { server, message } => Self::Spawn {
                 server,
@@ -121,7 +123,7 @@ impl UpstreamError {
             } => Self::ConnectTimeout {
                 server,
                 after,
-                stderr: r(stderr),
+                stderr: tail(stderr),
             },
             Self::Initialize {
                 server,
@@ -130,7 +132,7 @@ impl UpstreamError {
             } => Self::Initialize {
                 server,
                 message: r(message),
-                stderr: r(stderr),
+                stderr: tail(stderr),
             },
             Self::Closed {
                 server,
@@ -139,7 +141,7 @@ impl UpstreamError {
             } => Self::Closed {
                 server,
                 what,
-                stderr: r(stderr),
+                stderr: tail(stderr),
             },
             Self::Protocol {
                 server,
