@@ -78,6 +78,7 @@ mod tests {
             call_timeout: crate::config::DEFAULT_CALL_TIMEOUT,
             tools: Default::default(),
             max_result_tokens: None,
+            max_message_bytes: crate::config::DEFAULT_MAX_MESSAGE,
             oauth: None,
         }
     }

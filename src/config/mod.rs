@@ -24,6 +24,12 @@ pub const DEFAULT_INDEX_CONCURRENCY: usize = 4;
 pub const DEFAULT_RESULT_TTL: Duration = Duration::from_secs(3600);
 /// Bytes of stored results kept in memory before the oldest are dropped.
 pub const DEFAULT_RESULT_MEMORY: u64 = 256 << 20;
+/// The largest single message read from an upstream (`maxMessageMb`): a stdio line, an SSE
+/// event, a streamable-HTTP body. 64 MiB carries a 30 MB file read through server-filesystem
+/// (JSON escaping about doubles it) and results well over the default hard limit of 5 M tokens
+/// (about 20 MB), so no result that result handling would keep is lost; and a message
+/// refused at the limit costs meta-server at most that much memory, not the whole message.
+pub const DEFAULT_MAX_MESSAGE: usize = 64 << 20;
 /// How long a result stays readable in the shared store (`metaServer.store.ttlSecs`).
 pub const DEFAULT_STORE_TTL: Duration = Duration::from_secs(3600);
 /// The largest result kept in the shared store (`metaServer.store.maxResultMb`).
@@ -273,6 +279,8 @@ pub struct ServerConfig {
     /// `allowTools` / `denyTools`, compiled.
     pub tools: ToolFilter,
     pub max_result_tokens: Option<u64>,
+    /// The largest single message read from this server, in bytes (`maxMessageMb`).
+    pub max_message_bytes: usize,
     /// OAuth client settings of a remote server (`oauth`, or Cursor's `auth`).
     pub oauth: Option<OAuthConfig>,
 }
@@ -354,6 +362,7 @@ impl ServerConfig {
             call_timeout: DEFAULT_CALL_TIMEOUT,
             tools: ToolFilter::default(),
             max_result_tokens: None,
+            max_message_bytes: DEFAULT_MAX_MESSAGE,
             oauth: None,
         }
     }
@@ -608,6 +617,7 @@ mod tests {
             call_timeout: DEFAULT_CALL_TIMEOUT,
             tools: ToolFilter::default(),
             max_result_tokens: None,
+            max_message_bytes: DEFAULT_MAX_MESSAGE,
             oauth: None,
         };
         let lookup = |v: &str| (v == "TOKEN").then(|| "s3cret".to_owned());

@@ -18,10 +18,10 @@ use serde_json::Value;
 
 use super::{
     ConfigError, DEFAULT_CALL_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_INDEX_CONCURRENCY,
-    DEFAULT_RESULT_MEMORY, DEFAULT_RESULT_TTL, DEFAULT_STORE_MAX_RESULT, DEFAULT_STORE_TTL,
-    OAuthConfig, ResultSettings, ServerConfig, Settings, SkippedServer, StoreSettings, Tokenizer,
-    ToolFilter, TransportConfig, default_catalog_dir, default_embed_dir, default_skills_dirs,
-    server_identifier,
+    DEFAULT_MAX_MESSAGE, DEFAULT_RESULT_MEMORY, DEFAULT_RESULT_TTL, DEFAULT_STORE_MAX_RESULT,
+    DEFAULT_STORE_TTL, OAuthConfig, ResultSettings, ServerConfig, Settings, SkippedServer,
+    StoreSettings, Tokenizer, ToolFilter, TransportConfig, default_catalog_dir, default_embed_dir,
+    default_skills_dirs, server_identifier,
 };
 
 /// `metaServer`: options for meta-server itself. Unknown keys are errors (they are typos).
@@ -32,6 +32,7 @@ struct Global {
     idle_timeout_secs: Option<Positive>,
     timeout_secs: Option<Positive>,
     max_result_tokens: Option<Positive>,
+    max_message_mb: Option<MessageMb>,
     index_concurrency: Option<Positive>,
     skills_dirs: Option<Strs>,
     /// [`Embeddings`], read by [`read`] like every object.
@@ -117,6 +118,7 @@ struct Entry {
     idle_timeout_secs: Option<Positive>,
     timeout_secs: Option<Positive>,
     max_result_tokens: Option<Positive>,
+    max_message_mb: Option<MessageMb>,
     allow_tools: Strs,
     deny_tools: Strs,
     /// [`OAuth`], read by [`read`] like every object.
@@ -221,6 +223,7 @@ struct Defaults {
     idle_timeout: Duration,
     call_timeout: Duration,
     max_result_tokens: Option<u64>,
+    max_message_bytes: usize,
 }
 
 pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
@@ -292,6 +295,9 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
         idle_timeout: secs(global.idle_timeout_secs, DEFAULT_IDLE_TIMEOUT),
         call_timeout: secs(global.timeout_secs, DEFAULT_CALL_TIMEOUT),
         max_result_tokens: global.max_result_tokens.map(|n| n.0),
+        max_message_bytes: global
+            .max_message_mb
+            .map_or(DEFAULT_MAX_MESSAGE, |mb| mb.0 << 20),
     };
     // One entry meta-server cannot serve is reported and skipped; it never sinks the rest.
     let mut out: Vec<ServerConfig> = Vec::new();
@@ -467,6 +473,9 @@ fn server(
             .max_result_tokens
             .map(|n| n.0)
             .or(defaults.max_result_tokens),
+        max_message_bytes: entry
+            .max_message_mb
+            .map_or(defaults.max_message_bytes, |mb| mb.0 << 20),
         oauth,
     })
 }
@@ -632,6 +641,28 @@ impl TryFrom<Value> for Positive {
                 }),
             },
             other => Err(wrong("a whole number above 0", &other)),
+        }
+    }
+}
+
+/// `maxMessageMb`: whole MiB, 1 to 4096 (4 GiB; also keeps the byte count in a `usize`).
+#[derive(Deserialize)]
+#[serde(try_from = "Value")]
+struct MessageMb(usize);
+
+impl TryFrom<Value> for MessageMb {
+    type Error = ValueError;
+    fn try_from(value: Value) -> Result<Self, ValueError> {
+        const WHAT: &str = "a whole number of MiB from 1 to 4096";
+        match value {
+            Value::Number(n) => match n.as_u64() {
+                Some(mb @ 1..=4096) => Ok(Self(mb as usize)),
+                _ => Err(ValueError::Number {
+                    what: WHAT,
+                    number: n,
+                }),
+            },
+            other => Err(wrong(WHAT, &other)),
         }
     }
 }
@@ -1002,6 +1033,26 @@ mod tests {
         );
         let e = invalid("[]");
         assert!(e.contains("top level"), "{e}");
+    }
+
+    #[test]
+    fn the_message_limit_is_global_with_a_per_server_override() {
+        let s = parse_str(
+            r#"{"metaServer": {"maxMessageMb": 8},
+                "mcpServers": {"a": {"command": "x"}, "b": {"command": "x", "maxMessageMb": 512}}}"#,
+        )
+        .unwrap();
+        assert_eq!(s.server("a").unwrap().max_message_bytes, 8 << 20);
+        assert_eq!(s.server("b").unwrap().max_message_bytes, 512 << 20);
+        let s = parse_str(r#"{"mcpServers": {"a": {"command": "x"}}}"#).unwrap();
+        assert_eq!(s.server("a").unwrap().max_message_bytes, 64 << 20);
+        let e = invalid(r#"{"metaServer": {"maxMessageMb": 5000}, "mcpServers": {}}"#);
+        assert!(
+            e.ends_with(
+                "metaServer.maxMessageMb: must be a whole number of MiB from 1 to 4096, found 5000"
+            ),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1,20 +1,23 @@
-//! The stdio transport to a child server. Like rmcp's `TokioChildProcess`, but it accepts
-//! lines far above rmcp's 16 MiB default (server-filesystem sends one 27 MB line for a 13 MB
-//! file) and stops the child's whole process group.
+//! The stdio transport to a child server. Like rmcp's `TokioChildProcess`, but one line (one
+//! message) may be as long as the server's `maxMessageMb` allows, far above rmcp's 16 MiB
+//! default (server-filesystem sends one 27 MB line for a 13 MB file), and a longer one drops
+//! the connection at the limit instead of being read to its end; lines are read as
+//! [`wire::decode`] says; and closing stops the child's whole process group.
 
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup};
 use rmcp::service::{RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
-use rmcp::transport::async_rw::AsyncRwTransport;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout, Command};
+use tokio::sync::Mutex;
 
 use super::guardian;
+use super::wire::{self, Faults};
 
-/// The longest JSON-RPC line accepted from a child; longer lines are dropped by rmcp.
-pub const MAX_LINE_BYTES: usize = 512 << 20;
 /// How long a child gets to exit after stdin closes, and again after SIGTERM.
 const EXIT_GRACE: Duration = Duration::from_secs(3);
 /// How long processes left in the group get after SIGTERM.
@@ -24,13 +27,25 @@ const SIGKILL: i32 = 9;
 
 pub struct ChildTransport {
     child: Option<Box<dyn ChildWrapper>>,
-    io: AsyncRwTransport<RoleClient, ChildStdout, ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    stdin: Arc<Mutex<Option<ChildStdin>>>,
+    /// The line being read: kept across `receive` calls, which may be cancelled mid-line.
+    line: Vec<u8>,
+    /// The longest line read, in bytes (newline not counted).
+    limit: usize,
+    /// Set once a line passed `limit`: nothing more is read.
+    overflowed: bool,
+    faults: Faults,
 }
 
 impl ChildTransport {
     /// Spawns `cmd` as the leader of a new process group, stdio piped. The child dies with
     /// meta-server, however meta-server ends; the guardian stops the rest of its group.
-    pub fn spawn(mut cmd: Command) -> std::io::Result<(Self, Option<ChildStderr>, Option<u32>)> {
+    pub fn spawn(
+        mut cmd: Command,
+        limit: usize,
+        faults: Faults,
+    ) -> std::io::Result<(Self, Option<ChildStderr>, Option<u32>)> {
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -47,15 +62,53 @@ impl ChildTransport {
         if let Some(pid) = pid {
             guardian::watch(pid);
         }
-        let io = AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_LINE_BYTES);
         Ok((
             Self {
                 child: Some(child),
-                io,
+                stdout: BufReader::with_capacity(64 << 10, stdout),
+                stdin: Arc::new(Mutex::new(Some(stdin))),
+                line: Vec::new(),
+                limit,
+                overflowed: false,
+                faults,
             },
             stderr,
             pid,
         ))
+    }
+
+    /// Reads up to the end of the current line into `self.line`; false at end of file, on a
+    /// read error, or once the line passed the limit (then the fault is noted).
+    async fn read_line(&mut self) -> bool {
+        loop {
+            let (used, complete) = {
+                let available = match self.stdout.fill_buf().await {
+                    Ok(available) => available,
+                    Err(e) => {
+                        tracing::debug!("reading the server's stdout failed: {e}");
+                        return false;
+                    }
+                };
+                if available.is_empty() {
+                    return false;
+                }
+                let newline = available.iter().position(|&b| b == b'\n');
+                let content = newline.unwrap_or(available.len());
+                if self.line.len().saturating_add(content) > self.limit {
+                    self.overflowed = true;
+                    self.line = Vec::new();
+                    self.faults.note(wire::too_large(self.limit));
+                    return false;
+                }
+                let used = newline.map_or(available.len(), |at| at + 1);
+                self.line.extend_from_slice(&available[..content]);
+                (used, newline.is_some())
+            };
+            self.stdout.consume(used);
+            if complete {
+                return true;
+            }
+        }
     }
 }
 
@@ -73,22 +126,48 @@ impl Transport<RoleClient> for ChildTransport {
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        self.io.send(item)
+        let stdin = self.stdin.clone();
+        async move {
+            let mut line = serde_json::to_vec(&item).map_err(std::io::Error::other)?;
+            line.push(b'\n');
+            let mut stdin = stdin.lock().await;
+            let Some(stdin) = stdin.as_mut() else {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::NotConnected,
+                    "the server's stdin is closed",
+                ));
+            };
+            stdin.write_all(&line).await?;
+            stdin.flush().await
+        }
     }
 
-    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
-        self.io.receive()
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        while !self.overflowed && self.read_line().await {
+            let mut line = std::mem::take(&mut self.line);
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            if let Some(message) = wire::decode(&mut line) {
+                return Some(message);
+            }
+        }
+        None
     }
 
     /// The MCP stdio shutdown: close stdin, wait, SIGTERM the group, wait, kill the group.
-    /// Processes the server started and left behind in its group are stopped too.
+    /// Processes the server started and left behind in its group are stopped too. A server
+    /// cut off mid-line is likely blocked writing the rest: it gets SIGTERM at once.
     async fn close(&mut self) -> Result<(), Self::Error> {
         let Some(mut child) = self.child.take() else {
             return Ok(());
         };
         let _released = Released(child.id());
-        let _ = self.io.close().await;
-        let leader_gone = exited(&mut child).await.is_some()
+        drop(self.stdin.lock().await.take());
+        let leader_gone = (!self.overflowed && exited(&mut child).await.is_some())
             || (child.signal(SIGTERM).is_ok() && exited(&mut child).await.is_some());
         if !leader_gone {
             return Box::into_pin(child.kill()).await;

@@ -18,10 +18,11 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::ChildStderr;
 use tokio::sync::Mutex;
 
-use super::child::{ChildTransport, MAX_LINE_BYTES};
-use super::http::Ordered;
+use super::child::ChildTransport;
+use super::http::{Ordered, Upstream};
 use super::progress::ProgressRoutes;
 use super::sse::{SseError, SseTransport};
+use super::wire::{self, Faults};
 use super::{Connection, Event, Events, UpstreamError};
 use crate::config::{Launch, ServerConfig};
 use crate::redact::Redactor;
@@ -136,6 +137,9 @@ pub(super) async fn open(
     let client = UpstreamClient::new(server.clone(), events, progress.clone());
     let stderr = StderrTail::default();
     let after = config.call_timeout;
+    // What the transport refused (a message over the limit, a redirect to another origin).
+    let faults = Faults::default();
+    let limit = config.max_message_bytes;
     let (handshake, pid) = match config.launch()? {
         Launch::Stdio {
             command,
@@ -148,8 +152,8 @@ pub(super) async fn open(
             if let Some(cwd) = &cwd {
                 cmd.current_dir(cwd);
             }
-            let (transport, child_stderr, pid) =
-                ChildTransport::spawn(cmd).map_err(|e| UpstreamError::Spawn {
+            let (transport, child_stderr, pid) = ChildTransport::spawn(cmd, limit, faults.clone())
+                .map_err(|e| UpstreamError::Spawn {
                     server: server.clone(),
                     message: spawn_message(&command, &e),
                 })?;
@@ -176,17 +180,33 @@ pub(super) async fn open(
                     .filter_map(|(k, v)| Some((k?, v)))
                     .collect(),
             );
-            // As large as a stdio line: results are cut by result handling, not dropped here.
-            http.max_json_response_size = MAX_LINE_BYTES;
-            http.max_sse_event_size = MAX_LINE_BYTES;
+            // At most maxMessageMb, as a stdio line; results are cut by result handling.
+            http.max_json_response_size = limit;
+            http.max_sse_event_size = limit;
+            // Our own client: it never follows a redirect to another origin.
+            let upstream = Upstream {
+                http: wire::http_client(&server, &faults, false),
+                faults: faults.clone(),
+            };
             let handshake = match authorized(config, &contacted, login).await? {
-                Some(auth) => {
-                    let transport =
-                        StreamableHttpClientTransport::with_client(Ordered::new(auth), http);
+                // A login's manager is its client's alone: it moves under ours.
+                Some(auth) if Arc::strong_count(&auth.auth_manager) == 1 => {
+                    let manager = Arc::into_inner(auth.auth_manager)
+                        .expect("the only reference")
+                        .into_inner();
+                    let auth = rmcp::transport::AuthClient::new(upstream, manager);
+                    let ordered = Ordered::new(auth, limit, faults.clone());
+                    let transport = StreamableHttpClientTransport::with_client(ordered, http);
+                    tokio::time::timeout(after, client.serve(transport)).await
+                }
+                Some(mut auth) => {
+                    auth.http_client = upstream.http;
+                    let ordered = Ordered::new(auth, limit, faults.clone());
+                    let transport = StreamableHttpClientTransport::with_client(ordered, http);
                     tokio::time::timeout(after, client.serve(transport)).await
                 }
                 None => {
-                    let plain = Ordered::new(reqwest::Client::new());
+                    let plain = Ordered::new(upstream, limit, faults.clone());
                     let transport = StreamableHttpClientTransport::with_client(plain, http);
                     tokio::time::timeout(after, client.serve(transport)).await
                 }
@@ -197,8 +217,11 @@ pub(super) async fn open(
             crate::auth::ensure_tls();
             let custom = header_map(&server, headers)?;
             let auth = authorized(config, &url, login).await?;
-            let opened =
-                tokio::time::timeout(after, SseTransport::connect(&url, custom, auth)).await;
+            let opened = tokio::time::timeout(
+                after,
+                SseTransport::connect(&server, &url, custom, auth, limit, faults.clone()),
+            )
+            .await;
             let transport = match opened {
                 Err(_) => {
                     return Err(UpstreamError::ConnectTimeout {
@@ -207,7 +230,9 @@ pub(super) async fn open(
                         stderr: String::new(),
                     });
                 }
-                Ok(Err(e)) => return Err(sse_error(&server, e)),
+                Ok(Err(e)) => {
+                    return Err(faulted(&server, &faults).unwrap_or(sse_error(&server, e)));
+                }
                 Ok(Ok(transport)) => transport,
             };
             (
@@ -227,6 +252,9 @@ pub(super) async fn open(
         Ok(Err(e)) => {
             if let Some(challenge) = e.auth_challenge() {
                 return Err(UpstreamError::needs_login(&server, challenge));
+            }
+            if let Some(fault) = faulted(&server, &faults) {
+                return Err(fault);
             }
             return Err(UpstreamError::Initialize {
                 server,
@@ -249,6 +277,7 @@ pub(super) async fn open(
         pid,
         stderr,
         progress,
+        faults,
         last_used: StdMutex::new(tokio::time::Instant::now()),
         in_flight: Default::default(),
     })
@@ -288,6 +317,14 @@ async fn authorized(
             server: config.name.clone(),
             message: e.to_string(),
         })
+}
+
+/// The error of what the transport refused, if it refused something.
+fn faulted(server: &str, faults: &Faults) -> Option<UpstreamError> {
+    faults.get().map(|message| UpstreamError::Refused {
+        server: server.to_owned(),
+        message,
+    })
 }
 
 fn sse_error(server: &str, e: SseError) -> UpstreamError {

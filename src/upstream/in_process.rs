@@ -46,6 +46,7 @@ pub(super) async fn open(
         pid: None,
         stderr: StderrTail::default(),
         progress,
+        faults: Default::default(),
         last_used: StdMutex::new(tokio::time::Instant::now()),
         in_flight: Default::default(),
     })

@@ -11,6 +11,7 @@ mod progress;
 mod sse;
 #[cfg(test)]
 mod tests;
+mod wire;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -34,6 +35,9 @@ pub use connect::{CommandLookups, UpstreamClient, check_launch};
 
 /// How long a dead server's stderr may take to drain into its error message.
 const STDERR_SETTLE: Duration = Duration::from_millis(500);
+/// Characters an error keeps of each text that came from a server (a message, its stderr):
+/// whatever a server sends, its errors stay small.
+const DETAIL_CHARS: usize = 1_000;
 pub use progress::ProgressSender;
 
 /// What went wrong talking to an upstream; messages say what the model or user can do.
@@ -94,13 +98,19 @@ pub enum UpstreamError {
     },
     #[error("server \"{server}\": stored login unusable: {message}")]
     Auth { server: String, message: String },
+    /// The transport refused what the server sent or asked for (a message over the size
+    /// limit, a redirect to another origin); `message` says what and what to do.
+    #[error("server \"{server}\" {message}")]
+    Refused { server: String, message: String },
 }
 
 impl UpstreamError {
     /// The error with every text that could carry a secret (an expanded URL, a command line,
-    /// an upstream's stderr) passed through `redactor`.
+    /// an upstream's stderr) passed through `redactor`; each message is cut to
+    /// [`DETAIL_CHARS`] (the stderr tail is bounded where it is kept).
     pub fn redacted(self, redactor: &Redactor) -> Self {
-        let r = |text: String| redactor.apply(&text);
+        let r = |text: String| wire::shorten(&redactor.apply(&text), DETAIL_CHARS);
+        let tail = |text: String| redactor.apply(&text);
         match self {
             Self::Spawn { server, message } => Self::Spawn {
                 server,
@@ -113,7 +123,7 @@ impl UpstreamError {
             } => Self::ConnectTimeout {
                 server,
                 after,
-                stderr: r(stderr),
+                stderr: tail(stderr),
             },
             Self::Initialize {
                 server,
@@ -122,7 +132,7 @@ impl UpstreamError {
             } => Self::Initialize {
                 server,
                 message: r(message),
-                stderr: r(stderr),
+                stderr: tail(stderr),
             },
             Self::Closed {
                 server,
@@ -131,7 +141,7 @@ impl UpstreamError {
             } => Self::Closed {
                 server,
                 what,
-                stderr: r(stderr),
+                stderr: tail(stderr),
             },
             Self::Protocol {
                 server,
@@ -146,6 +156,11 @@ impl UpstreamError {
                 server,
                 message: r(message),
             },
+            Self::Refused { server, message } => Self::Refused {
+                server,
+                message: r(message),
+            },
+            Self::Unknown(server) => Self::Unknown(wire::shorten(&server, DETAIL_CHARS)),
             other => other,
         }
     }
@@ -190,6 +205,8 @@ pub struct Connection {
     pub pid: Option<u32>,
     stderr: connect::StderrTail,
     progress: progress::ProgressRoutes,
+    /// What the transport refused; such a connection is dropped at its next error.
+    faults: wire::Faults,
     last_used: StdMutex<Instant>,
     in_flight: AtomicUsize,
 }
@@ -500,7 +517,18 @@ impl Manager {
         let server = &slot.config.name;
         let after = slot.config.call_timeout;
         // Dropping the request future on timeout makes rmcp send notifications/cancelled.
-        match tokio::time::timeout(after, request).await {
+        let result = tokio::time::timeout(after, request).await;
+        if let Ok(Err(_)) = &result
+            && let Some(message) = conn.faults.take()
+        {
+            forget(slot, conn).await;
+            conn.close().await;
+            return Err(UpstreamError::Refused {
+                server: server.clone(),
+                message,
+            });
+        }
+        match result {
             Err(_) => Err(UpstreamError::Timeout {
                 server: server.clone(),
                 what: what.to_owned(),

@@ -1,6 +1,7 @@
 //! The legacy HTTP+SSE transport (`"type": "sse"`, protocol 2024-11-05): a GET opens an event
 //! stream whose first `endpoint` event names the URL to POST messages to, and every answer
-//! arrives on that stream. rmcp 3 has no client for it.
+//! arrives on that stream. rmcp 3 has no client for it. One event is read up to the server's
+//! `maxMessageMb` and no further; neither request follows a redirect to another origin.
 
 use std::sync::Arc;
 
@@ -12,6 +13,8 @@ use rmcp::transport::streamable_http_client::{AuthRequiredError, InsufficientSco
 use rmcp::transport::{AuthClient, AuthError, Transport, WWWAuthenticateParams};
 use sse_stream::SseStream;
 use tokio::sync::mpsc;
+
+use super::wire::{self, BoundedEvents, Faults};
 
 /// Server messages waiting for the client; the event stream pauses while this is full.
 const BACKLOG: usize = 64;
@@ -30,7 +33,7 @@ pub enum SseError {
     InsufficientScope(#[source] InsufficientScopeError),
     #[error("the event stream ended before naming the endpoint to post messages to")]
     NoEndpoint,
-    #[error("the endpoint \"{0}\" is not a URL on the server's origin")]
+    #[error("the endpoint \"{}\" is not a URL on the server's origin", wire::shorten(.0, 200))]
     BadEndpoint(String),
     #[error("cannot get an access token: {0}")]
     Token(#[from] AuthError),
@@ -56,13 +59,17 @@ impl Drop for SseTransport {
 
 impl SseTransport {
     /// Opens the event stream at `url` and waits for the server to name its message endpoint.
+    /// An event over `limit` bytes ends the stream; why is noted in `faults`.
     pub async fn connect(
+        server: &str,
         url: &str,
         headers: HeaderMap,
         auth: Option<AuthClient<reqwest::Client>>,
+        limit: usize,
+        faults: Faults,
     ) -> Result<Self, SseError> {
-        let http = reqwest::Client::new();
-        let mut request = http
+        let http = wire::http_client(server, &faults, false);
+        let mut request = wire::http_client(server, &faults, true)
             .get(url)
             .headers(headers.clone())
             .header(header::ACCEPT, "text/event-stream");
@@ -70,7 +77,8 @@ impl SseTransport {
             request = request.bearer_auth(token);
         }
         let response = checked(request.send().await?, "event stream request")?;
-        let mut events = SseStream::from_bytes_stream(response.bytes_stream());
+        let bytes = Box::pin(response.bytes_stream());
+        let mut events = SseStream::from_bytes_stream(BoundedEvents::new(bytes, limit, faults));
         let endpoint = loop {
             match events.next().await {
                 Some(Ok(event)) if event.event.as_deref() == Some("endpoint") => {
@@ -101,13 +109,11 @@ impl SseTransport {
                 let Some(data) = event.data.filter(|d| !d.trim().is_empty()) else {
                     continue;
                 };
-                match serde_json::from_str::<ServerJsonRpcMessage>(&data) {
-                    Ok(message) => {
-                        if to_client.send(message).await.is_err() {
-                            break;
-                        }
-                    }
-                    Err(e) => tracing::warn!("dropping an event that is not JSON-RPC: {e}"),
+                let Some(message) = wire::decode(&mut data.into_bytes()) else {
+                    continue;
+                };
+                if to_client.send(message).await.is_err() {
+                    break;
                 }
             }
         });

@@ -1,15 +1,19 @@
-"""What an adversarial probe found (issue 18), through the official Python SDK, which checks
+"""What adversarial probes found (issues 18 and 32), through the official Python SDK, which checks
 every structured result against the tool's declared outputSchema and raises when it breaks it."""
 import json
 import os
+import subprocess
+import sys
+from contextlib import contextmanager
 from pathlib import Path
 
+import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp.types import Implementation
 
-from conftest import BIN, ROOT, text_of, write_config
+from conftest import BIN, ROOT, meta_client, text_of, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -66,3 +70,106 @@ async def test_resources_read_errors_cap_the_uri_they_repeat(tmp_path):
             assert len(message) < 1_000, f"{len(message)} characters: {message[:300]}"
             assert " characters)" in message, message
 
+
+# Issue 32: what upstreams send. A hostile upstream (tests/e2e/fixtures/hostile_upstream.py)
+# over stdio, legacy SSE and streamable HTTP, on loopback ports.
+HOSTILE = Path(__file__).with_name("fixtures") / "hostile_upstream.py"
+
+
+@contextmanager
+def hostile_http(*args: str):
+    """The hostile upstream over HTTP; yields its base URL."""
+    proc = subprocess.Popen([sys.executable, str(HOSTILE), "http", *args], stdout=subprocess.PIPE)
+    try:
+        port = int(proc.stdout.readline())
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def hostile_stdio(**extra) -> dict:
+    return {"command": sys.executable, "args": [str(HOSTILE), "stdio"], **extra}
+
+
+def requests_seen(log: Path) -> list[dict]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+async def test_redirects_to_another_origin_are_refused_and_nothing_reaches_it(tmp_path):
+    seen = tmp_path / "elsewhere.log"
+    headers = {"X-Api-Key": "key-for-the-configured-server", "Authorization": "Bearer token-for-it"}
+    with hostile_http("--log", str(seen)) as elsewhere, hostile_http("--redirect-to", elsewhere) as moved, \
+            hostile_http() as own:
+        cfg = write_config(tmp_path, {
+            # A 307 to the streamable-HTTP POST, a 302 to the SSE stream's GET.
+            "post": {"type": "http", "url": f"{moved}/r307/mcp", "headers": headers},
+            "stream": {"type": "sse", "url": f"{moved}/r302/sse", "headers": headers},
+            "fine": hostile_stdio(),
+            # Redirects on the server's own origin are followed.
+            "same307": {"type": "http", "url": f"{own}/r307/mcp", "headers": headers},
+            "same302": {"type": "sse", "url": f"{own}/r302/sse", "headers": headers},
+        })
+        async with meta_client(cfg) as c:
+            for server in ("same307", "same302"):
+                r = await c.call_tool("call_tool", {"name": f"{server}__echo", "arguments": {"text": "followed"}})
+                assert text_of(r) == "followed", text_of(r)
+            for server in ("post", "stream"):
+                r = await c.call_tool("call_tool", {"name": f"{server}__echo", "arguments": {"text": "hi"}})
+                said = text_of(r)
+                assert r.is_error, said
+                assert f'server "{server}" redirected a request from {moved} to {elsewhere}' in said, said
+                assert 'set its "url" in the config' in said, said
+            r = await c.call_tool("call_tool", {"name": "fine__echo", "arguments": {"text": "still here"}})
+            assert text_of(r) == "still here"
+    assert requests_seen(seen) == [], "nothing, neither headers nor the initialize body, reached the other origin"
+
+
+async def test_a_message_over_the_limit_drops_that_connection_only(tmp_path):
+    with hostile_http() as base:
+        cfg = write_config(tmp_path, {
+            "pipe": hostile_stdio(maxMessageMb=1),
+            "stream": {"type": "sse", "url": f"{base}/sse"},
+            "post": {"type": "http", "url": f"{base}/mcp?sse=1", "maxMessageMb": 2},
+            "body": {"type": "http", "url": f"{base}/mcp"},
+        }, maxMessageMb=1, timeoutSecs=120)
+        async with meta_client(cfg) as c:
+            for server, limit in (("pipe", 1), ("stream", 1), ("post", 2), ("body", 1)):
+                with anyio.fail_after(60):
+                    r = await c.call_tool("call_tool", {"name": f"{server}__huge", "arguments": {"mb": 5}})
+                said = text_of(r)
+                assert r.is_error, said[:300]
+                assert f'server "{server}" sent a message larger than {limit} MiB' in said, said[:300]
+                assert "maxMessageMb" in said and len(said) < BUDGET_BYTES, said[:300]
+                # The server answers again (reconnected), under the limit.
+                r = await c.call_tool("call_tool", {"name": f"{server}__huge", "arguments": {"mb": 0}})
+                assert not r.is_error, text_of(r)[:300]
+                r = await c.call_tool("call_tool", {"name": f"{server}__echo", "arguments": {"text": "back"}})
+                assert text_of(r) == "back"
+
+
+async def test_an_error_made_of_what_a_server_sent_stays_small(tmp_path):
+    with hostile_http() as base:
+        # A 10 MB `endpoint` event, off the server's origin.
+        cfg = write_config(tmp_path, {"big": {"type": "sse", "url": f"{base}/sse?endpoint_mb=10"}})
+        async with meta_client(cfg) as c:
+            r = await c.call_tool("call_tool", {"name": "big__echo", "arguments": {"text": "hi"}})
+            said = text_of(r)
+            assert r.is_error and "is not a URL on the server's origin" in said, said[:300]
+            assert len(said) < BUDGET_BYTES, len(said)
+
+
+async def test_lone_surrogates_in_replies_arrive_as_replacement_characters_at_once(tmp_path):
+    with hostile_http() as base:
+        cfg = write_config(tmp_path, {
+            "pipe": hostile_stdio(),
+            "stream": {"type": "sse", "url": f"{base}/sse"},
+            "post": {"type": "http", "url": f"{base}/mcp?sse=1"},
+            "body": {"type": "http", "url": f"{base}/mcp"},
+        }, timeoutSecs=300)
+        async with meta_client(cfg) as c:
+            for server in ("pipe", "stream", "post", "body"):
+                # Waiting for timeoutSecs would fail here.
+                with anyio.fail_after(30):
+                    r = await c.call_tool("call_tool", {"name": f"{server}__surrogate", "arguments": {}})
+                assert not r.is_error and text_of(r) == "a\ufffdb", (server, text_of(r))

@@ -60,7 +60,7 @@ pub(in crate::server) async fn dispatch(
     if let Some((server, _)) = name.split_once(crate::library::SEPARATOR)
         && let Err(failed) = first_run::ensure(state, server).await
     {
-        return reply::error(failed.to_string());
+        return reply::foreign_error(failed.to_string());
     }
     let library = state.library();
     let Some(entry) = library.get(name).cloned() else {
@@ -117,7 +117,7 @@ pub(in crate::server) async fn dispatch(
                     Ok(result) => break result,
                     Err(e) => {
                         state.metrics.tool_call(&entry.server, false, started.elapsed());
-                        return reply::error(e.to_string());
+                        return reply::foreign_error(e.to_string());
                     }
                 },
                 () = caller.cancelled.cancelled() => {

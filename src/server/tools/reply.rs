@@ -15,6 +15,24 @@ pub fn error(message: impl Into<String>) -> Reply {
     CallToolResult::error(vec![ContentBlock::text(message.into())])
 }
 
+/// Characters an error result keeps of an error from elsewhere (an upstream, a connection):
+/// about 2,000 tokens at worst, under the smallest client budget (Codex, 2,500 tokens).
+pub const FOREIGN_ERROR_CHARS: usize = 2_000;
+
+/// [`error`] with `message` cut to [`FOREIGN_ERROR_CHARS`], keeping its start (which names
+/// the cause): every error result stays within the result budget, whatever its source.
+pub fn foreign_error(message: impl Into<String>) -> Reply {
+    let message = message.into();
+    match message.char_indices().nth(FOREIGN_ERROR_CHARS) {
+        None => error(message),
+        Some((end, _)) => error(format!(
+            "{}… (error cut; {} characters in all)",
+            &message[..end],
+            message.chars().count()
+        )),
+    }
+}
+
 /// A successful result with `structuredContent` and `text` as its content.
 pub fn structured(value: &impl Serialize, text: String) -> Reply {
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
@@ -57,4 +75,20 @@ pub fn fitted(
         }
     }
     best.unwrap_or_else(|| make(lo))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn foreign_errors_are_cut_to_their_start() {
+        let text = |r: &Reply| r.content[0].as_text().unwrap().text.clone();
+        assert_eq!(text(&foreign_error("short")), "short");
+        let long = format!("server \"x\" failed: {}", "e".repeat(10_000_000));
+        let shown = text(&foreign_error(long));
+        assert!(shown.starts_with("server \"x\" failed: eee"));
+        assert!(shown.chars().count() < FOREIGN_ERROR_CHARS + 100);
+        assert!(shown.ends_with("10000019 characters in all)"), "{shown}");
+    }
 }
