@@ -428,14 +428,14 @@ mod tests {
     async fn pasted_lines_that_are_not_understood_are_said_so_and_reading_goes_on() {
         let input: &[u8] = b"\xff\xfe garbage\n\nnot a url\nhttp://127.0.0.1:9/callback?code=x&state=other\n\xc3\n  http://127.0.0.1:9/callback?code=c2&state=s-right  \n";
         let (tx, mut rx) = mpsc::channel(1);
-        let notices = std::sync::Mutex::new(Vec::<String>::new());
+        let notices = parking_lot::Mutex::new(Vec::<String>::new());
         read_pasted(input, tx, "s-right".into(), |n| {
-            notices.lock().unwrap().push(n.to_owned())
+            notices.lock().push(n.to_owned())
         })
         .await;
         let redirect = rx.recv().await.unwrap().unwrap();
         assert_eq!(redirect.code, "c2");
-        let notices = notices.into_inner().unwrap();
+        let notices = notices.into_inner();
         assert_eq!(notices.len(), 4, "{notices:?}");
         assert!(notices[0].contains("not understood") && notices[0].contains("UTF-8"));
         assert!(notices[1].contains("state"));

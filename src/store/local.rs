@@ -3,7 +3,9 @@
 //! both, and results expire after a TTL.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use moka::notification::RemovalCause;
@@ -177,7 +179,7 @@ impl ResultStore for SpillStore {
                 blob,
                 ..
             } => {
-                let mut hot = self.hot.lock().unwrap_or_else(|e| e.into_inner());
+                let mut hot = self.hot.lock();
                 if let Some((hot_id, stored)) = hot.as_ref()
                     && hot_id == id
                 {

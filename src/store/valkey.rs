@@ -4,9 +4,9 @@
 //! a moment, in which operations fail without waiting, so a hung store costs a caller at most
 //! one timeout, never a hang. Either is used again as soon as it answers.
 
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -175,21 +175,14 @@ impl Valkey {
         health.failing.store(outcome.is_err(), Ordering::Relaxed);
         match outcome {
             Ok(value) => {
-                *health.down.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                *health.down.lock() = None;
                 Ok(value)
             }
             Err(why) => {
                 tracing::warn!(op, "shared store: {why}");
-                *self
-                    .health
-                    .errors
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .entry(op)
-                    .or_default() += 1;
+                *self.health.errors.lock().entry(op).or_default() += 1;
                 if timed_out {
-                    *health.down.lock().unwrap_or_else(|e| e.into_inner()) =
-                        Some((Instant::now() + DOWN_FOR, why.clone()));
+                    *health.down.lock() = Some((Instant::now() + DOWN_FOR, why.clone()));
                 }
                 Err(StoreError::Unavailable(why))
             }
@@ -198,7 +191,7 @@ impl Valkey {
 
     /// Why the store counts as down now, if it does.
     fn down_reason(&self) -> Option<String> {
-        let down = self.health.down.lock().unwrap_or_else(|e| e.into_inner());
+        let down = self.health.down.lock();
         down.as_ref()
             .filter(|(until, _)| Instant::now() < *until)
             .map(|(_, why)| why.clone())
@@ -217,12 +210,7 @@ impl Valkey {
 
     pub fn stats(&self) -> StoreStats {
         StoreStats {
-            errors: self
-                .health
-                .errors
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone(),
+            errors: self.health.errors.lock().clone(),
             up: !self.health.failing.load(Ordering::Relaxed),
         }
     }

@@ -3,7 +3,9 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex as StdMutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex as StdMutex;
 use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
@@ -93,7 +95,7 @@ impl Default for StderrTail {
 
 impl StderrTail {
     pub(super) fn tail(&self) -> String {
-        let lines = self.lines.lock().expect("stderr lock");
+        let lines = self.lines.lock();
         lines.iter().cloned().collect::<Vec<_>>().join(" | ")
     }
 
@@ -114,7 +116,7 @@ impl StderrTail {
             while let Ok(Some(line)) = reader.next_line().await {
                 let line = redactor.apply(&line);
                 tracing::debug!(server = %server, "stderr: {line}");
-                let mut lines = lines.lock().expect("stderr lock");
+                let mut lines = lines.lock();
                 if lines.len() == STDERR_LINES {
                     lines.pop_front();
                 }

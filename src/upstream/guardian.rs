@@ -9,7 +9,9 @@
 
 use std::io::{BufRead, Write};
 use std::process::{ChildStdin, Command, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
+
+use parking_lot::Mutex;
 
 /// The hidden subcommand that runs the guardian side.
 pub const SUBCOMMAND: &str = "__guard";
@@ -71,7 +73,7 @@ fn send(line: &str) {
     let Some(guardian) = GUARDIAN.get() else {
         return;
     };
-    let mut pipe = guardian.lock().unwrap_or_else(|e| e.into_inner());
+    let mut pipe = guardian.lock();
     if let Some(stdin) = pipe.as_mut()
         && stdin.write_all(line.as_bytes()).is_err()
     {

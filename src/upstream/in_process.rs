@@ -1,8 +1,10 @@
 //! Upstreams inside the test process: an rmcp server on one end of an in-memory pipe and
 //! meta-server's client on the other, so tests can run on tokio's paused clock.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex as StdMutex};
+
+use parking_lot::Mutex as StdMutex;
 use std::time::Duration;
 
 use rmcp::model::{
@@ -84,7 +86,7 @@ impl TestUpstream {
                     return;
                 };
                 upstream.live.fetch_add(1, Ordering::SeqCst);
-                upstream.peers.lock().unwrap().push(running.peer().clone());
+                upstream.peers.lock().push(running.peer().clone());
                 let _ = running.waiting().await;
                 upstream.live.fetch_sub(1, Ordering::SeqCst);
             });
@@ -98,7 +100,7 @@ impl TestUpstream {
                 .cloned()
                 .unwrap(),
         );
-        *self.tools.lock().unwrap() = names
+        *self.tools.lock() = names
             .iter()
             .map(|n| Tool::new(n.to_string(), format!("does {n}"), schema.clone()))
             .collect();
@@ -106,7 +108,7 @@ impl TestUpstream {
 
     /// Sends `notifications/tools/list_changed` on every connection.
     pub async fn announce_change(&self) {
-        let peers = self.peers.lock().unwrap().clone();
+        let peers = self.peers.lock().clone();
         for peer in peers {
             let _ = peer.notify_tool_list_changed().await;
         }
@@ -129,9 +131,7 @@ impl ServerHandler for TestUpstream {
         _cx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         self.lists.fetch_add(1, Ordering::SeqCst);
-        Ok(ListToolsResult::with_all_items(
-            self.tools.lock().unwrap().clone(),
-        ))
+        Ok(ListToolsResult::with_all_items(self.tools.lock().clone()))
     }
 
     async fn call_tool(

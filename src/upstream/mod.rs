@@ -15,7 +15,9 @@ mod wire;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex as StdMutex, Weak};
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex as StdMutex;
 use std::time::Duration;
 
 use rmcp::model::{
@@ -218,11 +220,11 @@ impl Connection {
     }
 
     fn touch(&self) {
-        *self.last_used.lock().expect("last_used lock") = Instant::now();
+        *self.last_used.lock() = Instant::now();
     }
 
     fn idle_since(&self) -> Instant {
-        *self.last_used.lock().expect("last_used lock")
+        *self.last_used.lock()
     }
 
     /// Stops the server: closes stdin, then SIGTERM, then kill (rmcp's stdio shutdown sequence).
@@ -265,7 +267,7 @@ struct Slot {
 impl Slot {
     /// Notes what `result` says about the server's login.
     fn note<T>(&self, result: &Result<T, UpstreamError>) {
-        let mut challenge = self.challenge.lock().expect("challenge lock");
+        let mut challenge = self.challenge.lock();
         match result {
             Ok(_) => *challenge = None,
             Err(UpstreamError::NeedsLogin {
@@ -395,7 +397,7 @@ impl Manager {
     /// caller is expected to log in (`meta-server call --login` does).
     pub fn take_login_challenge(&self, server: &str) -> Option<String> {
         let slot = self.slots.get(server)?;
-        slot.challenge.lock().expect("challenge lock").take()
+        slot.challenge.lock().take()
     }
 
     /// Connects to `server` without its stored login and lists its tools: the server's

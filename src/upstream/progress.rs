@@ -4,7 +4,9 @@
 //! finished or cancelled calls) is dropped.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use tokio::sync::mpsc;
@@ -20,10 +22,7 @@ pub(super) struct ProgressRoutes(Arc<Mutex<HashMap<ProgressToken, ProgressSender
 impl ProgressRoutes {
     /// Routes `token`'s progress to `to` until the returned guard drops.
     pub(super) fn register(&self, token: ProgressToken, to: ProgressSender) -> Route {
-        self.0
-            .lock()
-            .expect("progress routes lock")
-            .insert(token.clone(), to);
+        self.0.lock().insert(token.clone(), to);
         Route {
             routes: self.clone(),
             token,
@@ -32,7 +31,7 @@ impl ProgressRoutes {
 
     /// Hands `progress` to its call, or drops it when no call owns its token.
     pub(super) fn deliver(&self, progress: ProgressNotificationParam) {
-        let routes = self.0.lock().expect("progress routes lock");
+        let routes = self.0.lock();
         match routes.get(&progress.progress_token) {
             Some(to) => {
                 let _ = to.try_send(progress);
@@ -52,10 +51,6 @@ pub(super) struct Route {
 
 impl Drop for Route {
     fn drop(&mut self) {
-        self.routes
-            .0
-            .lock()
-            .expect("progress routes lock")
-            .remove(&self.token);
+        self.routes.0.lock().remove(&self.token);
     }
 }

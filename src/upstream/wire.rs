@@ -4,7 +4,9 @@
 //! leaving it to the timeout. And why a transport gave up, for the error that reports it.
 
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::task::{Context, Poll, ready};
 
 use futures::Stream;
@@ -22,18 +24,18 @@ pub struct Faults(Arc<Mutex<Option<String>>>);
 impl Faults {
     pub fn note(&self, why: String) {
         tracing::warn!("upstream transport: {why}");
-        let mut fault = self.0.lock().expect("faults lock");
+        let mut fault = self.0.lock();
         if fault.is_none() {
             *fault = Some(why);
         }
     }
 
     pub fn get(&self) -> Option<String> {
-        self.0.lock().expect("faults lock").clone()
+        self.0.lock().clone()
     }
 
     pub fn take(&self) -> Option<String> {
-        self.0.lock().expect("faults lock").take()
+        self.0.lock().take()
     }
 }
 
