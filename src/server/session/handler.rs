@@ -17,6 +17,7 @@ use rmcp::{ErrorData as McpError, ServerHandler};
 use crate::budget;
 use crate::result::Owner;
 
+use super::principal::{ANONYMOUS, Principal};
 use super::{instructions, login_offer};
 use crate::server::State;
 use crate::server::caller::Caller;
@@ -100,8 +101,8 @@ impl MetaServer {
         };
         let principal = parts
             .extensions
-            .get::<super::http::Principal>()
-            .map_or(super::http::ANONYMOUS, |p| p.name());
+            .get::<Principal>()
+            .map_or(ANONYMOUS, |p| p.name());
         if self.share_results {
             return Owner::of(principal, None);
         }

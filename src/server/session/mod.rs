@@ -7,6 +7,7 @@ mod handler;
 pub(in crate::server) mod http;
 mod instructions;
 mod login_offer;
+mod principal;
 pub(in crate::server) mod start;
 mod stdio;
 

@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Settings;
 use crate::store::SharedSessions;
 
+use super::principal::Principal;
 use crate::server::State;
 
 /// The one URL path that speaks MCP.
@@ -38,19 +39,6 @@ pub const PATH: &str = "/mcp";
 pub const HEALTH_PATH: &str = "/healthz";
 /// Prometheus metrics, with the token when one is set.
 pub const METRICS_PATH: &str = "/metrics";
-
-/// The principal of requests without a token (a server without one is loopback-only).
-pub(crate) const ANONYMOUS: &str = "anonymous";
-
-/// Who sent a request: today one bearer token is one principal.
-#[derive(Debug, Clone)]
-pub(crate) struct Principal(Arc<str>);
-
-impl Principal {
-    pub(crate) fn name(&self) -> &str {
-        &self.0
-    }
-}
 
 /// Host header values always accepted: the loopback names.
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
@@ -403,7 +391,7 @@ impl TokenCheck {
         let hex = crate::checksum::hex(&name[..8]);
         Self {
             digest,
-            principal: Principal(format!("token-{hex}").into()),
+            principal: Principal::new(format!("token-{hex}")),
         }
     }
 }
