@@ -279,7 +279,12 @@ impl ServerHandler for MetaServer {
             Err(failed) => reply::error(failed.to_string()),
             Ok(()) => request.run(&self.state, &caller).await,
         };
-        let mut result = self.offer_logins(&servers, result, &cx.peer, started);
+        // A 2026-07-28 client cannot be sent an elicitation: no login offer (yet) for it.
+        let mut result = if revision::is_stateless(&cx) {
+            result
+        } else {
+            self.offer_logins(&servers, result, &cx.peer, started)
+        };
         // An upstream's result read from a 2025-11-25 server has no `resultType`, which a
         // 2026-07-28 client needs; rmcp drops it again for a 2025-11-25 one.
         result.result_type.get_or_insert(ResultType::COMPLETE);

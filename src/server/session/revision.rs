@@ -18,9 +18,14 @@ pub(super) fn supported() -> &'static [ProtocolVersion] {
 /// (`tools/list`, the resource templates); only a restart with another config changes them.
 pub(super) const FIXED_LIST_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 
+/// Whether a request is of a revision without sessions (2026-07-28), in which the server
+/// sends the client no requests of its own (an `InputRequiredResult` asks instead).
+pub(super) fn is_stateless(cx: &RequestContext<RoleServer>) -> bool {
+    cx.protocol_version().is_some_and(|v| !v.has_initialize())
+}
+
 /// The `ttlMs` and `cacheScope` of a list fixed for the life of the process, the same for
 /// every client and token; `None` for a 2025-11-25 session, whose results stay as they were.
 pub(super) fn fixed_list_hints(cx: &RequestContext<RoleServer>) -> Option<(u64, CacheScope)> {
-    let stateless = cx.protocol_version().is_some_and(|v| !v.has_initialize());
-    stateless.then(|| (FIXED_LIST_TTL.as_millis() as u64, CacheScope::Public))
+    is_stateless(cx).then(|| (FIXED_LIST_TTL.as_millis() as u64, CacheScope::Public))
 }
