@@ -180,10 +180,11 @@ class Balancer(httpx2.AsyncBaseTransport):
 
 @asynccontextmanager
 async def client_through(balancer: Balancer):
-    """The official SDK (mode="auto") talking to whichever replica the balancer picks."""
+    """The official SDK, in a 2025-11-25 session (these tests are about sessions across
+    replicas), talking to whichever replica the balancer picks."""
     async with httpx2.AsyncClient(transport=balancer, headers=AUTH, timeout=httpx2.Timeout(30.0, read=120.0)) as http:
         url = f"http://127.0.0.1:{balancer.ports[0]}/mcp"
-        async with Client(streamable_http_client(url, http_client=http)) as client:
+        async with Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
             yield client
 
 
@@ -342,7 +343,6 @@ async def test_fifty_clients_twenty_calls_each_over_two_replicas(tmp_path, valke
         seen = await asyncio.gather(*(one(n) for n in range(50)))
         requests = [s for client in seen for s in client]
         failed = [s for s in requests if s[3] >= 400 and s[0] != "GET"]
-        # mode="auto" probes server/discover first: a 400 (-32022) that makes the SDK fall back.
         assert all(s[2] is None for s in failed), f"failed requests: {failed[:5]}"
         ports = {s[1] for s in requests if s[2] and s[0] == "POST"}
         assert ports == {a.port, b.port}

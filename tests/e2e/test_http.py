@@ -123,14 +123,14 @@ def initialize(url: str, headers: dict | None = None) -> str:
 
 @asynccontextmanager
 async def sdk_client(url: str, token: str | None, sessions: list):
-    """The official Python SDK in its default mode="auto"; records the session ids it is given."""
+    """The official Python SDK in a 2025-11-25 session; records the session ids it is given."""
     async def record(response):
         if sid := response.headers.get("mcp-session-id"):
             sessions.append(sid)
     headers = {"Authorization": f"Bearer {token}"} if token else None
     async with httpx2.AsyncClient(headers=headers, event_hooks={"response": [record]},
                                   timeout=httpx2.Timeout(30.0, read=300.0)) as http_client:
-        async with Client(streamable_http_client(url, http_client=http_client)) as client:
+        async with Client(streamable_http_client(url, http_client=http_client), mode="legacy") as client:
             yield client
 
 
@@ -162,7 +162,7 @@ def test_conformance_suite(open_server, tmp_path):
 
 
 async def test_two_sdk_clients_get_own_sessions_and_share_upstreams(tmp_path):
-    """Two concurrent official-SDK clients (mode="auto") each get their own session; they share one
+    """Two concurrent official-SDK clients (mode="legacy") each get their own session; they share one
     upstream manager, so both calls to the time server go through one started process."""
     servers = {**unstartable_servers(),
                "time": {"command": str(PEERS / "py" / "bin" / "mcp-server-time"), "args": ["--local-timezone", "UTC"]}}
@@ -172,7 +172,7 @@ async def test_two_sdk_clients_get_own_sessions_and_share_upstreams(tmp_path):
             started = time.monotonic()
             async with sdk_client(url, TOKEN, sessions) as c:
                 assert c.session.initialize_result.protocol_version == "2025-11-25"
-                assert time.monotonic() - started < 5, "the server/discover probe stalled over HTTP"
+                assert time.monotonic() - started < 5, "the handshake stalled over HTTP"
                 tools = await c.list_tools()
                 assert [t.name for t in tools.tools] == ["search_tools", "get_tool_details", "call_tool"]
                 r = await c.call_tool("search_tools", {"query": "current time in a timezone", "limit": 3})
@@ -245,18 +245,18 @@ def test_unknown_and_terminated_sessions_get_404(open_server):
     assert status == 404
 
 
-def test_discover_probe_and_unknown_methods_are_refused_at_once(open_server):
-    """Over HTTP a 2026-07-28 `server/discover` is answered by rmcp's stateless path with the
-    spec's -32022 UnsupportedProtocolVersion listing only initialize-era versions, which makes
-    the Python SDK (mode="auto") fall back to initialize at once; unknown methods get -32601."""
+def test_discover_answers_both_revisions_and_unknown_methods_get_method_not_found(open_server):
+    """Over HTTP a 2026-07-28 `server/discover` is answered at once, without a session, with both
+    revisions; a 2025-11-25 session still starts with initialize; unknown methods get -32601."""
     started = time.monotonic()
     # As the Python SDK sends it in mode="auto".
-    status, _, text = post(open_server, DISCOVER, {"MCP-Protocol-Version": "2026-07-28",
+    status, h, text = post(open_server, DISCOVER, {"MCP-Protocol-Version": "2026-07-28",
                                                    "Mcp-Method": "server/discover"})
-    error = jsonrpc_of(text)["error"]
-    assert (status, error["code"]) == (400, -32022), text
-    assert "2025-11-25" in error["data"]["supported"] and "2026-07-28" not in error["data"]["supported"]
-    # Without the SEP-2243 header it is still a prompt JSON-RPC error.
+    found = jsonrpc_of(text)["result"]
+    assert status == 200 and "mcp-session-id" not in h, text
+    assert found["supportedVersions"][-2:] == ["2025-11-25", "2026-07-28"], text
+    assert found["instructions"].startswith("Tools of the MCP servers below"), text
+    # Without the SEP-2243 header it is a prompt JSON-RPC error.
     status, _, text = post(open_server, DISCOVER, {"MCP-Protocol-Version": "2026-07-28"})
     assert status == 400 and jsonrpc_of(text)["error"]["code"] < 0, text
     sid = initialize(open_server)

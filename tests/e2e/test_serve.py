@@ -1,5 +1,6 @@
 """search -> details -> call through meta-server, driven by the official Python SDK in its default
-mode="auto" (which probes server/discover first), against real upstream servers."""
+mode="auto" (which probes server/discover first and goes on in 2026-07-28), against real upstream
+servers."""
 import asyncio
 import json
 import os
@@ -24,11 +25,10 @@ def anyio_backend():
 async def test_search_details_and_calls_through_four_real_servers(indexed, tmp_path):
     started = time.monotonic()
     async with meta_client(indexed) as c:
-        # The discover probe was answered with -32601 at once, so the SDK fell back to initialize
-        # without its 10 s discover timeout.
-        assert c.session.initialize_result.protocol_version == "2025-11-25"
+        # The discover probe was answered: the SDK speaks 2026-07-28, without a session.
+        assert c.session.protocol_version == "2026-07-28"
         assert time.monotonic() - started < 9, "the server/discover probe stalled"
-        overview = c.session.initialize_result.instructions
+        overview = c.session.instructions
         for server in ("everything", "filesystem", "memory", "time"):
             assert f"- {server}" in overview
 

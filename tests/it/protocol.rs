@@ -1,6 +1,6 @@
-//! The MCP surface of `meta-server serve`: golden `tools/list` bytes, the probe answers, and
-//! the meta-tools answering from shipped catalogs without starting anything (not even the
-//! guardian).
+//! The MCP surface of `meta-server serve`: golden `tools/list` bytes in both revisions,
+//! `server/discover` and unknown methods, and the meta-tools answering from shipped catalogs
+//! without starting anything (not even the guardian).
 
 use serde_json::{Value, json};
 
@@ -37,36 +37,86 @@ fn tools_list_is_byte_identical_across_configs_and_matches_golden() {
     );
 }
 
-#[test]
-fn unknown_methods_get_method_not_found_before_and_after_initialize() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), json!({}), json!({}));
-    let mut s = Session::start(&config, dir.path());
-    // What the Python SDK sends first in mode="auto".
-    let meta = json!({"_meta": {
+/// The `_meta` of a 2026-07-28 request, as the Python SDK sends it.
+fn meta_2026() -> Value {
+    json!({"_meta": {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "probe", "version": "1"},
         "io.modelcontextprotocol/clientCapabilities": {}
-    }});
-    let discover = s.request(10, "server/discover", meta);
-    assert_eq!(discover["error"]["code"], -32601, "{discover}");
+    }})
+}
+
+/// The bytes of the `tools` array in a `tools/list` answer line (the result's last member).
+fn tools_array(line: &str) -> &str {
+    let start = line.find("\"tools\":[").expect(line);
+    line[start..].strip_suffix("}}").expect(line)
+}
+
+#[test]
+fn tools_list_of_2026_07_28_has_the_golden_tools_and_cache_hints() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut session = Session::on_shipped_catalogs(dir.path(), unstartable(&SHIPPED));
+    // No initialize: the request's `_meta` names the revision.
+    let line = session.request_raw(2, "tools/list", meta_2026());
+    assert!(session.finish().success());
+    let golden = std::fs::read_to_string(repo().join(GOLDEN)).unwrap();
+    assert_eq!(tools_array(&line), tools_array(golden.trim_end()));
+    let result = &serde_json::from_str::<Value>(&line).unwrap()["result"];
+    assert_eq!(result["ttlMs"], 86_400_000, "{result}");
+    assert_eq!(result["cacheScope"], "public", "{result}");
+}
+
+#[test]
+fn discover_answers_both_revisions_and_initialize_still_starts_a_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), json!({}), json!({}));
+    let mut s = Session::start(&config, dir.path());
+    let discover = s.request(10, "server/discover", meta_2026());
+    let found = &discover["result"];
+    assert_eq!(found["supportedVersions"][3], "2025-11-25", "{discover}");
+    assert_eq!(found["supportedVersions"][4], "2026-07-28", "{discover}");
+    assert_eq!(
+        found["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "meta-server"
+    );
+    assert!(found["capabilities"]["tools"].is_object(), "{discover}");
+    // Without its `_meta` a discover is malformed (2026-07-28 requires it).
     let bare = s.request(11, "server/discover", json!({}));
-    assert_eq!(bare["error"]["code"], -32601, "{bare}");
-    let unknown = s.request(12, "vendor/whatever", json!({}));
-    assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
+    assert_eq!(bare["error"]["code"], -32602, "{bare}");
     let ping = s.request(13, "ping", json!({}));
     assert_eq!(ping["result"], json!({}), "{ping}");
 
+    // A discover leaves the choice open: this client goes on with a 2025-11-25 session.
     let init = s.initialize();
     assert_eq!(init["protocolVersion"], "2025-11-25");
     assert_eq!(init["serverInfo"]["name"], "meta-server");
-    assert!(init["capabilities"]["tools"].is_object());
+    assert_eq!(
+        init["instructions"], found["instructions"],
+        "the same overview"
+    );
     assert!(
         init["capabilities"]["tools"].get("listChanged").is_none(),
         "the meta surface never changes"
     );
     let after = s.request(14, "vendor/whatever", json!({}));
     assert_eq!(after["error"]["code"], -32601, "{after}");
+    let listed = s.request(15, "tools/list", json!({}));
+    assert!(listed["result"].get("ttlMs").is_none(), "{listed}");
+    assert!(s.finish().success());
+}
+
+#[test]
+fn a_2026_07_28_client_gets_method_not_found_for_unknown_and_removed_methods() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), json!({}), json!({}));
+    let mut s = Session::start(&config, dir.path());
+    let unknown = s.request(10, "vendor/whatever", meta_2026());
+    assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
+    let ping = s.request(11, "ping", meta_2026());
+    assert_eq!(
+        ping["error"]["code"], -32601,
+        "ping is removed in 2026-07-28: {ping}"
+    );
     assert!(s.finish().success());
 }
 

@@ -1,15 +1,16 @@
-//! The rmcp `ServerHandler` one client session talks to: `initialize`, `tools/list`, the
-//! meta-tools, and resources (skills and stored results). One clone per session over the
-//! shared [`State`].
+//! The rmcp `ServerHandler` clients of both revisions talk to: `initialize` and
+//! `server/discover`, `tools/list`, the meta-tools, and resources (skills and stored results).
+//! One clone per session (per request for a 2026-07-28 client over HTTP) over the shared
+//! [`State`].
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, DiscoverRequestMethod, DiscoverResult,
-    Implementation, InitializeRequestParams, InitializeResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceTemplate,
-    ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation,
+    InitializeRequestParams, InitializeResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ResourceTemplate, ResultType, ServerCapabilities,
+    ServerConfig,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
@@ -18,7 +19,7 @@ use crate::budget;
 use crate::result::Owner;
 
 use super::principal::{ANONYMOUS, Principal};
-use super::{instructions, login_offer};
+use super::{instructions, login_offer, revision};
 use crate::server::State;
 use crate::server::caller::Caller;
 use crate::server::catalogs::always;
@@ -35,8 +36,6 @@ pub struct MetaServer {
     instructions: Arc<str>,
     /// The meta-tools, then the tools of alwaysLoad servers: fixed at start-up.
     tools: Arc<[rmcp::model::Tool]>,
-    /// This session's client's own result limit, learned from its `initialize`.
-    client_limit: Arc<OnceLock<Option<usize>>>,
     /// Whose results this session stores and may read back.
     owner: Owner,
     /// Every session reads every stored result (one owner for all).
@@ -58,7 +57,6 @@ impl MetaServer {
             state,
             instructions,
             tools,
-            client_limit: Arc::default(),
             owner: Owner::session(),
             share_results: false,
         }
@@ -73,11 +71,10 @@ impl MetaServer {
         }
     }
 
-    /// A handler for one more client session: shared state, its own client limit and, unless
-    /// results are shared, its own stored results.
+    /// A handler for one more client session: shared state and, unless results are shared,
+    /// its own stored results.
     pub fn for_session(&self) -> Self {
         Self {
-            client_limit: Arc::default(),
             owner: if self.share_results {
                 Owner::shared()
             } else {
@@ -87,14 +84,11 @@ impl MetaServer {
         }
     }
 
-    fn client_limit(&self) -> Option<usize> {
-        self.client_limit.get().copied().flatten()
-    }
-
     /// Whose stored results a request may create and read. Over HTTP: the principal that
     /// sent it (its bearer token) and, unless results are shared, its MCP session id; both
-    /// are the same on every replica, so a result stored through one is read through any.
-    /// Elsewhere (stdio): this session's own owner.
+    /// are the same on every replica, so a result stored through one is read through any. A
+    /// 2026-07-28 request has no session: its results are its principal's. Elsewhere (stdio):
+    /// this session's own owner.
     fn owner(&self, extensions: &rmcp::model::Extensions) -> Owner {
         let Some(parts) = extensions.get::<http::request::Parts>() else {
             return self.owner.clone();
@@ -112,7 +106,7 @@ impl MetaServer {
             .and_then(|v| v.to_str().ok())
         {
             Some(session) => Owner::of(principal, Some(session)),
-            None => self.owner.clone(),
+            None => Owner::of(principal, None),
         }
     }
 }
@@ -134,7 +128,7 @@ impl ServerHandler for MetaServer {
     }
 
     fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
-        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+        std::borrow::Cow::Borrowed(revision::supported())
     }
 
     async fn initialize(
@@ -143,15 +137,13 @@ impl ServerHandler for MetaServer {
         cx: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, McpError> {
         let client = &request.client_info.name;
-        let limit = budget::client_limit(client);
-        if let Some(limit) = limit {
+        if let Some(limit) = budget::client_limit(client) {
             tracing::info!(
                 client,
                 limit,
                 "results are kept within the client's own limit"
             );
         }
-        let _ = self.client_limit.set(limit);
         cx.peer.set_peer_info(request.clone());
         self.negotiate_initialize(&request)
     }
@@ -183,7 +175,7 @@ impl ServerHandler for MetaServer {
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _cx: RequestContext<RoleServer>,
+        cx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
         let mut template = ResourceTemplate::new(
             format!("{}{{resourceId}}", crate::result::RESOURCE_PREFIX),
@@ -193,7 +185,11 @@ impl ServerHandler for MetaServer {
         template.description = Some(
             "The whole result behind a TRUNCATION NOTICE; resourceId is the notice's resourceId (r- and 32 hex digits).".into(),
         );
-        Ok(ListResourceTemplatesResult::with_all_items(vec![template]))
+        let mut list = ListResourceTemplatesResult::with_all_items(vec![template]);
+        if let Some((ttl, scope)) = revision::fixed_list_hints(&cx) {
+            list = list.with_ttl_ms(ttl).with_cache_scope(scope);
+        }
+        Ok(list)
     }
 
     async fn read_resource(
@@ -246,17 +242,16 @@ impl ServerHandler for MetaServer {
         }
     }
 
-    /// This server speaks the `initialize` era only: answer the probe at once so clients fall back.
-    async fn discover(&self, _cx: RequestContext<RoleServer>) -> Result<DiscoverResult, McpError> {
-        Err(McpError::method_not_found::<DiscoverRequestMethod>())
-    }
-
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _cx: RequestContext<RoleServer>,
+        cx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.tools.to_vec()))
+        let mut list = ListToolsResult::with_all_items(self.tools.to_vec());
+        if let Some((ttl, scope)) = revision::fixed_list_hints(&cx) {
+            list = list.with_ttl_ms(ttl).with_cache_scope(scope);
+        }
+        Ok(list)
     }
 
     async fn call_tool(
@@ -266,7 +261,10 @@ impl ServerHandler for MetaServer {
     ) -> Result<CallToolResponse, McpError> {
         let started = std::time::Instant::now();
         let caller = Caller {
-            client_limit: self.client_limit(),
+            // From this request's `_meta` (2026-07-28) or its session's `initialize`.
+            client_limit: cx
+                .client_info()
+                .and_then(|client| budget::client_limit(&client.name)),
             owner: self.owner(&cx.extensions),
             cancelled: cx.ct.clone(),
             progress_to: cx
@@ -278,16 +276,20 @@ impl ServerHandler for MetaServer {
         let request = Request::read(&request.name, arguments, &self.tools)?;
         let servers = request.servers();
         // Servers without a catalog that this call needs are listed first (first run).
-        if let Err(failed) = request.prepare(&self.state).await {
-            let failed = reply::error(failed.to_string());
-            return Ok(self
-                .offer_logins(&servers, failed, &cx.peer, started)
-                .into());
-        }
-        let result = request.run(&self.state, &caller).await;
-        Ok(self
-            .offer_logins(&servers, result, &cx.peer, started)
-            .into())
+        let result = match request.prepare(&self.state).await {
+            Err(failed) => reply::error(failed.to_string()),
+            Ok(()) => request.run(&self.state, &caller).await,
+        };
+        // A 2026-07-28 client cannot be sent an elicitation: no login offer (yet) for it.
+        let mut result = if revision::is_stateless(&cx) {
+            result
+        } else {
+            self.offer_logins(&servers, result, &cx.peer, started)
+        };
+        // An upstream's result read from a 2025-11-25 server has no `resultType`, which a
+        // 2026-07-28 client needs; rmcp drops it again for a 2025-11-25 one.
+        result.result_type.get_or_insert(ResultType::COMPLETE);
+        Ok(result.into())
     }
 }
 

@@ -1,13 +1,13 @@
-//! The protocol edge: what one client session talks to (`handler`), the two transports
-//! (`stdio`, `http`), start-up and shutdown (`start`), and what a session says around the tools:
-//! the `initialize` instructions, login offers, the pre-initialize guard.
+//! The protocol edge: what one client session talks to (`handler`), the two revisions it
+//! speaks (`revision`), the two transports (`stdio`, `http`), start-up and shutdown (`start`),
+//! and what a session says around the tools: the instructions, login offers.
 
-mod guard;
 mod handler;
 pub(in crate::server) mod http;
 mod instructions;
 mod login_offer;
 mod principal;
+mod revision;
 pub(in crate::server) mod start;
 mod stdio;
 

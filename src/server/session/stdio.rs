@@ -1,12 +1,13 @@
 //! Serving one client over stdin/stdout: the transport `meta-server serve` speaks by default.
+//! rmcp picks the revision from the first request: `initialize` starts a 2025-11-25 session,
+//! a request naming 2026-07-28 in its `_meta` starts one served without it (a
+//! `server/discover` before either is answered and leaves the choice open).
 
 use rmcp::ServiceExt;
 use rmcp::service::ServerInitializeError;
 use rmcp::transport::async_rw::AsyncRwTransport;
 
 use crate::config::Settings;
-
-use super::guard::PreInitGuard;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StdioError {
@@ -25,7 +26,7 @@ pub async fn serve_stdio(settings: Settings) -> Result<(), StdioError> {
     // A JavaScript client writes a string cut mid-emoji with a lone surrogate escape, which
     // rmcp would drop with the whole request, unanswered.
     let stdin = crate::surrogates::WellFormedLines::new(stdin);
-    let transport = PreInitGuard::new(AsyncRwTransport::new_server(stdin, stdout));
+    let transport = AsyncRwTransport::new_server(stdin, stdout);
     let running = server
         .serve(transport)
         .await

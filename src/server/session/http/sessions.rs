@@ -10,6 +10,7 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, Method, StatusCode, header};
+use rmcp::model::ProtocolVersion;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 
 use crate::store::SharedSessions;
@@ -55,6 +56,16 @@ impl Drop for Starting<'_> {
     }
 }
 
+/// Whether a request is one of the 2026-07-28 revision, which has no sessions: its
+/// `MCP-Protocol-Version` names it and its `Mcp-Method` is not `initialize`. rmcp refuses a
+/// request whose body disagrees with either header, so such a request cannot start a session.
+fn is_stateless(request: &Request) -> bool {
+    let header = |name| request.headers().get(name).and_then(|v| v.to_str().ok());
+    let version = header("mcp-protocol-version");
+    version.is_some_and(|v| v >= ProtocolVersion::NO_INITIALIZE.as_str())
+        && header("mcp-method").is_some_and(|method| method != "initialize")
+}
+
 /// Lets a request that could start a session (a POST without `Mcp-Session-Id`) through only
 /// while live and starting sessions stay under the cap. A session being started counts
 /// twice for a moment, so the cap is never exceeded, even by simultaneous requests.
@@ -69,7 +80,7 @@ pub(in crate::server) async fn limit_sessions(
         }
         return next.run(request).await;
     }
-    if request.method() != Method::POST {
+    if request.method() != Method::POST || is_stateless(&request) {
         return next.run(request).await;
     }
     let starting = Starting(&cap.starting);
