@@ -92,7 +92,7 @@ async def test_entries_meta_server_cannot_serve_are_reported_and_the_rest_works(
     })
     run_cli(cfg, "index", "--server", "time")
     async with meta_client(cfg) as c:
-        instructions = c.session.initialize_result.instructions
+        instructions = c.session.instructions
         assert "socket (not available" in instructions and "websocket" in instructions
         r = await c.call_tool("search_tools", {"query": "current time"})
         unavailable = {u["server"]: u["reason"] for u in r.structured_content["unavailable"]}
