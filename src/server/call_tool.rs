@@ -40,6 +40,8 @@ pub(super) struct Caller {
     pub client_limit: Option<usize>,
     /// Whose stored results the call may create and read.
     pub owner: Owner,
+    /// Who sent it over HTTP (its principal's name); `None` over stdio.
+    pub principal: Option<Arc<str>>,
     /// Fires when the client cancels the request.
     pub cancelled: CancellationToken,
     pub progress_to: ProgressTo,

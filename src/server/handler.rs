@@ -116,6 +116,16 @@ impl MetaServer {
     }
 }
 
+/// The principal of a request over HTTP (anonymous without a token); `None` over stdio.
+fn principal(extensions: &rmcp::model::Extensions) -> Option<Arc<str>> {
+    let parts = extensions.get::<http::request::Parts>()?;
+    let name = parts
+        .extensions
+        .get::<super::http::Principal>()
+        .map_or(super::http::ANONYMOUS, |p| p.name());
+    Some(name.into())
+}
+
 impl ServerHandler for MetaServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
@@ -264,6 +274,7 @@ impl ServerHandler for MetaServer {
         let caller = call_tool::Caller {
             client_limit: self.client_limit(),
             owner: self.owner(&cx.extensions),
+            principal: principal(&cx.extensions),
             cancelled: cx.ct.clone(),
             progress_to: cx
                 .meta

@@ -59,6 +59,11 @@ pub(super) async fn run(
     if let Some(max) = args.max_calls {
         limits.max_calls = max;
     }
+    // Scripts running at once are capped in the process and, over HTTP, per principal.
+    let slot = match script::admit(caller.principal.as_deref()).await {
+        Ok(slot) => slot,
+        Err(busy) => return render(Report::failed(busy)),
+    };
     // Nested calls still running when the script ends are cancelled with it.
     let scope = caller.cancelled.child_token();
     let _end = scope.clone().drop_guard();
@@ -66,6 +71,7 @@ pub(super) async fn run(
         state: state.clone(),
         client_limit: caller.client_limit,
         owner: caller.owner.clone(),
+        principal: caller.principal.clone(),
         scope,
         progress: caller.progress_to.clone().map(|(peer, token)| {
             Arc::new(Progress {
@@ -81,6 +87,7 @@ pub(super) async fn run(
         args.input,
         limits,
         caller.cancelled.clone(),
+        slot,
     )
     .await;
     render(report)
@@ -140,6 +147,7 @@ struct ServerHost {
     client_limit: Option<usize>,
     /// Whose stored results the nested calls make: the script's caller.
     owner: Owner,
+    principal: Option<Arc<str>>,
     scope: CancellationToken,
     progress: Option<Arc<Progress>>,
 }
@@ -188,6 +196,7 @@ impl Host for ServerHost {
         let caller = Caller {
             client_limit: self.client_limit,
             owner: self.owner.clone(),
+            principal: self.principal.clone(),
             cancelled: self.scope.clone(),
             progress_to: None,
         };
