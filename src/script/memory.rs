@@ -4,6 +4,13 @@
 //! QuickJS's built-in limit only makes an allocation fail, which a script can catch (and when
 //! even the error object cannot be allocated, the script sees `null` thrown). Refusing here
 //! also tells the sandbox, so the limit ends the script whatever the script does with the error.
+//!
+//! It also keeps time: every [`CHECK_EVERY`] bytes or so (small allocations count a little
+//! more than their size) it looks at the clock and the client's cancellation, so a built-in
+//! that allocates as it works (`JSON.parse`, `String.prototype.repeat`, `join`) notices the
+//! deadline at once, and the stop is applied on the script's thread at its next allocation
+//! (see the module docs of [`super`] for what that does). Past the limit it grants the
+//! interrupt handler's error its grace (see `GRACE_BYTES`).
 
 use std::sync::Arc;
 
@@ -11,10 +18,18 @@ use rquickjs::allocator::{Allocator, RustAllocator};
 
 use super::{Control, Stop};
 
+/// Bytes allocated between two looks at the clock.
+const CHECK_EVERY: isize = 256 << 10;
+/// What each allocation counts beyond its size toward the next look: a look every ~1,500
+/// small allocations.
+const PER_ALLOCATION: isize = 128;
+
 pub(super) struct Budget {
     used: usize,
     limit: usize,
     control: Arc<Control>,
+    /// Counts down to the next look at the clock.
+    until_check: isize,
 }
 
 impl Budget {
@@ -23,16 +38,33 @@ impl Budget {
             used: 0,
             limit,
             control,
+            until_check: CHECK_EVERY,
         }
     }
 
-    /// Whether `more` bytes fit; when not, the script is told to stop.
-    fn admits(&self, more: usize) -> bool {
-        let fits = self.used.checked_add(more).is_some_and(|n| n <= self.limit);
-        if !fits {
-            self.control.stop(Stop::Memory);
+    /// Whether `more` bytes may be allocated: up to the limit, past which the script is
+    /// stopped (but for the interrupt's grace). Applies a stop, and now and then looks at the
+    /// clock.
+    fn admits(&mut self, more: usize) -> bool {
+        let halted = self.control.squeeze();
+        self.until_check = self
+            .until_check
+            .saturating_sub(isize::try_from(more).unwrap_or(isize::MAX))
+            .saturating_sub(PER_ALLOCATION);
+        if self.until_check <= 0 && !halted {
+            self.until_check = CHECK_EVERY;
+            self.control.check();
         }
-        fits
+        let fits = self.used.checked_add(more).is_some_and(|n| n <= self.limit);
+        if fits {
+            return true;
+        }
+        if self.control.halted() && self.control.graced(more) {
+            return true;
+        }
+        self.control.stop(Stop::Memory);
+        self.control.squeeze();
+        false
     }
 
     fn counted(&mut self, ptr: *mut u8) -> *mut u8 {

@@ -1,41 +1,45 @@
 //! The QuickJS side of a run: a fresh runtime with memory, stack and time limits, the script
-//! API (`tools`, `console`), and the script as an async function, run on the request's own task.
+//! API (`tools`, `console`), and the script as an async function, run by a runner thread.
 //!
 //! A keeper thread readies each sandbox before it is needed and tears it down after: a run
-//! takes the ready one (or readies its own when runs overlap), runs in place and hands it back.
-//! So a run seldom pays for a runtime on its way, no runtime ever serves two runs, and a
-//! script's calls and result cross no thread. A script that computes for long without awaiting
-//! gives its worker's other tasks to a new worker thread, so it holds up nothing else.
+//! takes the ready one (or readies its own when runs overlap), runs on a runner thread (see
+//! [`super::runner`]) and hands it back. So a run seldom pays for a runtime on its way, and no
+//! runtime ever serves two runs.
+//!
+//! The script runs in a job loop of its own rather than rquickjs's `async_with`, which runs
+//! every pending job before it returns: microtasks that keep queuing more would never let it
+//! return, and a stop would never be seen. Here the loop runs one job at a time and looks at
+//! the stop between jobs; once stopped, no job runs again.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::time::{Duration, Instant};
+use std::task::Poll;
+use std::time::Instant;
 
 use rquickjs::context::{EvalOptions, intrinsic};
 use rquickjs::prelude::{Coerced, FromJs, Func, Opt, Rest};
 use rquickjs::{
     AsyncContext, AsyncRuntime, CatchResultExt, CaughtError, Ctx, Exception, Function, Object,
-    Promise, Value as JsValue,
+    Promise, Value as JsValue, qjs,
 };
 use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 
 use super::{
-    CallRecord, Control, Host, Limits, MEMORY_BYTES, Report, STACK_BYTES, ScriptError, Stop,
-    script_value,
+    CallRecord, Control, HOST_BYTES, Host, Limits, MAX_LOOKUPS, MEMORY_BYTES, RECORD_NAME_CHARS,
+    Report, STACK_BYTES, ScriptError, Slot, Stop, script_value,
 };
 use crate::surrogates::from_json;
 
 /// Console output kept per run; later lines are counted, not kept.
 const MAX_LOG_BYTES: usize = 256 << 10;
-/// How long a script may compute without awaiting before its worker's other tasks move to a
-/// new worker thread.
-const BUSY: Duration = Duration::from_millis(10);
-/// Longest wait for the new worker thread to take over those tasks; past it the script goes on
-/// and tries again after another [`BUSY`].
-const HANDOVER: Duration = Duration::from_millis(50);
+/// Jobs run between two looks at the clock and the client's cancellation (the stop itself is
+/// seen after every job).
+const JOBS_PER_CHECK: u32 = 32;
 
 /// What a run needs from its caller.
 pub(super) struct Job {
@@ -44,6 +48,8 @@ pub(super) struct Job {
     pub input: Value,
     pub limits: Limits,
     pub cancelled: CancellationToken,
+    /// The server's runtime, where nested calls run.
+    pub server: tokio::runtime::Handle,
 }
 
 /// A sandbox for one run: its runtime, context and the API installed, waiting for the code and
@@ -58,8 +64,8 @@ pub(super) struct Sandbox {
 enum Chore {
     /// A run took the spare: ready another.
     Refill,
-    /// A used sandbox, to tear down.
-    Free(Sandbox),
+    /// A used sandbox, to tear down, and the slot of its run, to free after.
+    Free(Sandbox, Slot),
 }
 
 /// The sandbox ready and waiting, if any.
@@ -112,7 +118,10 @@ fn keep(chores: &mpsc::Receiver<Chore>) {
                     *lock(&SPARE) = Some(sandbox);
                 }
             }
-            Chore::Free(used) => drop(used),
+            Chore::Free(used, slot) => {
+                drop(used);
+                drop(slot);
+            }
         }
     }
 }
@@ -123,19 +132,31 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// State the API functions share with the run.
-struct Shared {
+pub(super) struct Shared {
     control: Arc<Control>,
     /// The run's host and call limits, from its job.
     job: OnceLock<Bound>,
     logs: Mutex<Logs>,
     calls: Mutex<Vec<Call>>,
+    /// What the script holds on the host side.
+    purse: Purse,
+    /// `tools.search` and `tools.describe` requests made.
+    lookups: AtomicUsize,
+    /// The host's tasks for this run on the server's runtime, aborted when the run ends.
+    tasks: Mutex<Vec<tokio::task::AbortHandle>>,
+    /// What the script's promise settled to, once it has.
+    outcome: Mutex<Option<Result<Value, ScriptError>>>,
+    settled: AtomicBool,
 }
 
 struct Bound {
     host: Arc<dyn Host>,
     server: tokio::runtime::Handle,
     max_calls: usize,
+    /// Calls running at once.
     slots: Semaphore,
+    /// Searches and descriptions running at once.
+    lookup_slots: Semaphore,
 }
 
 #[derive(Default)]
@@ -146,13 +167,88 @@ struct Logs {
 }
 
 struct Call {
+    /// The tool's name as the record shows it (capped).
     name: String,
     started: Instant,
     /// Milliseconds and success, once the call returned.
     ended: Option<(u64, bool)>,
 }
 
+/// The count of bytes a script holds on the host side, against [`HOST_BYTES`]; cloned into the
+/// host's tasks, which count their answers before the script takes them.
+#[derive(Clone)]
+struct Purse {
+    held: Arc<AtomicUsize>,
+    control: Arc<Control>,
+}
+
+impl Purse {
+    /// Counts `bytes` more held on the host side; past the budget the script is stopped and
+    /// `None` returned.
+    fn hold(&self, bytes: usize) -> Option<Hold> {
+        let before = self.held.fetch_add(bytes, Ordering::Relaxed);
+        if before.saturating_add(bytes) > HOST_BYTES {
+            self.held.fetch_sub(bytes, Ordering::Relaxed);
+            self.control.stop(Stop::HostMemory);
+            return None;
+        }
+        Some(Hold {
+            held: self.held.clone(),
+            bytes,
+        })
+    }
+
+    /// Whether a JavaScript string of `length` UTF-16 units may still be copied to the host
+    /// (its UTF-8 is at least as long); when not, the script is stopped.
+    fn fits(&self, length: usize) -> bool {
+        let fits = self
+            .held
+            .load(Ordering::Relaxed)
+            .checked_add(length)
+            .is_some_and(|n| n <= HOST_BYTES);
+        if !fits {
+            self.control.stop(Stop::HostMemory);
+        }
+        fits
+    }
+
+    /// The answer to give the script, counted until the script has taken it.
+    fn answer(&self, value: Result<Value, String>) -> Result<Answer, String> {
+        let json = value?.to_string();
+        match self.hold(json.len()) {
+            Some(hold) => Ok(Answer { json, _hold: hold }),
+            None => Err("the script holds too much on the host side".into()),
+        }
+    }
+}
+
+/// Bytes counted against the run's host budget for as long as this lives.
+struct Hold {
+    held: Arc<AtomicUsize>,
+    bytes: usize,
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.held.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
+/// JSON text of an answer for the script, counted until the script has it.
+struct Answer {
+    json: String,
+    _hold: Hold,
+}
+
 impl Shared {
+    fn hold(&self, bytes: usize) -> Option<Hold> {
+        self.purse.hold(bytes)
+    }
+
+    fn fits(&self, length: usize) -> bool {
+        self.purse.fits(length)
+    }
+
     /// Records a call the script starts, at once, so the cap holds even for calls it never
     /// awaits. Past `max_calls` the script is stopped and `None` returned.
     fn start_call(&self, name: &str) -> Option<usize> {
@@ -163,32 +259,64 @@ impl Shared {
             return None;
         }
         calls.push(Call {
-            name: name.to_owned(),
+            name: record_name(name),
             started: Instant::now(),
             ended: None,
         });
         Some(calls.len() - 1)
     }
 
-    /// `tools.call`: the call's script value, or its error. A call past the cap never answers.
+    /// Counts a search or description; past [`MAX_LOOKUPS`] the script is stopped.
+    fn start_lookup(&self) -> bool {
+        if self.lookups.fetch_add(1, Ordering::Relaxed) >= MAX_LOOKUPS {
+            self.control.stop(Stop::Lookups);
+            return false;
+        }
+        true
+    }
+
+    /// Runs `work` on the server's runtime as a task of this run: aborted when the run ends,
+    /// or when the script's side stops waiting for it (its sandbox torn down).
+    fn spawn<T: Send + 'static>(
+        &self,
+        job: &Bound,
+        work: impl Future<Output = T> + Send + 'static,
+    ) -> AbortOnDropHandle<T> {
+        let task = job.server.spawn(work);
+        lock(&self.tasks).push(task.abort_handle());
+        AbortOnDropHandle::new(task)
+    }
+
+    /// `tools.call`: the call's answer, or its error. A call past the cap never answers.
+    /// `hold` counts the name and arguments until the call has returned.
     async fn call(
         self: Arc<Self>,
         index: Option<usize>,
         name: String,
         args: String,
-    ) -> Result<Value, String> {
+        hold: Hold,
+    ) -> Result<Answer, String> {
         let (Some(index), Some(job)) = (index, self.job.get()) else {
             return std::future::pending().await;
-        };
-        let Ok(Value::Object(arguments)) = from_json(&args) else {
-            return Err("arguments must be a JSON object".into());
         };
         let outcome = match job.slots.acquire().await {
             Ok(_slot) => {
                 lock(&self.calls)[index].started = Instant::now();
-                match job.server.spawn(job.host.call(name, arguments)).await {
-                    Ok(result) => script_value(&result),
-                    Err(e) => Err(format!("the call failed inside meta-server: {e}")),
+                match from_json(&args) {
+                    Ok(Value::Object(arguments)) => {
+                        drop(args);
+                        let call = job.host.call(name, arguments);
+                        let purse = self.purse.clone();
+                        let called = self.spawn(job, async move {
+                            let result = call.await;
+                            drop(hold);
+                            purse.answer(script_value(&result))
+                        });
+                        called.await.unwrap_or_else(|e| {
+                            Err(format!("the call failed inside meta-server: {e}"))
+                        })
+                    }
+                    _ => Err("arguments must be a JSON object".into()),
                 }
             }
             Err(_) => Err("the script is ending".into()),
@@ -198,22 +326,47 @@ impl Shared {
         outcome
     }
 
-    /// Runs a host question on the server's runtime.
+    /// Runs a host question (a search or description) on the server's runtime; `hold` counts
+    /// what it was asked until it is answered.
     async fn ask(
-        &self,
+        self: Arc<Self>,
+        hold: Hold,
         question: impl FnOnce(&dyn Host) -> super::HostFuture<Result<Value, String>>,
-    ) -> Result<Value, String> {
+    ) -> Result<Answer, String> {
         let Some(job) = self.job.get() else {
             return Err("the sandbox has no run".into());
         };
-        job.server
-            .spawn(question(job.host.as_ref()))
+        let Ok(_slot) = job.lookup_slots.acquire().await else {
+            return Err("the script is ending".into());
+        };
+        let asked = question(job.host.as_ref());
+        let purse = self.purse.clone();
+        let answered = self.spawn(job, async move {
+            let value = asked.await;
+            drop(hold);
+            purse.answer(value)
+        });
+        answered
             .await
             .unwrap_or_else(|e| Err(format!("failed inside meta-server: {e}")))
     }
 
-    fn log(&self, level: &str, line: String) {
+    /// Room left for console output, in bytes; with none left the line is counted as dropped.
+    fn log_room(&self) -> usize {
         let mut logs = lock(&self.logs);
+        let room = MAX_LOG_BYTES.saturating_sub(logs.bytes);
+        if room == 0 {
+            logs.dropped += 1;
+        }
+        room
+    }
+
+    fn log(&self, level: &str, line: Option<String>) {
+        let mut logs = lock(&self.logs);
+        let Some(line) = line else {
+            logs.dropped += 1;
+            return;
+        };
         let line = match level {
             "warn" | "error" => format!("{level}: {line}"),
             _ => line,
@@ -223,12 +376,33 @@ impl Shared {
             return;
         }
         logs.bytes += line.len();
+        // Kept until the report: counted on the host side for good.
+        self.purse.held.fetch_add(line.len(), Ordering::Relaxed);
         logs.lines.push(line);
+    }
+
+    fn settle(&self, outcome: Result<Value, ScriptError>) {
+        let mut settled = lock(&self.outcome);
+        if settled.is_none() {
+            *settled = Some(outcome);
+            self.settled.store(true, Ordering::Release);
+        }
+    }
+
+    fn settled(&self) -> bool {
+        self.settled.load(Ordering::Acquire)
+    }
+
+    /// Ends the host's tasks of this run that are still going.
+    pub(super) fn abort_tasks(&self) {
+        for task in lock(&self.tasks).drain(..) {
+            task.abort();
+        }
     }
 
     /// The console output and the call records as the report gives them; calls still running
     /// count as failed, with the time they had run.
-    fn finish(&self) -> (Vec<String>, Vec<CallRecord>) {
+    pub(super) fn finish(&self) -> (Vec<String>, Vec<CallRecord>) {
         let mut logs = std::mem::take(&mut *lock(&self.logs));
         if logs.dropped > 0 {
             logs.lines.push(format!(
@@ -249,6 +423,15 @@ impl Shared {
             })
             .collect();
         (logs.lines, calls)
+    }
+}
+
+/// A tool's name as a call record keeps it: whole up to [`RECORD_NAME_CHARS`] characters,
+/// else its start and how long it was (as results echo client input).
+fn record_name(name: &str) -> String {
+    match name.char_indices().nth(RECORD_NAME_CHARS) {
+        None => name.to_owned(),
+        Some((end, _)) => format!("{}… ({} characters)", &name[..end], name.chars().count()),
     }
 }
 
@@ -287,12 +470,27 @@ impl Sandbox {
             .await
             .map_err(sandbox)?;
         let shared = Arc::new(Shared {
+            purse: Purse {
+                held: Arc::default(),
+                control: control.clone(),
+            },
             control,
             job: OnceLock::new(),
             logs: Mutex::default(),
             calls: Mutex::default(),
+            lookups: AtomicUsize::new(0),
+            tasks: Mutex::default(),
+            outcome: Mutex::default(),
+            settled: AtomicBool::new(false),
         });
-        let installed = context.with(|ctx| install(&ctx, &shared)).await;
+        let installed = context
+            .with(|ctx| {
+                // SAFETY: the context is live; its runtime lives as long as the sandbox.
+                let runtime = unsafe { qjs::JS_GetRuntime(ctx.as_raw().as_ptr()) };
+                shared.control.runtime.store(runtime, Ordering::Release);
+                install(&ctx, &shared)
+            })
+            .await;
         installed.map_err(sandbox)?;
         Ok(Self { shared, context })
     }
@@ -308,124 +506,139 @@ impl Sandbox {
         }
     }
 
-    /// Runs the job to its report; the sandbox goes to the keeper to be torn down.
-    pub(super) async fn run(self, job: Job) -> Report {
+    pub(super) fn control(&self) -> Arc<Control> {
+        self.shared.control.clone()
+    }
+
+    pub(super) fn shared(&self) -> Arc<Shared> {
+        self.shared.clone()
+    }
+
+    /// Runs the job to its report, within a tokio runtime of the runner's own; the sandbox
+    /// and `slot` go to the keeper, to be torn down and freed.
+    pub(super) async fn run(self, job: Job, slot: Slot) -> Report {
         let Job {
             host,
             code,
             input,
             limits,
             cancelled,
+            server,
         } = job;
-        let control = self.shared.control.clone();
-        let deadline = Instant::now() + limits.timeout;
-        let _ = control.deadline.set(deadline);
-        let _ = control.cancelled.set(cancelled.clone());
-        let _ = self.shared.job.set(Bound {
+        let shared = self.shared.clone();
+        let control = shared.control.clone();
+        let _ = control.deadline.set(Instant::now() + limits.timeout);
+        let _ = control.cancelled.set(cancelled);
+        let _ = shared.job.set(Bound {
             host,
-            server: tokio::runtime::Handle::current(),
+            server,
             max_calls: limits.max_calls,
             slots: Semaphore::new(limits.in_flight),
+            lookup_slots: Semaphore::new(limits.in_flight),
         });
-        let script = self.context.async_with(async move |ctx| {
-            let result = evaluate(&ctx, &code, &input).await;
-            drop(ctx);
-            result
-        });
-        // Ends only once a stop reason is set.
-        let stopped = async {
-            tokio::select! {
-                () = control.stopped.cancelled() => {}
-                () = cancelled.cancelled() => control.stop(Stop::Cancelled),
-                () = tokio::time::sleep_until(deadline.into()) => control.stop(Stop::Deadline),
-            }
-        };
-        let outcome = tokio::select! {
-            biased;
-            () = stopped => None,
-            outcome = control.timed(script) => Some(outcome),
-        };
-        let (logs, calls) = self.shared.finish();
+        let started = self
+            .context
+            .with(|ctx| start(&ctx, &shared, &code, &input))
+            .await;
+        if let Err(e) = started {
+            shared.settle(Err(e));
+        }
+        self.drive().await;
+        // No job runs again: what the host still does for the script ends now, and the stack
+        // limit is the usual one again for the teardown.
+        shared.abort_tasks();
+        control.end();
+        self.context.runtime().set_max_stack_size(STACK_BYTES).await;
+        let (logs, calls) = shared.finish();
         // A limit hit wins over whatever the script did after it.
-        let outcome = match (control.error(&limits), outcome) {
+        let outcome = match (control.error(&limits), lock(&shared.outcome).take()) {
             (Some(limit), _) => Err(limit),
             (None, Some(outcome)) => outcome,
             (None, None) => Err(ScriptError::Sandbox("stopped without a reason".into())),
         };
-        // Unfinished calls still hold the host; they go with the runtime.
-        keeper(Chore::Free(self));
+        keeper(Chore::Free(self, slot));
         Report {
             outcome,
             logs,
             calls,
         }
     }
-}
 
-impl Control {
-    /// The interrupt handler, called by QuickJS as the script runs: whether to stop it now.
-    fn interrupted(&self) -> bool {
-        if self.deadline.get().is_some_and(|d| Instant::now() >= *d) {
-            self.stop(Stop::Deadline);
-        }
-        // Seen here while the script computes; while it waits, the run's select sees it.
-        if self
-            .cancelled
-            .get()
-            .is_some_and(CancellationToken::is_cancelled)
-        {
-            self.stop(Stop::Cancelled);
-        }
-        self.yield_worker();
-        self.stopped.is_cancelled()
-    }
-
-    /// Polls `script`, noting when each poll began, so that [`Control::yield_worker`] can tell
-    /// a script that computes from one that waits.
-    async fn timed<F: Future>(&self, script: F) -> F::Output {
-        let mut script = std::pin::pin!(script);
-        std::future::poll_fn(|cx| {
-            *lock(&self.polled) = Some(Instant::now());
-            let polled = script.as_mut().poll(cx);
-            *lock(&self.polled) = None;
-            polled
-        })
-        .await
-    }
-
-    /// Called by the interrupt handler: once the script has computed for [`BUSY`] in one poll,
-    /// its worker's other tasks move to a new worker thread (tokio's `block_in_place`) and
-    /// this thread carries on with the script alone.
-    fn yield_worker(&self) {
-        {
-            let mut since = lock(&self.polled);
-            if !since.is_some_and(|t| t.elapsed() >= BUSY) {
+    /// Runs the script's jobs one at a time until its promise settles or the run is stopped,
+    /// waiting for the host's answers when there is nothing to run.
+    async fn drive(&self) {
+        let runtime = self.context.runtime().clone();
+        let shared = &self.shared;
+        let control = &shared.control;
+        let mut jobs: u32 = 0;
+        loop {
+            if shared.settled() || control.halted() {
                 return;
             }
-            // Again after another BUSY while this poll goes on: a handover can fail (below).
-            *since = Some(Instant::now());
+            jobs = jobs.wrapping_add(1);
+            if jobs.is_multiple_of(JOBS_PER_CHECK) && control.check() {
+                return;
+            }
+            match runtime.execute_pending_job().await {
+                Ok(true) => {}
+                // A job threw (a microtask's uncaught error): clear it, as a browser reports
+                // and goes on.
+                Err(failed) => {
+                    failed
+                        .0
+                        .with(|ctx| {
+                            let _ = ctx.catch();
+                        })
+                        .await;
+                }
+                Ok(false) => {
+                    if shared.settled() || control.check() {
+                        return;
+                    }
+                    self.wait().await;
+                }
+            }
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        if runtime.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
-            return;
+    }
+
+    /// Waits for the host to answer (the scheduler of the script's futures wakes this task),
+    /// for the deadline or for the client's cancellation.
+    async fn wait(&self) {
+        let control = &self.shared.control;
+        let deadline = control.deadline.get().copied();
+        let cancelled = control.cancelled.get().cloned().unwrap_or_default();
+        let mut woken = false;
+        tokio::select! {
+            biased;
+            () = control.stopped.cancelled() => {}
+            () = cancelled.cancelled() => control.stop(Stop::Cancelled),
+            () = async {
+                match deadline {
+                    Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+                    None => std::future::pending().await,
+                }
+            } => control.stop(Stop::Deadline),
+            // Pending at first: the job loop's last poll registered this task's waker with
+            // the scheduler of the script's futures.
+            () = std::future::poll_fn(|_| {
+                if std::mem::replace(&mut woken, true) {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending
+                }
+            }) => {}
         }
-        tokio::task::block_in_place(|| {
-            // Leaving at once would take the worker back before the new thread starts (a
-            // busy machine takes milliseconds to start one). Once a task spawned now has run,
-            // some thread runs the worker's tasks.
-            let (ran, wait) = mpsc::sync_channel(1);
-            runtime.spawn(async move {
-                let _ = ran.send(());
-            });
-            let _ = wait.recv_timeout(HANDOVER);
-        });
     }
 }
 
-/// Installs the API, runs the script and turns its return value into JSON.
-async fn evaluate<'js>(ctx: &Ctx<'js>, code: &str, input: &Value) -> Result<Value, ScriptError> {
+/// Sets `input`, evaluates the script and has its promise settle `shared`'s outcome: the
+/// returned value as JSON, or why there is none.
+fn start<'js>(
+    ctx: &Ctx<'js>,
+    shared: &Arc<Shared>,
+    code: &str,
+    input: &Value,
+) -> Result<(), ScriptError> {
     let input = ctx
         .json_parse(input.to_string())
         .and_then(|value| ctx.globals().set("input", value));
@@ -442,7 +655,37 @@ async fn evaluate<'js>(ctx: &Ctx<'js>, code: &str, input: &Value) -> Result<Valu
             ScriptError::Thrown(m) => ScriptError::Syntax(m),
             other => other,
         })?;
-    let value: rquickjs::Value = promise.into_future().await.catch(ctx).map_err(failure)?;
+    let sandbox = |e: rquickjs::Error| ScriptError::Sandbox(e.to_string());
+    let s = shared.clone();
+    let returned = Function::new(ctx.clone(), move |ctx: Ctx<'js>, value: JsValue<'js>| {
+        s.settle(returned(&ctx, value));
+    })
+    .map_err(sandbox)?;
+    let s = shared.clone();
+    let rejected = Function::new(ctx.clone(), move |ctx: Ctx<'js>, reason: JsValue<'js>| {
+        s.settle(Err(rejection(&ctx, reason)));
+    })
+    .map_err(sandbox)?;
+    // The engine's own `then`, which a script cannot replace (`Promise.prototype.then` can).
+    // SAFETY: three live values of this context; the result is owned and freed as a Value.
+    let chained = unsafe {
+        let chained = qjs::JS_PromiseThen(
+            ctx.as_raw().as_ptr(),
+            promise.as_raw(),
+            returned.as_raw(),
+            rejected.as_raw(),
+        );
+        JsValue::from_raw(ctx.clone(), chained)
+    };
+    if chained.is_exception() {
+        let _ = ctx.catch();
+        return Err(ScriptError::Sandbox("cannot await the script".into()));
+    }
+    Ok(())
+}
+
+/// The script's return value as JSON.
+fn returned<'js>(ctx: &Ctx<'js>, value: JsValue<'js>) -> Result<Value, ScriptError> {
     match ctx.json_stringify(value).catch(ctx) {
         Ok(None) => Ok(Value::Null),
         Ok(Some(text)) => {
@@ -458,7 +701,37 @@ async fn evaluate<'js>(ctx: &Ctx<'js>, code: &str, input: &Value) -> Result<Valu
     }
 }
 
+/// Why the script's promise was rejected.
+fn rejection<'js>(ctx: &Ctx<'js>, reason: JsValue<'js>) -> ScriptError {
+    let _ = ctx;
+    match reason.as_object().cloned().and_then(Exception::from_object) {
+        Some(error) => failure(CaughtError::Exception(error)),
+        None => failure(CaughtError::Value(reason)),
+    }
+}
+
+/// What the API functions do once the run is stopped: throw `null` at once, doing no work;
+/// the interrupt ends the script soon after.
+fn halted(ctx: &Ctx<'_>) -> rquickjs::Error {
+    ctx.throw(JsValue::new_null(ctx.clone()))
+}
+
+/// The length of a JavaScript string in UTF-16 units, read without copying it; its UTF-8 is
+/// at least as long.
+fn length(ctx: &Ctx<'_>, text: &rquickjs::String<'_>) -> usize {
+    let mut length: i64 = 0;
+    // SAFETY: a live string of this context; reading `length` of a string does not allocate.
+    let read = unsafe { qjs::JS_GetLength(ctx.as_raw().as_ptr(), text.as_raw(), &raw mut length) };
+    if read < 0 {
+        let _ = ctx.catch();
+        return usize::MAX;
+    }
+    usize::try_from(length).unwrap_or(usize::MAX)
+}
+
 /// The script's API as globals: `tools` (`call`, `search`, `describe`) and `console`, frozen.
+/// Each function first looks at the stop (and the clock), and does no work once stopped; text
+/// the script passes is measured before it is copied to the host.
 fn install<'js>(ctx: &Ctx<'js>, shared: &Arc<Shared>) -> rquickjs::Result<()> {
     let tools = Object::new(ctx.clone())?;
     let s = shared.clone();
@@ -466,23 +739,39 @@ fn install<'js>(ctx: &Ctx<'js>, shared: &Arc<Shared>) -> rquickjs::Result<()> {
         "call",
         Func::from(
             move |ctx: Ctx<'js>, name: JsValue<'js>, args: Opt<JsValue<'js>>| {
-                let Some(name) = name.as_string().and_then(|n| n.to_string().ok()) else {
+                if s.control.check() {
+                    return Err(halted(&ctx));
+                }
+                let Some(name) = name.as_string() else {
+                    return rejected(&ctx, "tools.call(name, args): name must be a qualified tool name such as \"time__get_current_time\"");
+                };
+                if !s.fits(length(&ctx, name)) {
+                    return Err(halted(&ctx));
+                }
+                let Ok(name) = name.to_string() else {
                     return rejected(&ctx, "tools.call(name, args): name must be a qualified tool name such as \"time__get_current_time\"");
                 };
                 let args = match args.0.filter(|a| !a.is_undefined()) {
                     None => "{}".to_owned(),
                     Some(a) if a.is_object() && !a.is_array() && !a.is_function() => {
                         match ctx.json_stringify(a)? {
+                            Some(json) if !s.fits(name.len().saturating_add(length(&ctx, &json))) => {
+                                return Err(halted(&ctx));
+                            }
                             Some(json) => json.to_string()?,
                             None => "{}".to_owned(),
                         }
                     }
                     Some(_) => {
-                        return rejected(&ctx, &format!("tools.call(\"{name}\", args): args must be an object of the tool's arguments"));
+                        let shown = record_name(&name);
+                        return rejected(&ctx, &format!("tools.call(\"{shown}\", args): args must be an object of the tool's arguments"));
                     }
                 };
+                let Some(hold) = s.hold(name.len() + args.len()) else {
+                    return Err(halted(&ctx));
+                };
                 let index = s.start_call(&name);
-                answer(&ctx, name.clone(), s.clone().call(index, name, args))
+                answer(&ctx, name.clone(), s.clone().call(index, name, args, hold))
             },
         ),
     )?;
@@ -491,12 +780,16 @@ fn install<'js>(ctx: &Ctx<'js>, shared: &Arc<Shared>) -> rquickjs::Result<()> {
         "search",
         Func::from(
             move |ctx: Ctx<'js>, query: Coerced<rquickjs::String<'js>>, limit: Opt<f64>| {
+                let Some(hold) = s.lookup(&ctx, &query.0) else {
+                    return Err(halted(&ctx));
+                };
                 let limit = limit.0.filter(|l| *l >= 0.0).map(|l| l as u32);
                 let query = rust_string(&ctx, query.0);
-                let s = s.clone();
-                answer(&ctx, "search_tools".into(), async move {
-                    s.ask(|host| host.search(query, limit)).await
-                })
+                answer(
+                    &ctx,
+                    "search_tools".into(),
+                    s.clone().ask(hold, move |host| host.search(query, limit)),
+                )
             },
         ),
     )?;
@@ -504,11 +797,15 @@ fn install<'js>(ctx: &Ctx<'js>, shared: &Arc<Shared>) -> rquickjs::Result<()> {
     tools.set(
         "describe",
         Func::from(move |ctx: Ctx<'js>, name: Coerced<rquickjs::String<'js>>| {
+            let Some(hold) = s.lookup(&ctx, &name.0) else {
+                return Err(halted(&ctx));
+            };
             let name = rust_string(&ctx, name.0);
-            let s = s.clone();
-            answer(&ctx, "get_tool_details".into(), async move {
-                s.ask(|host| host.describe(name)).await
-            })
+            answer(
+                &ctx,
+                "get_tool_details".into(),
+                s.clone().ask(hold, move |host| host.describe(name)),
+            )
         }),
     )?;
     let console = Object::new(ctx.clone())?;
@@ -517,8 +814,22 @@ fn install<'js>(ctx: &Ctx<'js>, shared: &Arc<Shared>) -> rquickjs::Result<()> {
         console.set(
             level,
             Func::from(move |ctx: Ctx<'js>, args: Rest<JsValue<'js>>| {
-                let line: Vec<String> = args.0.into_iter().map(|v| show(&ctx, v)).collect();
-                s.log(level, line.join(" "));
+                if s.control.check() {
+                    return;
+                }
+                let mut room = s.log_room();
+                if room == 0 {
+                    return;
+                }
+                let mut shown = Vec::with_capacity(args.0.len());
+                for arg in args.0 {
+                    let Some(text) = show(&ctx, arg, room) else {
+                        return s.log(level, None);
+                    };
+                    room = room.saturating_sub(text.len() + 1);
+                    shown.push(text);
+                }
+                s.log(level, Some(shown.join(" ")));
             }),
         )?;
     }
@@ -529,22 +840,36 @@ fn install<'js>(ctx: &Ctx<'js>, shared: &Arc<Shared>) -> rquickjs::Result<()> {
     Ok(())
 }
 
-/// A promise settled by `reply` on the runtime's own scheduler: with the JSON value, or
+impl Shared {
+    /// A search or description's start: the stop and the clock looked at, the lookup
+    /// counted, its text (`asked`) measured and counted on the host side; `None` when the
+    /// script is (now) stopped.
+    fn lookup(&self, ctx: &Ctx<'_>, asked: &rquickjs::String<'_>) -> Option<Hold> {
+        if self.control.check() || !self.start_lookup() || !self.fits(length(ctx, asked)) {
+            return None;
+        }
+        // Counted from the JavaScript length; the UTF-8 copy is at least as long, and its
+        // exact length is counted once the question is asked.
+        self.hold(length(ctx, asked))
+    }
+}
+
+/// A promise settled by `reply` on the runtime's own scheduler: with the answer's JSON, or
 /// rejected with an `Error` whose `tool` is `tool`. (Not rquickjs's `Promised`: when settling
 /// fails, as it does while a script is being stopped, that prints to stdout, which belongs to
 /// the protocol.)
 fn answer<'js>(
     ctx: &Ctx<'js>,
     tool: String,
-    reply: impl Future<Output = Result<Value, String>> + 'js,
+    reply: impl Future<Output = Result<Answer, String>> + 'js,
 ) -> rquickjs::Result<Promise<'js>> {
     let (promise, resolve, reject) = ctx.promise()?;
     let ctx = ctx.clone();
     ctx.clone().spawn(async move {
         // Fails only when the script is being stopped: nobody waits for the answer then.
         let _ = match reply.await {
-            Ok(value) => ctx
-                .json_parse(value.to_string())
+            Ok(answer) => ctx
+                .json_parse(answer.json)
                 .and_then(|v| resolve.call::<_, ()>((v,))),
             Err(message) => Exception::from_message(ctx.clone(), &message)
                 .and_then(|e| e.set("tool", tool).map(|()| e))
@@ -562,23 +887,33 @@ fn rejected<'js>(ctx: &Ctx<'js>, message: &str) -> rquickjs::Result<Promise<'js>
     Ok(promise)
 }
 
-/// A console argument as text: strings as they are, errors with their stack, the rest as JSON.
-fn show<'js>(ctx: &Ctx<'js>, value: JsValue<'js>) -> String {
+/// A console argument as text: strings as they are, errors with their stack, the rest as
+/// JSON; `None` when it is longer than `room` bytes, measured before it is copied.
+fn show<'js>(ctx: &Ctx<'js>, value: JsValue<'js>, room: usize) -> Option<String> {
     if let Some(text) = value.as_string() {
-        return rust_string(ctx, text.clone());
+        return within(ctx, text.clone(), room);
     }
     if let Some(error) = value.as_object().cloned().and_then(Exception::from_object) {
-        return error_text(&error);
+        return Some(error_text(&error)).filter(|text| text.len() <= room);
     }
-    match ctx.json_stringify(value.clone()) {
-        Ok(Some(json)) => json.to_string().unwrap_or_default(),
-        Ok(None) => Coerced::<String>::from_js(ctx, value).map_or_else(|_| String::new(), |c| c.0),
+    let text = match ctx.json_stringify(value.clone()) {
+        Ok(Some(json)) => json,
+        Ok(None) => Coerced::<rquickjs::String>::from_js(ctx, value).ok()?.0,
         Err(_) => {
             // Cyclic or BigInt: clear the exception, show what String() would.
             let _ = ctx.catch();
-            Coerced::<String>::from_js(ctx, value).map_or_else(|_| String::new(), |c| c.0)
+            Coerced::<rquickjs::String>::from_js(ctx, value).ok()?.0
         }
+    };
+    within(ctx, text, room)
+}
+
+/// `text` as Rust text if it is at most `room` bytes, measured before it is copied.
+fn within<'js>(ctx: &Ctx<'js>, text: rquickjs::String<'js>, room: usize) -> Option<String> {
+    if length(ctx, &text) > room {
+        return None;
     }
+    Some(rust_string(ctx, text)).filter(|text| text.len() <= room)
 }
 
 /// A JavaScript string as Rust text. One holding lone surrogates (half an emoji cut by `slice`),
@@ -594,11 +929,18 @@ fn rust_string<'js>(ctx: &Ctx<'js>, s: rquickjs::String<'js>) -> String {
     })
 }
 
+/// Characters of an error's message or stack shown; the rest is left out (an error can carry
+/// any string the script gives it).
+const MAX_ERROR_CHARS: usize = 64 << 10;
+
 /// `Name: message` and the stack, as errors are shown to the model.
 fn error_text(error: &Exception<'_>) -> String {
     let property = |key: &str| {
         let value: Option<rquickjs::String> = error.get(key).ok().flatten();
-        value.map(|s| rust_string(error.ctx(), s))
+        value.map(|s| {
+            within(error.ctx(), s, MAX_ERROR_CHARS)
+                .unwrap_or_else(|| format!("[{key} longer than {} KiB]", MAX_ERROR_CHARS >> 10))
+        })
     };
     let name = property("name").unwrap_or_else(|| "Error".into());
     let mut text = format!("{name}: {}", property("message").unwrap_or_default());

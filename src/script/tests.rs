@@ -9,15 +9,35 @@ use serde_json::json;
 
 use super::*;
 
-/// Calls running at once, and the most seen.
+/// Calls running at once, and the most seen; host futures that started and that were dropped.
 #[derive(Default)]
 struct Load {
     running: AtomicUsize,
     most: AtomicUsize,
+    started: AtomicUsize,
+    dropped: AtomicUsize,
+}
+
+/// Counts a host future as started, and as dropped when it goes.
+struct Held(Arc<Load>);
+
+impl Held {
+    fn new(load: &Arc<Load>) -> Self {
+        load.started.fetch_add(1, Ordering::SeqCst);
+        Self(load.clone())
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.dropped.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 /// Tools `t__echo` (structured: its arguments), `t__json` (JSON text), `t__text`, `t__fail`
-/// (error result) and `t__slow` (sleeps `ms`).
+/// (error result), `t__slow` (sleeps `ms`), `t__big` (`n` bytes of text after `ms`) and `t__hang`
+/// (never answers); a search for a query
+/// that starts with "hang" and a description of `t__hang` never answer either.
 #[derive(Default)]
 struct Tools {
     load: Arc<Load>,
@@ -33,6 +53,17 @@ impl Host for Tools {
                 "t__echo" => CallToolResult::structured(Value::Object(arguments)),
                 "t__json" => CallToolResult::success(vec![ContentBlock::text(r#"{"n": 7}"#)]),
                 "t__text" => CallToolResult::success(vec![ContentBlock::text("plain words")]),
+                "t__big" => {
+                    let ms = arguments.get("ms").and_then(Value::as_u64).unwrap_or(0);
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    let n = arguments.get("n").and_then(Value::as_u64).unwrap_or(1);
+                    CallToolResult::success(vec![ContentBlock::text("x".repeat(n as usize))])
+                }
+                "t__hang" => {
+                    let _held = Held::new(&load);
+                    std::future::pending::<()>().await;
+                    unreachable!()
+                }
                 "t__slow" => {
                     let ms = arguments.get("ms").and_then(Value::as_u64).unwrap_or(50);
                     tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -46,11 +77,23 @@ impl Host for Tools {
     }
 
     fn search(&self, query: String, limit: Option<u32>) -> HostFuture<Result<Value, String>> {
-        Box::pin(async move { Ok(json!({"query": query, "limit": limit})) })
+        let load = self.load.clone();
+        Box::pin(async move {
+            if query.starts_with("hang") {
+                let _held = Held::new(&load);
+                std::future::pending::<()>().await;
+            }
+            Ok(json!({"query": query, "limit": limit}))
+        })
     }
 
     fn describe(&self, name: String) -> HostFuture<Result<Value, String>> {
+        let load = self.load.clone();
         Box::pin(async move {
+            if name == "t__hang" {
+                let _held = Held::new(&load);
+                std::future::pending::<()>().await;
+            }
             if name == "t__echo" {
                 Ok(json!({"name": name}))
             } else {
@@ -73,6 +116,7 @@ async fn run_with(code: &str, limits: Limits) -> Report {
         json!({"who": "world"}),
         limits,
         CancellationToken::new(),
+        Slot::unlimited(),
     )
     .await
 }
@@ -159,6 +203,7 @@ async fn fan_out_runs_at_most_eight_calls_at_once() {
         Value::Null,
         Limits::default(),
         CancellationToken::new(),
+        Slot::unlimited(),
     )
     .await;
     assert_eq!(ok(&r), &json!(20));
@@ -364,13 +409,14 @@ async fn cancellation_stops_a_waiting_script() {
         Value::Null,
         Limits::default(),
         cancel,
+        Slot::unlimited(),
     )
     .await;
     assert_eq!(r.outcome, Err(ScriptError::Cancelled));
 }
 
-/// A script that computes without awaiting hands its worker's other tasks to another thread:
-/// with one worker, taken by the script first, a task spawned after it still runs; and the
+/// A script that computes without awaiting runs on a runner thread, not on a worker of the
+/// server's runtime: with one worker, a task spawned after the script still runs; and the
 /// client's cancel stops the script though it never awaits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn a_busy_script_holds_up_no_other_task() {
@@ -382,6 +428,7 @@ async fn a_busy_script_holds_up_no_other_task() {
         Value::Null,
         Limits::default(),
         cancel.clone(),
+        Slot::unlimited(),
     ));
     let other = tokio::spawn(async { 42 });
     assert_eq!(other.await.expect("the other task ran"), 42);
@@ -483,4 +530,325 @@ async fn lone_surrogates_become_replacement_characters() {
         "{:?}",
         r.outcome
     );
+}
+
+/// Runs `code` on a thread and runtime of its own and waits at most `within` for its report:
+/// a script that never stops fails the test instead of hanging it. The report and how long
+/// the run took.
+fn run_bounded(
+    host: Arc<dyn Host>,
+    code: &str,
+    limits: Limits,
+    cancel: CancellationToken,
+    within: Duration,
+) -> (Report, Duration) {
+    let (done, report) = std::sync::mpsc::channel();
+    let code = code.to_owned();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let started = std::time::Instant::now();
+        let report = runtime.block_on(run(
+            host,
+            code,
+            Value::Null,
+            limits,
+            cancel,
+            Slot::unlimited(),
+        ));
+        let _ = done.send((report, started.elapsed()));
+        // Kept a while, so what the run left on it is not ended by its shutdown.
+        std::thread::sleep(Duration::from_secs(10));
+    });
+    report
+        .recv_timeout(within)
+        .unwrap_or_else(|_| panic!("no report within {within:?}"))
+}
+
+fn timeout(ms: u64) -> Limits {
+    Limits {
+        timeout: Duration::from_millis(ms),
+        ..Limits::default()
+    }
+}
+
+fn error_text(report: &Report) -> String {
+    match &report.outcome {
+        Ok(v) => panic!("the script succeeded: {v}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Issue 32, H1: microtasks that keep queuing more never return control to the run; the time
+/// limit, and the client's cancellation, still end the script.
+#[test]
+fn a_microtask_flood_stops_at_the_time_limit_and_on_cancel() {
+    let floods = [
+        "const f = () => { queueMicrotask(f); queueMicrotask(f); }; f(); await new Promise(() => {});",
+        "const f = () => { Promise.resolve().then(f); Promise.resolve().then(f); }; f(); await new Promise(() => {});",
+        "const f = async () => { for (;;) await null; }; f(); f(); await new Promise(() => {});",
+    ];
+    for code in floods {
+        let (_, host) = host();
+        let (r, took) = run_bounded(
+            host,
+            code,
+            timeout(300),
+            CancellationToken::new(),
+            Duration::from_secs(10),
+        );
+        assert_eq!(r.outcome, Err(ScriptError::Timeout { ms: 300 }), "{code}");
+        assert!(took < Duration::from_millis(1300), "{code}: {took:?}");
+    }
+    let (_, host) = host();
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        trigger.cancel();
+    });
+    let (r, took) = run_bounded(
+        host,
+        floods[0],
+        timeout(60_000),
+        cancel,
+        Duration::from_secs(10),
+    );
+    assert_eq!(r.outcome, Err(ScriptError::Cancelled));
+    assert!(took < Duration::from_millis(1300), "{took:?}");
+}
+
+/// Issue 32, M4: built-ins that copy or allocate much per call (a 20 MB string logged, JSON
+/// parsed, strings repeated) stop close to the time limit, even when the script catches
+/// what they throw.
+#[test]
+fn heavy_builtins_stop_near_the_time_limit() {
+    let heavy = [
+        "const o = 'q'.repeat(20e6); for (;;) console.log(o);",
+        "const o = 'q'.repeat(20e6); for (;;) console.log(o, {o});",
+        "const t = JSON.stringify(Array.from({length: 2e5}, (_, i) => ({i, s: 'x' + i}))); for (;;) JSON.parse(t);",
+        "const t = JSON.stringify(Array.from({length: 2e5}, (_, i) => ({i, s: 'x' + i}))); for (;;) { try { JSON.parse(t); } catch (e) {} }",
+        "for (;;) { try { 'q'.repeat(30e6); } catch (e) {} }",
+        "const a = Array.from({length: 1e6}, (_, i) => i); for (;;) { try { a.join(','); } catch (e) {} }",
+    ];
+    for code in heavy {
+        let (_, host) = host();
+        let (r, took) = run_bounded(
+            host,
+            code,
+            timeout(500),
+            CancellationToken::new(),
+            Duration::from_secs(20),
+        );
+        assert_eq!(r.outcome, Err(ScriptError::Timeout { ms: 500 }), "{code}");
+        assert!(took < Duration::from_millis(2500), "{code}: {took:?}");
+    }
+}
+
+/// A single native call that runs far past the limit without allocating (a naive substring
+/// search, quadratic) cannot be interrupted; the report still comes on time.
+#[test]
+fn the_report_comes_on_time_even_when_a_native_call_overruns() {
+    let (_, host) = host();
+    let code = "const s = 'a'.repeat(1e6), p = 'a'.repeat(5e3) + 'b'; return s.indexOf(p);";
+    let (r, took) = run_bounded(
+        host,
+        code,
+        timeout(300),
+        CancellationToken::new(),
+        Duration::from_secs(60),
+    );
+    assert_eq!(r.outcome, Err(ScriptError::Timeout { ms: 300 }));
+    assert!(took < Duration::from_millis(2300), "{took:?}");
+}
+
+/// Issue 32, H2: `tools.search` and `tools.describe` have a limit of their own.
+#[tokio::test]
+async fn lookups_have_a_limit_of_their_own() {
+    let r = run_code(
+        "for (let i = 0; i < 3000; i++) tools.search('read'); await new Promise(() => {});",
+    )
+    .await;
+    let e = error_text(&r);
+    assert!(e.contains("tools.search") && e.contains("100"), "{e}");
+    let r = run_code(
+        "for (let i = 0; ; i++) { try { await tools.describe('t__x' + i); } catch (e) {} }",
+    )
+    .await;
+    let e = error_text(&r);
+    assert!(e.contains("tools.describe") && e.contains("100"), "{e}");
+    assert!(r.calls.is_empty());
+    // Under the limit all is well.
+    let r = run_code("for (let i = 0; i < 100; i++) await tools.search('read'); return 1;").await;
+    assert_eq!(ok(&r), &json!(1));
+}
+
+/// Issue 32, H2: what the script holds on the host side (arguments of calls waiting for a
+/// slot, queries, results not yet taken) counts against a budget; past it the script stops.
+#[test]
+fn host_side_memory_is_bounded() {
+    let scripts = [
+        // The issue's repro, with fewer but larger queries (the lookup limit comes first).
+        "const q = 'hang '.repeat(400000); for (let i = 0; i < 60; i++) tools.search(q); await new Promise(() => {});",
+        "const q = 'hang '.repeat(400000); for (let i = 0; i < 60; i++) tools.describe('t__hang' + q); await new Promise(() => {});",
+        // Calls with 2 MB arguments, far more than run at once.
+        "const big = 'x'.repeat(2e6); for (let i = 0; i < 100; i++) tools.call('t__hang', {big}); await new Promise(() => {});",
+        // Results the script does not take: it computes while they arrive.
+        "const first = tools.call('t__echo', {}); for (let i = 0; i < 8; i++) tools.call('t__big', {n: 5e6, ms: 200}); await first; for (;;) {}",
+    ];
+    for code in scripts {
+        let (_, host) = host();
+        let (r, took) = run_bounded(
+            host,
+            code,
+            timeout(20_000),
+            CancellationToken::new(),
+            Duration::from_secs(30),
+        );
+        let e = error_text(&r);
+        assert!(
+            e.contains("out of memory") && e.contains("host"),
+            "{code}: {e}"
+        );
+        assert!(took < Duration::from_secs(5), "{code}: {took:?}");
+    }
+}
+
+/// Issue 32, H2: the host's futures for a script's calls, searches and descriptions end when the
+/// script ends, whatever ended it.
+#[test]
+fn nested_work_ends_with_the_script() {
+    let (load, host) = host();
+    let code = "tools.call('t__hang', {}); tools.call('t__hang', {}); tools.search('hang'); tools.describe('t__hang'); await new Promise(() => {});";
+    let (r, _) = run_bounded(
+        host,
+        code,
+        timeout(300),
+        CancellationToken::new(),
+        Duration::from_secs(10),
+    );
+    assert_eq!(r.outcome, Err(ScriptError::Timeout { ms: 300 }));
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while load.dropped.load(Ordering::SeqCst) < 4 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(load.started.load(Ordering::SeqCst), 4);
+    assert_eq!(
+        load.dropped.load(Ordering::SeqCst),
+        4,
+        "every host future was dropped"
+    );
+}
+
+/// Issue 32, L17: a call record keeps at most the first 200 characters of a tool's name.
+#[tokio::test]
+async fn call_records_cap_long_names() {
+    let r =
+        run_code("try { await tools.call('x'.repeat(65536), {}); } catch (e) {} return 1;").await;
+    assert_eq!(ok(&r), &json!(1));
+    let name = &r.calls[0].name;
+    assert!(name.len() < 300, "{} characters kept", name.len());
+    assert!(name.starts_with(&"x".repeat(200)), "{name}");
+    assert!(name.ends_with("… (65536 characters)"), "{name}");
+}
+
+/// Workloads that allocate in every way a script can, each running until stopped.
+const CHURN: [&str; 14] = [
+    "const d = {a: [1, 2, {b: 'c'.repeat(100)}], n: null}; for (;;) JSON.parse(JSON.stringify([d, d, d]));",
+    "let s = ''; for (let i = 0; ; i++) { s += String(i); if (s.length > 1e5) s = s.replace(/[0-4]+/g, 'x').slice(-1000); }",
+    "const m = new Map(), t = new Set(); for (let i = 0; ; i++) { m.set('k' + i, {i}); t.add([i]); if (m.size > 5e4) { m.clear(); t.clear(); } }",
+    "class P { constructor(x) { this.x = x; this.f = () => this.x; } } let a = []; for (let i = 0; ; i++) { a.push(new P(i)); if (a.length > 3e4) a = a.filter((p) => p.f() % 7 === 0).sort((p, q) => q.x - p.x); }",
+    "const f = async (n) => { if (n > 0) await f(n - 1); return [n]; }; for (;;) await Promise.all([f(20), f(10), Promise.resolve().then(() => f(5))]);",
+    "function* g() { for (let i = 0; ; i++) yield {i, s: 'v' + i}; } const out = []; for (const v of g()) { out.push(v); if (out.length > 1e4) out.length = 0; }",
+    "for (;;) { try { try { throw new RangeError('r' + Math.random()); } finally { [1, 2, 3].map(String); } } catch (e) { e.stack.split('\\n'); } }",
+    "for (let i = 0; ; i++) { new Date(i * 1e7).toISOString(); /(\\d+)-(\\d+)/.exec('ab 12-34 cd' + i); }",
+    "const w = Array.from({length: 2e4}, (_, i) => 'w' + (i * 7919 % 2e4)); for (;;) w.slice().sort();",
+    "for (let i = 0; ; i++) { const o = {}; Object.defineProperty(o, 'g', {get() { return i; }}); o[Symbol('s' + i)] = [o.g]; }",
+    "let b = 1n; for (let i = 0; ; i++) { b = (b * 12345678901234567890n + BigInt(i)) % (10n ** 200n); }",
+    "for (let i = 0; ; i++) { eval('(function(a){ return a + ' + i + '; })')(i); new Function('x', 'return x * ' + i)(i); Math.max.apply(null, [i, 1, 2]); }",
+    "for (let i = 0; ; i++) { String.fromCharCode(i % 65536, 0xd800).normalize('NFC').localeCompare('x'); encodeURIComponent('é' + i); }",
+    "const big = []; for (;;) big.push({s: 'x'.repeat(1000), a: new Array(100).fill(big.length)});",
+];
+
+/// A stop can come at any allocation: the allocator refuses all but the interrupt's error
+/// from then on. Whatever the script was doing, the run reports, the runtime is torn down
+/// (QuickJS asserts at teardown that nothing leaked) and the next runs work.
+#[test]
+fn stops_at_any_point_leave_the_runtime_sound() {
+    stop_churn(42, 2);
+}
+
+/// The same, longer: `cargo test --lib stops_at_any_point_at_length -- --ignored`.
+#[test]
+#[ignore = "minutes"]
+fn stops_at_any_point_at_length() {
+    stop_churn(7, 40);
+}
+
+fn stop_churn(seed: u64, rounds: usize) {
+    let mut random = seed;
+    let mut next = move |n: u64| {
+        random = random
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (random >> 33) % n
+    };
+    for _ in 0..rounds {
+        for code in CHURN {
+            let (_, host) = host();
+            let ms = 5 + next(150);
+            let cancel = CancellationToken::new();
+            if next(3) == 0 {
+                let trigger = cancel.clone();
+                let after = Duration::from_millis(next(100));
+                std::thread::spawn(move || {
+                    std::thread::sleep(after);
+                    trigger.cancel();
+                });
+            }
+            let (r, _) = run_bounded(host, code, timeout(ms), cancel, Duration::from_secs(20));
+            assert!(
+                matches!(
+                    r.outcome,
+                    Err(ScriptError::Timeout { .. }
+                        | ScriptError::Cancelled
+                        | ScriptError::Memory { .. })
+                ),
+                "{code}: {:?}",
+                r.outcome
+            );
+        }
+    }
+    let (_, host) = host();
+    let (r, _) = run_bounded(
+        host,
+        "return 1 + 1;",
+        timeout(5000),
+        CancellationToken::new(),
+        Duration::from_secs(20),
+    );
+    assert_eq!(r.outcome, Ok(json!(2)));
+}
+
+/// A script that holds all its memory and catches what it can: the interrupt's error still
+/// gets made (the allocator's grace past the limit), so it stays uncatchable and ends the
+/// script.
+#[test]
+fn a_script_at_its_memory_limit_cannot_catch_the_interrupt() {
+    let (_, host) = host();
+    // Big strings first, then small objects, made without calls, to the last bytes.
+    let code = "const keep = []; try { for (;;) keep.push('x'.repeat(1 << 16) + keep.length); } catch (e) {}
+                let head = null; try { for (;;) head = {next: head}; } catch (e) {}
+                for (;;) { try { while (true) {} } catch (e) {} }";
+    let (r, _) = run_bounded(
+        host,
+        code,
+        timeout(60_000),
+        CancellationToken::new(),
+        Duration::from_secs(20),
+    );
+    assert_eq!(r.outcome, Err(ScriptError::Memory { mib: 64 }));
 }

@@ -1,6 +1,8 @@
 //! What the session knows about one tool call: the client's limit, whose results it makes,
 //! its cancellation and where its progress goes. Shared by every path a call takes.
 
+use std::sync::Arc;
+
 use rmcp::model::ProgressToken;
 use rmcp::service::{Peer, RoleServer};
 use tokio_util::sync::CancellationToken;
@@ -16,6 +18,8 @@ pub(in crate::server) struct Caller {
     pub client_limit: Option<usize>,
     /// Whose stored results the call may create and read.
     pub owner: Owner,
+    /// Who sent it over HTTP (its principal's name); `None` over stdio.
+    pub principal: Option<Arc<str>>,
     /// Fires when the client cancels the request.
     pub cancelled: CancellationToken,
     pub progress_to: ProgressTo,

@@ -82,6 +82,7 @@ fn call(name: &str, arguments: Value) -> CallToolResult {
     let caller = Caller {
         client_limit: Some(CLIENT_LIMIT),
         owner: rig.owner.clone(),
+        principal: None,
         cancelled: CancellationToken::new(),
         progress_to: None,
     };

@@ -111,6 +111,16 @@ impl MetaServer {
     }
 }
 
+/// The principal of a request over HTTP (anonymous without a token); `None` over stdio.
+fn principal(extensions: &rmcp::model::Extensions) -> Option<Arc<str>> {
+    let parts = extensions.get::<http::request::Parts>()?;
+    let name = parts
+        .extensions
+        .get::<Principal>()
+        .map_or(ANONYMOUS, |p| p.name());
+    Some(name.into())
+}
+
 impl ServerHandler for MetaServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
@@ -266,6 +276,7 @@ impl ServerHandler for MetaServer {
                 .client_info()
                 .and_then(|client| budget::client_limit(&client.name)),
             owner: self.owner(&cx.extensions),
+            principal: principal(&cx.extensions),
             cancelled: cx.ct.clone(),
             progress_to: cx
                 .meta

@@ -66,6 +66,7 @@ pub async fn call(
     let caller = Caller {
         client_limit: None,
         owner: crate::result::Owner::session(),
+        principal: None,
         cancelled: tokio_util::sync::CancellationToken::new(),
         progress_to: None,
     };

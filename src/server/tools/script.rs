@@ -73,6 +73,11 @@ pub(in crate::server) async fn run(
     if let Some(max) = args.max_calls {
         limits.max_calls = max;
     }
+    // Scripts running at once are capped in the process and, over HTTP, per principal.
+    let slot = match script::admit(caller.principal.as_deref()).await {
+        Ok(slot) => slot,
+        Err(busy) => return render(Report::failed(busy)),
+    };
     // Nested calls still running when the script ends are cancelled with it.
     let scope = caller.cancelled.child_token();
     let _end = scope.clone().drop_guard();
@@ -81,6 +86,7 @@ pub(in crate::server) async fn run(
         dispatch,
         client_limit: caller.client_limit,
         owner: caller.owner.clone(),
+        principal: caller.principal.clone(),
         scope,
         progress: caller.progress_to.clone().map(|(peer, token)| {
             Arc::new(Progress {
@@ -96,6 +102,7 @@ pub(in crate::server) async fn run(
         args.input,
         limits,
         caller.cancelled.clone(),
+        slot,
     )
     .await;
     render(report)
@@ -156,6 +163,7 @@ struct ServerHost {
     client_limit: Option<usize>,
     /// Whose stored results the nested calls make: the script's caller.
     owner: Owner,
+    principal: Option<Arc<str>>,
     scope: CancellationToken,
     progress: Option<Arc<Progress>>,
 }
@@ -204,6 +212,7 @@ impl Host for ServerHost {
         let caller = Caller {
             client_limit: self.client_limit,
             owner: self.owner.clone(),
+            principal: self.principal.clone(),
             cancelled: self.scope.clone(),
             progress_to: None,
         };
