@@ -358,8 +358,12 @@ pub async fn run(
         server: tokio::runtime::Handle::current(),
     };
     let (reported, report) = tokio::sync::oneshot::channel();
+    // Unconstrained: with its budget spent, tokio's `select!` returns before polling its
+    // branches, and the run's wait for the host would miss the one wake it counts on (see
+    // `Sandbox::wait`). The runner's runtime has this one future, so it yields to nobody.
     let work = move |runtime: &tokio::runtime::Runtime| {
-        let _ = reported.send(runtime.block_on(sandbox.run(job, slot)));
+        let run = tokio::task::coop::unconstrained(sandbox.run(job, slot));
+        let _ = reported.send(runtime.block_on(run));
     };
     if let Err(e) = runner::submit(Box::new(work), control.clone()) {
         return Report::failed(e);

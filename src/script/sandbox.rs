@@ -602,7 +602,9 @@ impl Sandbox {
     }
 
     /// Waits for the host to answer (the scheduler of the script's futures wakes this task),
-    /// for the deadline or for the client's cancellation.
+    /// for the deadline or for the client's cancellation. Sound only when this is first polled
+    /// in the same poll of the task as the job loop's last poll of the scheduler, so never
+    /// under a coop budget (see [`super::run`]).
     async fn wait(&self) {
         let control = &self.shared.control;
         let deadline = control.deadline.get().copied();

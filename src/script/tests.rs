@@ -665,6 +665,22 @@ fn the_report_comes_on_time_even_when_a_native_call_overruns() {
     assert!(took < Duration::from_millis(2300), "{took:?}");
 }
 
+/// A long run of awaited answers: each wakes the script. (A wake was lost when tokio's coop
+/// budget ran out as the script began to wait, and the run hung to its deadline.)
+#[tokio::test]
+async fn every_answer_wakes_the_script() {
+    let limits = Limits {
+        max_calls: 1000,
+        ..Limits::default()
+    };
+    let r = run_with(
+        "let n = 0; for (let i = 0; i < 1000; i++) n += (await tools.call('t__echo', {i})).i; return n;",
+        limits,
+    )
+    .await;
+    assert_eq!(ok(&r), &json!(499_500));
+}
+
 /// Issue 32, H2: `tools.search` and `tools.describe` have a limit of their own.
 #[tokio::test]
 async fn lookups_have_a_limit_of_their_own() {
