@@ -256,6 +256,43 @@ fn measure_counts_definition_tokens_from_catalogs() {
     assert!((saving - (100.0 * (1.0 - meta as f64 / total as f64))).abs() < 0.1);
 }
 
+/// README's figures of the meta surface are what `measure` says of the four reference servers.
+#[test]
+fn readme_surface_figures_are_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        unstartable(&["everything", "filesystem", "memory", "time"]),
+        json!({}),
+    );
+    let catalogs = repo().join("catalogs");
+    let out = succeeds(&mut meta_server(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--catalog-dir",
+        catalogs.to_str().unwrap(),
+        "measure",
+        "--json",
+    ]));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let figure = |n: &Value| {
+        let n = n.as_u64().unwrap();
+        if n >= 1000 {
+            format!("{},{:03}", n / 1000, n % 1000)
+        } else {
+            n.to_string()
+        }
+    };
+    let said = format!(
+        "the meta surface is {} tokens instead of {} tokens",
+        figure(&report["metaTokens"]),
+        figure(&report["totalTokens"])
+    );
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let readme = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(readme.contains(&said), "README should say: {said}");
+}
+
 #[test]
 fn index_stale_relists_catalogs_past_the_ttl_their_server_gave() {
     let dir = tempfile::tempdir().unwrap();
