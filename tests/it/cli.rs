@@ -415,3 +415,38 @@ fn secrets_never_reach_errors_tables_or_logs() {
         }
     }
 }
+
+/// A CLI call warns about the server it calls, not about every broken entry of the config.
+#[test]
+fn a_call_says_nothing_of_servers_it_does_not_touch() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        json!({
+            "time": time_entry(),
+            "ghost": {"command": "meta-server-test-not-installed"},
+        }),
+        json!({"catalogDir": dir.path().join("cat")}),
+    );
+    let call = |name: &str| {
+        meta_server(&[
+            "--config",
+            config.to_str().unwrap(),
+            "call",
+            name,
+            r#"{"timezone": "UTC"}"#,
+        ])
+        .output()
+        .unwrap()
+    };
+    let out = call("time__get_current_time");
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("ghost"), "{stderr}");
+    // The broken one, called, says why.
+    let out = call("ghost__anything");
+    assert!(!out.status.success());
+    let all =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(all.contains("meta-server-test-not-installed"), "{all}");
+}
