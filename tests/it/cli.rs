@@ -450,3 +450,48 @@ fn a_call_says_nothing_of_servers_it_does_not_touch() {
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(all.contains("meta-server-test-not-installed"), "{all}");
 }
+
+/// After `index` failed for a server, later commands and the instructions say why, not "run
+/// index" again.
+#[test]
+fn a_failed_index_is_named_where_the_server_is_mentioned() {
+    let dir = tempfile::tempdir().unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let catalogs = dir.path().join("cat");
+    let config = write_config(
+        dir.path(),
+        json!({
+            "time": time_entry(),
+            "down": {"url": format!("http://127.0.0.1:{closed}/mcp")},
+        }),
+        json!({"catalogDir": catalogs}),
+    );
+    let config = config.to_str().unwrap();
+    let out = meta_server(&["--config", config, "index"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let note = stderr_of_success(&mut meta_server(&["--config", config, "search", "time"]));
+    assert!(
+        note.contains("down (index failed: server \"down\" failed to initialize: cannot connect")
+            && !note.contains("run `meta-server index`"),
+        "{note}"
+    );
+    let mut session = Session::start(std::path::Path::new(config), &catalogs);
+    let init = session.initialize();
+    let instructions = init["instructions"].as_str().unwrap();
+    assert!(
+        instructions.contains("- down (index failed: server \"down\" failed to initialize"),
+        "{instructions}"
+    );
+    assert!(instructions.contains("- time (2 tools)"), "{instructions}");
+}
+
+/// Runs `cmd`, which must succeed; returns its stderr.
+fn stderr_of_success(cmd: &mut std::process::Command) -> String {
+    String::from_utf8_lossy(&succeeds(cmd).stderr).into_owned()
+}
