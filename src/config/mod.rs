@@ -6,6 +6,7 @@
 mod expand;
 mod parse;
 mod tools;
+mod values;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
