@@ -3,6 +3,7 @@
 
 mod failure;
 mod fingerprint;
+pub mod hidden;
 mod raw;
 mod refresh;
 mod tool;

@@ -11,6 +11,7 @@ mod hardening;
 mod help;
 mod http;
 mod install;
+mod integrity;
 mod load;
 mod protocol;
 mod saved_index;

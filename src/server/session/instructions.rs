@@ -1,7 +1,7 @@
 //! The `initialize` instructions: a short, deterministic overview of the configured servers,
 //! fixed for the life of the process.
 
-use crate::catalog::Failure;
+use crate::catalog::{Failure, hidden};
 use crate::config::Settings;
 use crate::library::Library;
 
@@ -35,6 +35,8 @@ pub(in crate::server) fn overview(settings: &Settings, library: &Library) -> Str
                 (None, Some(failed)) => format!("index failed: {}", failed.reason),
                 (None, None) => "not indexed yet".to_owned(),
             };
+            // A server's title is upstream text: it must not hide anything either.
+            let about = about.map(|about| hidden::strip(&about).0);
             let line = match about {
                 Some(about) => format!("- {}: {} ({tools})", server.name, about.trim()),
                 None => format!("- {} ({tools})", server.name),
