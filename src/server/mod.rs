@@ -9,6 +9,7 @@
 mod caller;
 mod catalogs;
 pub mod metrics;
+mod passthrough;
 mod session;
 mod state;
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 mod child;
 mod connect;
+mod features;
 pub mod guardian;
 mod http;
 #[cfg(test)]
@@ -34,6 +35,7 @@ use crate::config::{ConfigError, ServerConfig};
 use crate::redact::Redactor;
 
 pub use connect::{CommandLookups, UpstreamClient, check_launch};
+pub use features::{Answer, Offers};
 
 /// How long a dead server's stderr may take to drain into its error message.
 const STDERR_SETTLE: Duration = Duration::from_millis(500);
