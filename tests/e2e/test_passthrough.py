@@ -1,5 +1,5 @@
 """Upstream prompts, resources and completions through meta-server: the official Python SDK, in
-both protocol revisions over stdio, lists server-everything's prompts, resources and templates
+both protocol revisions over stdio and HTTP, lists server-everything's prompts, resources and templates
 from its catalog with nothing started, then gets a prompt, reads a listed and a templated
 resource and completes a prompt argument, all answered by the real server-everything."""
 import json
@@ -10,6 +10,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import PromptReference, ResourceTemplateReference
 
 from conftest import PEERS, children, meta_client, meta_server_pid, run_cli, server_entries, write_config
+from test_revisions import TRANSPORTS, client
 
 pytestmark = pytest.mark.anyio
 
@@ -42,9 +43,10 @@ def test_index_records_prompts_resources_and_templates(everything):
     assert (time["prompts"], time["resources"], time["resourceTemplates"]) == ([], [], [])
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize("mode", MODES)
-async def test_lists_come_from_the_catalog_with_nothing_started(everything, mode):
-    async with meta_client(everything, mode=mode) as c:
+async def test_lists_come_from_the_catalog_with_nothing_started(everything, transport, mode):
+    async with client(everything, transport, mode) as c:
         me = meta_server_pid(everything)
         prompts = await c.list_prompts()
         names = [p.name for p in prompts.prompts]
@@ -66,9 +68,10 @@ async def test_lists_come_from_the_catalog_with_nothing_started(everything, mode
         assert children(me) == [], "listing starts no upstream"
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize("mode", MODES)
-async def test_prompts_resources_and_completions_reach_the_real_server(everything, mode):
-    async with meta_client(everything, mode=mode) as c:
+async def test_prompts_resources_and_completions_reach_the_real_server(everything, transport, mode):
+    async with client(everything, transport, mode) as c:
         me = meta_server_pid(everything)
         prompt = await c.get_prompt("everything__args-prompt", {"city": "Paris", "state": "Texas"})
         assert prompt.messages[0].content.text == "What's weather in Paris, Texas?"

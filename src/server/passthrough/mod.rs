@@ -206,6 +206,9 @@ async fn forwarded<T>(
     answer: impl Future<Output = Result<Answer<T>, UpstreamError>>,
     cancelled: &CancellationToken,
 ) -> Result<T, McpError> {
+    // On the heap: a first use opens the connection inside it, a deep future that would
+    // overflow a worker's stack under a 2026-07-28 request over HTTP (debug builds).
+    let answer = Box::pin(answer);
     let answer = tokio::select! {
         answer = answer => answer,
         () = cancelled.cancelled() => {
