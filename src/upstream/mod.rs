@@ -292,7 +292,7 @@ impl Slot {
 pub enum Event {
     /// A new connection to the server is up.
     Connected(String),
-    /// The server sent `notifications/tools/list_changed`.
+    /// The server sent `notifications/tools/list_changed` (or that of its prompts or resources).
     ToolListChanged(String),
 }
 
