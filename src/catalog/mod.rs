@@ -127,6 +127,14 @@ impl Catalog {
             })
     }
 
+    /// Whether `other` lists the same tools (by hash), prompts, resources and templates.
+    pub fn lists_same(&self, other: &Catalog) -> bool {
+        self.tools_hash == other.tools_hash
+            && self.prompts == other.prompts
+            && self.resources == other.resources
+            && self.resource_templates == other.resource_templates
+    }
+
     /// The file that holds `server`'s catalog in `dir`.
     pub fn path(dir: &Path, server: &str) -> PathBuf {
         dir.join(format!("{server}.json"))
@@ -310,6 +318,13 @@ mod tests {
         assert!(!current.is_stale(&server, SystemTime::now()));
         current.resource_templates = None;
         assert!(current.is_stale(&server, SystemTime::now()));
+        assert!(!current.lists_same(&sample()), "templates recorded or not");
+        current.resource_templates = sample().resource_templates;
+        current.fetched_at = None;
+        assert!(
+            current.lists_same(&sample()),
+            "when and how it was listed aside"
+        );
     }
 
     #[test]

@@ -55,7 +55,7 @@ async def test_lists_come_from_the_catalog_with_nothing_started(everything, tran
         args = prompts.prompts[1].arguments
         assert [(a.name, a.required) for a in args] == [("city", True), ("state", False)]
         resources = await c.list_resources()
-        uris = [r.uri for r in resources.resources]
+        uris = [r.uri for r in resources.resources if not r.uri.startswith("skill://")]
         assert STATIC in uris and len(uris) == 7, uris
         templates = await c.list_resource_templates()
         listed = [t.uri_template for t in templates.resource_templates]
@@ -137,3 +137,28 @@ async def test_an_upstream_that_cannot_start_is_named_in_the_error(tmp_path):
         assert failed.value.error.code == -32603
         assert 'server "everything"' in failed.value.error.message
         assert "install it or give its full path" in failed.value.error.message
+
+
+async def test_a_server_without_a_catalog_is_listed_before_its_prompt_is_got(tmp_path):
+    servers = server_entries(tmp_path)
+    cfg = write_config(tmp_path, {"everything": servers["everything"]})
+    async with meta_client(cfg, mode="legacy") as c:
+        prompt = await c.get_prompt("everything__args-prompt", {"city": "Oslo"})
+        assert prompt.messages[0].content.text == "What's weather in Oslo?"
+    catalog = json.loads((tmp_path / "catalogs" / "everything.json").read_text())
+    assert "args-prompt" in [p["name"] for p in catalog["prompts"]], "and its catalog is written"
+
+
+async def test_a_disabled_server_offers_nothing(everything):
+    config = json.loads(everything.read_text())
+    config["mcpServers"]["everything"]["disabled"] = True
+    everything.write_text(json.dumps(config))
+    async with meta_client(everything, mode="legacy") as c:
+        assert (await c.list_prompts()).prompts == []
+        assert not [r.uri for r in (await c.list_resources()).resources if not r.uri.startswith("skill://")]
+        with pytest.raises(MCPError) as unknown:
+            await c.get_prompt("everything__simple-prompt", {})
+        assert unknown.value.error.code == -32602
+        with pytest.raises(MCPError):
+            await c.read_resource(STATIC)
+        assert children(meta_server_pid(everything)) == []

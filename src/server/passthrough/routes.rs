@@ -307,9 +307,21 @@ mod tests {
     }
 
     #[test]
-    fn servers_without_a_catalog_or_without_offers_add_nothing() {
-        let (routes, shadowed) = build(&["none", "old"], vec![Catalog::new("old", Vec::new())]);
+    fn servers_without_a_catalog_or_without_offers_or_not_configured_add_nothing() {
+        // "gone" has a catalog but is not configured (removed, or `"disabled": true`).
+        let gone = catalog(
+            "gone",
+            json!([{"name": "p"}]),
+            json!([{"uri": "gone://r", "name": "r"}]),
+            json!([{"uriTemplate": "gone://{x}", "name": "t"}]),
+        );
+        let (routes, shadowed) = build(
+            &["none", "old"],
+            vec![Catalog::new("old", Vec::new()), gone],
+        );
         assert!(routes.prompts().is_empty() && routes.resources().is_empty());
         assert!(routes.templates().is_empty() && shadowed.is_empty());
+        assert_eq!(routes.resource("gone://r"), None);
+        assert_eq!(routes.prompt("gone__p"), None);
     }
 }
