@@ -1,6 +1,7 @@
 //! Catalog files (format v1): one `<server>.json` per upstream holding its `tools/list` as
 //! received, written atomically, plus fingerprints and refresh from a live upstream.
 
+mod failure;
 mod fingerprint;
 mod raw;
 mod refresh;
@@ -17,6 +18,7 @@ use crate::atomic_file::{self, Access};
 use crate::checksum::{self, Checksum};
 use crate::config::ServerConfig;
 
+pub use failure::Failure;
 pub use fingerprint::{config_fingerprint, tools_hash};
 pub use raw::RawTool;
 pub use refresh::fetch;
@@ -257,6 +259,7 @@ impl Catalog {
         }
         let text = self.text();
         atomic_file::write(&path, text.as_bytes(), Access::OwnerOnly).map_err(fail)?;
+        Failure::clear(dir, &self.server);
         Ok(path)
     }
 }

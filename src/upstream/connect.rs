@@ -21,6 +21,7 @@ use tokio::process::ChildStderr;
 use tokio::sync::Mutex;
 
 use super::child::ChildTransport;
+use super::diagnose;
 use super::http::{Ordered, Upstream};
 use super::progress::ProgressRoutes;
 use super::sse::{SseError, SseTransport};
@@ -152,7 +153,12 @@ pub(super) async fn open(
     // What the transport refused (a message over the limit, a redirect to another origin).
     let faults = Faults::default();
     let limit = config.max_message_bytes;
-    let (handshake, pid) = match config.launch()? {
+    let launch = config.launch()?;
+    let http_url = match &launch {
+        Launch::Http { url, .. } => Some(url.clone()),
+        _ => None,
+    };
+    let (handshake, pid) = match launch {
         Launch::Stdio {
             command,
             args,
@@ -243,7 +249,7 @@ pub(super) async fn open(
                     });
                 }
                 Ok(Err(e)) => {
-                    return Err(faulted(&server, &faults).unwrap_or(sse_error(&server, e)));
+                    return Err(faulted(&server, &faults).unwrap_or(sse_error(&server, &url, e)));
                 }
                 Ok(Ok(transport)) => transport,
             };
@@ -268,9 +274,13 @@ pub(super) async fn open(
             if let Some(fault) = faulted(&server, &faults) {
                 return Err(fault);
             }
+            let message = http_url
+                .as_deref()
+                .and_then(|url| diagnose::initialize(&server, url, &e))
+                .unwrap_or_else(|| init_message(&e));
             return Err(UpstreamError::Initialize {
                 server,
-                message: init_message(&e),
+                message,
                 // A child that died before answering often said why on stderr just before.
                 stderr: stderr.final_tail(super::STDERR_SETTLE).await,
             });
@@ -339,17 +349,26 @@ fn faulted(server: &str, faults: &Faults) -> Option<UpstreamError> {
     })
 }
 
-fn sse_error(server: &str, e: SseError) -> UpstreamError {
-    match &e {
-        SseError::AuthRequired(c) => UpstreamError::needs_login(server, &c.www_authenticate_header),
-        SseError::InsufficientScope(c) => {
-            UpstreamError::needs_login(server, &c.www_authenticate_header)
+fn sse_error(server: &str, url: &str, e: SseError) -> UpstreamError {
+    let message = match &e {
+        SseError::AuthRequired(c) => {
+            return UpstreamError::needs_login(server, &c.www_authenticate_header);
         }
-        _ => UpstreamError::Initialize {
-            server: server.to_owned(),
-            message: e.to_string(),
-            stderr: String::new(),
-        },
+        SseError::InsufficientScope(c) => {
+            return UpstreamError::needs_login(server, &c.www_authenticate_header);
+        }
+        SseError::Http(e) => diagnose::request(url, e),
+        SseError::Status { status, .. } => diagnose::status(server, url, *status),
+        SseError::NotEventStream(kind) => diagnose::not_mcp(
+            url,
+            Some(kind).filter(|k| !k.is_empty()).map(String::as_str),
+        ),
+        _ => e.to_string(),
+    };
+    UpstreamError::Initialize {
+        server: server.to_owned(),
+        message,
+        stderr: String::new(),
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod child;
 mod connect;
+mod diagnose;
 mod features;
 pub mod guardian;
 mod http;
@@ -53,7 +54,7 @@ pub enum UpstreamError {
     Config(#[from] ConfigError),
     #[error("cannot start server \"{server}\": {message}")]
     Spawn { server: String, message: String },
-    #[error("server \"{server}\" did not finish connecting within {}s{}", after.as_secs(), stderr_note(stderr))]
+    #[error("server \"{server}\" did not finish connecting within {}s{}; check that it starts and answers MCP, or raise timeoutSecs if it is just slow", after.as_secs(), stderr_note(stderr))]
     ConnectTimeout {
         server: String,
         after: Duration,

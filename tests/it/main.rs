@@ -17,3 +17,4 @@ mod saved_index;
 mod store;
 mod support;
 mod terminal;
+mod unreachable;
