@@ -47,8 +47,10 @@ def test_index_records_prompts_resources_and_templates(everything):
 @pytest.mark.parametrize("mode", MODES)
 async def test_lists_come_from_the_catalog_with_nothing_started(everything, transport, mode):
     async with client(everything, transport, mode) as c:
-        me = meta_server_pid(everything)
         prompts = await c.list_prompts()
+        # After a first answer: a 2026-07-28 client over stdio sends nothing before its first
+        # request, so until then the process may not have exec'd meta-server yet.
+        me = meta_server_pid(everything)
         names = [p.name for p in prompts.prompts]
         assert names == ["everything__simple-prompt", "everything__args-prompt",
                          "everything__completable-prompt", "everything__resource-prompt"]
@@ -72,7 +74,9 @@ async def test_lists_come_from_the_catalog_with_nothing_started(everything, tran
 @pytest.mark.parametrize("mode", MODES)
 async def test_prompts_resources_and_completions_reach_the_real_server(everything, transport, mode):
     async with client(everything, transport, mode) as c:
+        assert (await c.list_prompts()).prompts, "an answer first (see above)"
         me = meta_server_pid(everything)
+        assert children(me) == []
         prompt = await c.get_prompt("everything__args-prompt", {"city": "Paris", "state": "Texas"})
         assert prompt.messages[0].content.text == "What's weather in Paris, Texas?"
         assert len(children(me)) == 1, "the first use starts the server"
@@ -98,9 +102,9 @@ async def test_prompts_resources_and_completions_reach_the_real_server(everythin
 @pytest.mark.parametrize("mode", MODES)
 async def test_unknown_prompts_and_uris_and_upstream_refusals_are_clear_errors(everything, mode):
     async with meta_client(everything, mode=mode) as c:
-        me = meta_server_pid(everything)
         with pytest.raises(MCPError) as unknown:
             await c.get_prompt("everything__no-such-prompt", {})
+        me = meta_server_pid(everything)
         assert unknown.value.error.code == -32602
         assert "prompts/list" in unknown.value.error.message
         with pytest.raises(MCPError) as unknown:
