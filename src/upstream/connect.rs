@@ -68,6 +68,16 @@ impl ClientHandler for UpstreamClient {
         }
     }
 
+    /// The catalog records prompts too: re-listed as for a changed tool list.
+    async fn on_prompt_list_changed(&self, cx: NotificationContext<RoleClient>) {
+        self.on_tool_list_changed(cx).await;
+    }
+
+    /// The catalog records resources too: re-listed as for a changed tool list.
+    async fn on_resource_list_changed(&self, cx: NotificationContext<RoleClient>) {
+        self.on_tool_list_changed(cx).await;
+    }
+
     async fn on_progress(
         &self,
         params: ProgressNotificationParam,

@@ -4,6 +4,7 @@
 mod child;
 mod connect;
 mod diagnose;
+mod features;
 pub mod guardian;
 mod http;
 #[cfg(test)]
@@ -35,6 +36,7 @@ use crate::config::{ConfigError, ServerConfig};
 use crate::redact::Redactor;
 
 pub use connect::{CommandLookups, UpstreamClient, check_launch};
+pub use features::{Answer, Offers};
 
 /// How long a dead server's stderr may take to drain into its error message.
 const STDERR_SETTLE: Duration = Duration::from_millis(500);
@@ -291,7 +293,7 @@ impl Slot {
 pub enum Event {
     /// A new connection to the server is up.
     Connected(String),
-    /// The server sent `notifications/tools/list_changed`.
+    /// The server sent `notifications/tools/list_changed` (or that of its prompts or resources).
     ToolListChanged(String),
 }
 
