@@ -25,6 +25,7 @@ use crate::server::caller::Caller;
 use crate::server::catalogs::always;
 use crate::server::tools::request::Request;
 use crate::server::tools::{definitions, reply};
+use crate::upstream::{ClientId, Origin};
 
 /// URI scheme of skills as resources.
 const SKILL_SCHEME: &str = "skill://";
@@ -40,6 +41,8 @@ pub struct MetaServer {
     owner: Owner,
     /// Every session reads every stored result (one owner for all).
     share_results: bool,
+    /// This session, to whose client an upstream's requests during its calls go.
+    client: ClientId,
 }
 
 impl MetaServer {
@@ -59,6 +62,7 @@ impl MetaServer {
             tools,
             owner: Owner::session(),
             share_results: false,
+            client: ClientId::next(),
         }
     }
 
@@ -80,6 +84,7 @@ impl MetaServer {
             } else {
                 Owner::session()
             },
+            client: ClientId::next(),
             ..self.clone()
         }
     }
@@ -282,6 +287,14 @@ impl ServerHandler for MetaServer {
                 .meta
                 .get_progress_token()
                 .map(|token| (cx.peer.clone(), token)),
+            origin: if revision::is_stateless(&cx) {
+                Origin::Stateless(self.client)
+            } else {
+                Origin::Client {
+                    id: self.client,
+                    peer: cx.peer.clone(),
+                }
+            },
         };
         let arguments = request.arguments.unwrap_or_default();
         let request = Request::read(&request.name, arguments, &self.tools)?;

@@ -1,0 +1,244 @@
+//! Relaying an upstream's requests for the client (sampling, elicitation, roots) to the client
+//! whose call caused them. A connection is shared by every session of the process and MCP
+//! 2025-11-25 does not say which call a server request belongs to, so the rule is:
+//! - the request goes to the one client whose calls are in flight on the connection;
+//! - with calls of several clients in flight it is refused, never guessed;
+//! - `roots/list` with no call in flight (servers ask right after `initialize`) is answered
+//!   with the roots of the client whose call opened the connection; sampling and elicitation
+//!   then are refused, as is every request on a connection no client opened (indexing).
+//!
+//! A client that did not declare the capability, a Code Mode script's nested call, a
+//! 2026-07-28 client (no session to send a request on) and the command line all get an MCP
+//! error that says why, which the upstream's tool result carries back.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+use rmcp::ErrorData as McpError;
+use rmcp::model::{ElicitRequestParams, ErrorCode};
+use rmcp::service::{ElicitationMode, Peer, RoleServer, ServiceError};
+
+/// One client session of this process (a fresh id per session).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ClientId(u64);
+
+impl ClientId {
+    /// A new id, never given before in this process.
+    pub fn next() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Self(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// Where a call came from, which decides where the upstream's requests during it go.
+#[derive(Clone)]
+pub enum Origin {
+    /// A 2025-11-25 client session: asked through its peer, within its declared capabilities.
+    Client {
+        id: ClientId,
+        peer: Peer<RoleServer>,
+    },
+    /// A nested call of a session's `meta__run_script`: the script cannot answer for the client.
+    Script(ClientId),
+    /// A 2026-07-28 request: no session to send a request on.
+    Stateless(ClientId),
+    /// No client at all (`meta-server call`, background indexing).
+    Detached,
+}
+
+impl Origin {
+    /// Who is asked, for telling callers apart: a session's script is not the session.
+    fn key(&self) -> (u8, Option<ClientId>) {
+        match self {
+            Self::Client { id, .. } => (0, Some(*id)),
+            Self::Script(id) => (1, Some(*id)),
+            Self::Stateless(id) => (2, Some(*id)),
+            Self::Detached => (3, None),
+        }
+    }
+
+    /// The session this call belongs to, if any.
+    pub fn client(&self) -> Option<ClientId> {
+        self.key().1
+    }
+
+    /// The same caller, as seen by a script it runs.
+    pub fn in_script(&self) -> Self {
+        match self.client() {
+            Some(id) => Self::Script(id),
+            None => Self::Detached,
+        }
+    }
+}
+
+/// What an upstream asks the client for.
+#[derive(Clone, Copy)]
+pub(super) enum Ask {
+    Sampling,
+    Elicitation(ElicitationMode),
+    Roots,
+}
+
+impl Ask {
+    pub(super) fn elicitation(params: &ElicitRequestParams) -> Self {
+        Self::Elicitation(match params {
+            ElicitRequestParams::UrlElicitationParams { .. } => ElicitationMode::Url,
+            _ => ElicitationMode::Form,
+        })
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            Self::Sampling => "sampling",
+            Self::Elicitation(ElicitationMode::Url) => "URL-mode elicitation",
+            Self::Elicitation(_) => "elicitation",
+            Self::Roots => "its roots",
+        }
+    }
+
+    /// The capability a client declares to offer this.
+    fn capability(self) -> &'static str {
+        match self {
+            Self::Sampling => "sampling",
+            Self::Elicitation(ElicitationMode::Url) => "elicitation (url)",
+            Self::Elicitation(_) => "elicitation",
+            Self::Roots => "roots",
+        }
+    }
+
+    /// Whether the client declared what this needs.
+    fn offered_by(self, peer: &Peer<RoleServer>) -> bool {
+        let Some(info) = peer.peer_info() else {
+            return false;
+        };
+        match self {
+            Self::Sampling => info.capabilities.sampling.is_some(),
+            Self::Elicitation(mode) => peer.supported_elicitation_modes().contains(&mode),
+            Self::Roots => info.capabilities.roots.is_some(),
+        }
+    }
+}
+
+/// The callers of one connection: who opened it and whose calls are in flight.
+#[derive(Clone)]
+pub(super) struct Relays(Arc<Mutex<Callers>>);
+
+struct Callers {
+    opener: Origin,
+    next: u64,
+    calls: HashMap<u64, Origin>,
+}
+
+impl Relays {
+    /// The callers of a connection opened for `opener`'s call.
+    pub(super) fn new(opener: Origin) -> Self {
+        Self(Arc::new(Mutex::new(Callers {
+            opener,
+            next: 0,
+            calls: HashMap::new(),
+        })))
+    }
+
+    /// Counts a call of `origin` as in flight until the returned guard drops.
+    pub(super) fn enter(&self, origin: Origin) -> InCall {
+        let mut callers = self.0.lock();
+        let key = callers.next;
+        callers.next += 1;
+        callers.calls.insert(key, origin);
+        InCall {
+            relays: self.clone(),
+            key,
+        }
+    }
+
+    /// Whether `client`'s call opened this connection.
+    pub(super) fn opened_by(&self, client: ClientId) -> bool {
+        self.0.lock().opener.client() == Some(client)
+    }
+
+    /// The peer to ask for `ask` on behalf of `server`, or the error the upstream gets.
+    pub(super) fn peer_for(&self, server: &str, ask: Ask) -> Result<Peer<RoleServer>, McpError> {
+        let origin = {
+            let callers = self.0.lock();
+            let mut distinct = callers
+                .calls
+                .values()
+                .fold(Vec::<&Origin>::new(), |mut seen, o| {
+                    if !seen.iter().any(|s| s.key() == o.key()) {
+                        seen.push(o);
+                    }
+                    seen
+                });
+            match (distinct.len(), ask) {
+                (1, _) => distinct.remove(0).clone(),
+                (0, Ask::Roots) => callers.opener.clone(),
+                (0, _) => {
+                    return Err(refusal(format!(
+                        "server \"{server}\" asked the client for {} outside of any call; meta-server relays such requests only while a call of this server is in flight",
+                        ask.what()
+                    )));
+                }
+                _ => {
+                    return Err(refusal(format!(
+                        "server \"{server}\" asked the client for {} while calls of several clients were in flight on it, so meta-server cannot tell whose call asked and refused rather than guess; call the tool again when the other calls are done",
+                        ask.what()
+                    )));
+                }
+            }
+        };
+        let detail = match origin {
+            Origin::Client { peer, .. } if ask.offered_by(&peer) => return Ok(peer),
+            Origin::Client { .. } => format!(
+                "which this client does not offer (it did not declare the {} capability)",
+                ask.capability()
+            ),
+            Origin::Script(_) => {
+                "which a meta__run_script script cannot answer; call the tool directly with call_tool".to_owned()
+            }
+            Origin::Stateless(_) => {
+                "which meta-server cannot relay to an MCP 2026-07-28 client yet; connect with protocol 2025-11-25 (initialize) to use this tool".to_owned()
+            }
+            Origin::Detached => "but no client is connected to ask".to_owned(),
+        };
+        Err(refusal(format!(
+            "server \"{server}\" asked the client for {}, {detail}",
+            ask.what()
+        )))
+    }
+}
+
+/// A call in flight on a connection; dropping it ends the call.
+pub(super) struct InCall {
+    relays: Relays,
+    key: u64,
+}
+
+impl Drop for InCall {
+    fn drop(&mut self) {
+        self.relays.0.lock().calls.remove(&self.key);
+    }
+}
+
+fn refusal(message: String) -> McpError {
+    McpError::new(ErrorCode::INVALID_REQUEST, message, None)
+}
+
+/// The client's answer as the upstream's: the client's own error passes through.
+pub(super) fn answer<T>(
+    server: &str,
+    ask: Ask,
+    answer: Result<T, ServiceError>,
+) -> Result<T, McpError> {
+    answer.map_err(|e| match e {
+        ServiceError::McpError(e) => e,
+        other => McpError::internal_error(
+            format!(
+                "the client did not answer server \"{server}\"'s request for {}: {other}",
+                ask.what()
+            ),
+            None,
+        ),
+    })
+}
