@@ -131,6 +131,7 @@ impl ClientHandler for UpstreamClient {
         &self,
         cx: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, McpError> {
+        let _answering = self.relays.answering_roots();
         self.relay(Ask::Roots, &cx, async |peer| peer.list_roots().await)
             .await
     }
@@ -349,6 +350,7 @@ pub(super) async fn open(
         .peer()
         .set_response_cache_config(rmcp::service::ClientCacheConfig::disabled())
         .await;
+    let _ = tokio::time::timeout(after, relays.settle_roots(service.peer())).await;
     tracing::info!(server = %server, pid, "upstream connected");
     Ok(Connection {
         peer: service.peer().clone(),

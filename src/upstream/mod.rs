@@ -585,6 +585,20 @@ impl Manager {
         }
     }
 
+    /// Tells the servers `client`'s calls started that its roots changed
+    /// (`notifications/roots/list_changed`); they ask it again for its roots.
+    pub async fn roots_changed(&self, client: ClientId) {
+        for slot in self.slots.values() {
+            let conn = slot.conn.lock().await.clone();
+            if let Some(conn) = conn.filter(|c| c.relays.opened_by(client)) {
+                let sent = conn.peer.notify_roots_list_changed().await;
+                if let Err(e) = sent {
+                    tracing::debug!(server = %slot.config.name, error = %e, "roots/list_changed not sent");
+                }
+            }
+        }
+    }
+
     /// Stops one server if it is connected.
     pub async fn disconnect(&self, server: &str) {
         if let Some(slot) = self.slots.get(server) {

@@ -17,8 +17,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use rmcp::ErrorData as McpError;
-use rmcp::model::{ElicitRequestParams, ErrorCode};
-use rmcp::service::{ElicitationMode, Peer, RoleServer, ServiceError};
+use rmcp::model::{ClientRequest, ElicitRequestParams, ErrorCode, PingRequest};
+use rmcp::service::{ElicitationMode, Peer, RoleClient, RoleServer, ServiceError};
+use tokio::sync::watch;
 
 /// One client session of this process (a fresh id per session).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -121,9 +122,20 @@ impl Ask {
     }
 }
 
+/// Round trips after the opener's roots were answered: the answer may leave after the first
+/// ping, and the server's own handling of it takes a few turns of its event loop.
+const SETTLE_PINGS: usize = 3;
+
 /// The callers of one connection: who opened it and whose calls are in flight.
 #[derive(Clone)]
-pub(super) struct Relays(Arc<Mutex<Callers>>);
+pub(super) struct Relays(Arc<Mutex<Callers>>, watch::Sender<RootsAsked>);
+
+/// The server's `roots/list` requests so far.
+#[derive(Clone, Copy, Default)]
+struct RootsAsked {
+    pending: u32,
+    answered: u32,
+}
 
 struct Callers {
     opener: Origin,
@@ -134,11 +146,38 @@ struct Callers {
 impl Relays {
     /// The callers of a connection opened for `opener`'s call.
     pub(super) fn new(opener: Origin) -> Self {
-        Self(Arc::new(Mutex::new(Callers {
+        let callers = Callers {
             opener,
             next: 0,
             calls: HashMap::new(),
-        })))
+        };
+        Self(Arc::new(Mutex::new(callers)), watch::Sender::default())
+    }
+
+    /// Counts a `roots/list` request as being answered until the guard drops.
+    pub(super) fn answering_roots(&self) -> RootsAnswer {
+        self.1.send_modify(|r| r.pending += 1);
+        RootsAnswer(self.1.clone())
+    }
+
+    /// Lets a server that asks for roots as soon as it is initialized (server-filesystem)
+    /// have the opener's roots before the first call: a `ping` round trip shows whether it
+    /// asked; if so, its answer is awaited and one more round trip puts it ahead of the call.
+    /// Only for an opener that offers roots; the caller bounds the wait.
+    pub(super) async fn settle_roots(&self, upstream: &Peer<RoleClient>) {
+        let offers = match &self.0.lock().opener {
+            Origin::Client { peer, .. } => Ask::Roots.offered_by(peer),
+            _ => false,
+        };
+        if !offers || ping(upstream).await.is_err() {
+            return;
+        }
+        let mut asked = self.1.subscribe();
+        if asked.wait_for(|r| r.pending == 0).await.is_ok() && asked.borrow().answered > 0 {
+            for _ in 0..SETTLE_PINGS {
+                let _ = ping(upstream).await;
+            }
+        }
     }
 
     /// Counts a call of `origin` as in flight until the returned guard drops.
@@ -207,6 +246,25 @@ impl Relays {
             ask.what()
         )))
     }
+}
+
+/// A `roots/list` request being answered; dropping it counts it answered.
+pub(super) struct RootsAnswer(watch::Sender<RootsAsked>);
+
+impl Drop for RootsAnswer {
+    fn drop(&mut self) {
+        self.0.send_modify(|r| {
+            r.pending -= 1;
+            r.answered += 1;
+        });
+    }
+}
+
+async fn ping(upstream: &Peer<RoleClient>) -> Result<(), ServiceError> {
+    upstream
+        .send_request(ClientRequest::PingRequest(PingRequest::default()))
+        .await
+        .map(drop)
 }
 
 /// A call in flight on a connection; dropping it ends the call.

@@ -12,7 +12,7 @@ use rmcp::model::{
     ReadResourceResponse, ReadResourceResult, ResourceTemplate, ResultType, ServerCapabilities,
     ServerConfig,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
 
 use crate::budget;
@@ -164,6 +164,11 @@ impl ServerHandler for MetaServer {
     }
 
     /// Skills, as `skill://<name>` resources holding their SKILL.md.
+    /// The client's new roots reach the servers its calls started, which ask for them again.
+    async fn on_roots_list_changed(&self, _cx: NotificationContext<RoleServer>) {
+        self.state.manager.roots_changed(self.client).await;
+    }
+
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
