@@ -10,7 +10,11 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters, types
 
+import httpx2
+from mcp.client.streamable_http import streamable_http_client
+
 from conftest import BIN, NPM, meta_client, run_cli, text_of, write_config
+from test_http import http_server
 
 pytestmark = pytest.mark.anyio
 
@@ -38,6 +42,13 @@ async def client_with(cfg: Path, **callbacks):
     params = StdioServerParameters(command=str(BIN), args=["--config", str(cfg), "serve"])
     async with Client(params, mode="legacy", **callbacks) as c:
         yield c
+
+
+@asynccontextmanager
+async def http_client_with(url: str, **callbacks):
+    async with httpx2.AsyncClient(timeout=httpx2.Timeout(30.0, read=120.0)) as http:
+        async with Client(streamable_http_client(url, http_client=http), mode="legacy", **callbacks) as c:
+            yield c
 
 
 async def call(c, name: str, arguments: dict | None = None):
@@ -179,3 +190,47 @@ async def test_changed_roots_reach_the_server_the_client_started(indexed, tmp_pa
                 break
             await asyncio.sleep(0.05)
         assert second.as_uri() in text_of(r) and first.as_uri() not in text_of(r), text_of(r)
+
+
+async def test_a_2026_07_28_client_is_told_to_use_2025_11_25(indexed):
+    async def sampling(context, params):
+        raise AssertionError("a 2026-07-28 client is never sent a request")
+
+    params = StdioServerParameters(command=str(BIN), args=["--config", str(indexed), "serve"])
+    async with Client(params, mode="2026-07-28", sampling_callback=sampling) as c:
+        r = await call(c, "everything__trigger-sampling-request", {"prompt": "p"})
+        assert r.is_error
+        assert "cannot relay to an MCP 2026-07-28 client yet; connect with protocol 2025-11-25" in text_of(r), text_of(r)
+
+
+async def test_over_http_a_request_goes_to_the_calling_client_or_is_refused(indexed):
+    """Two sessions share one upstream connection. A's sampling request reaches A alone; while
+    A's call waits on A, B's call of the same tool cannot be told apart from A's, and is refused."""
+    a_asked, a_release = asyncio.Event(), asyncio.Event()
+    b_asked = []
+
+    async def a_sampling(context, params):
+        a_asked.set()
+        await a_release.wait()
+        return types.CreateMessageResult(role="assistant", model="a", content=types.TextContent(type="text", text="from A"))
+
+    async def b_sampling(context, params):
+        b_asked.append(params)
+        return types.CreateMessageResult(role="assistant", model="b", content=types.TextContent(type="text", text="from B"))
+
+    with http_server(indexed) as (_, url):
+        async with http_client_with(url, sampling_callback=a_sampling) as a, \
+                http_client_with(url, sampling_callback=b_sampling) as b:
+            a_call = asyncio.create_task(call(a, "everything__trigger-sampling-request", {"prompt": "for A"}))
+            await asyncio.wait_for(a_asked.wait(), 60)
+            r = await call(b, "everything__trigger-sampling-request", {"prompt": "for B"})
+            assert r.is_error
+            assert "while calls of several clients were in flight on it" in text_of(r), text_of(r)
+            assert b_asked == [], "B is never sent A's request, nor its own while A's call runs"
+            a_release.set()
+            r = await a_call
+            assert not r.is_error and "from A" in text_of(r), text_of(r)
+            # With A done, B's call reaches B.
+            r = await call(b, "everything__trigger-sampling-request", {"prompt": "for B"})
+            assert not r.is_error and "from B" in text_of(r), text_of(r)
+            assert len(b_asked) == 1
