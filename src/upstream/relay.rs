@@ -300,3 +300,67 @@ pub(super) fn answer<T>(
         ),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(relays: &Relays, ask: Ask) -> String {
+        match relays.peer_for("up", ask) {
+            Ok(_) => panic!("a client was picked"),
+            Err(e) => e.message.into_owned(),
+        }
+    }
+
+    #[test]
+    fn a_request_goes_to_the_one_caller_in_flight_and_says_why_it_cannot() {
+        let relays = Relays::new(Origin::Detached);
+        let script = relays.enter(Origin::Script(ClientId::next()));
+        let said = refused(&relays, Ask::Sampling);
+        assert!(said.starts_with("server \"up\" asked the client for sampling, which a meta__run_script script cannot answer; call the tool directly with call_tool"), "{said}");
+        drop(script);
+        let _modern = relays.enter(Origin::Stateless(ClientId::next()));
+        let said = refused(&relays, Ask::Elicitation(ElicitationMode::Url));
+        assert!(said.contains("for URL-mode elicitation, which meta-server cannot relay to an MCP 2026-07-28 client yet"), "{said}");
+    }
+
+    #[test]
+    fn calls_of_several_clients_make_a_request_refused_not_guessed() {
+        let relays = Relays::new(Origin::Detached);
+        let one = ClientId::next();
+        let _a = relays.enter(Origin::Stateless(one));
+        let _b = relays.enter(Origin::Stateless(one));
+        assert!(
+            refused(&relays, Ask::Roots).contains("2026-07-28"),
+            "one client, two calls"
+        );
+        let _c = relays.enter(Origin::Stateless(ClientId::next()));
+        for ask in [Ask::Sampling, Ask::Roots] {
+            let said = refused(&relays, ask);
+            assert!(
+                said.contains("while calls of several clients were in flight on it"),
+                "{said}"
+            );
+        }
+        // A session's script is not the session: its requests cannot be answered the same way.
+        let relays = Relays::new(Origin::Detached);
+        let _own = relays.enter(Origin::Stateless(one));
+        let _script = relays.enter(Origin::Stateless(one).in_script());
+        assert!(refused(&relays, Ask::Sampling).contains("several clients"));
+    }
+
+    #[test]
+    fn outside_calls_only_roots_are_asked_and_of_the_opener() {
+        let opener = ClientId::next();
+        let relays = Relays::new(Origin::Stateless(opener));
+        assert!(
+            refused(&relays, Ask::Roots).contains("2026-07-28"),
+            "the opener is asked"
+        );
+        let said = refused(&relays, Ask::Sampling);
+        assert!(said.contains("outside of any call"), "{said}");
+        assert!(relays.opened_by(opener) && !relays.opened_by(ClientId::next()));
+        let indexing = Relays::new(Origin::Detached);
+        assert!(refused(&indexing, Ask::Roots).contains("no client is connected to ask"));
+    }
+}
