@@ -18,7 +18,9 @@ use rmcp::model::{
     UrlElicitationCapability,
 };
 #[expect(deprecated, reason = "relayed for 2025-11-25 servers")]
-use rmcp::model::{CreateMessageRequestParams, CreateMessageResult, ListRootsResult};
+use rmcp::model::{
+    CreateMessageRequestParams, CreateMessageResult, ListRootsResult, LoggingMessageNotificationParam,
+};
 use rmcp::service::{
     ClientInitializeError, NotificationContext, RequestContext, RoleClient, ServiceExt,
 };
@@ -141,6 +143,27 @@ impl ClientHandler for UpstreamClient {
         if let Some(events) = &self.events {
             let _ = events.send(Event::ToolListChanged(self.server.clone()));
         }
+    }
+
+    /// A log message reaches the client its requests would (see `relay.rs`), if that client
+    /// asked for logs at its level; `logger` names the server.
+    async fn on_logging_message(
+        &self,
+        mut params: LoggingMessageNotificationParam,
+        _cx: NotificationContext<RoleClient>,
+    ) {
+        let Some((peer, level)) = self.relays.log_to() else {
+            return;
+        };
+        let wanted = *level.lock();
+        if wanted.is_none_or(|wanted| (params.level as u8) < (wanted as u8)) {
+            return;
+        }
+        params.logger = Some(match params.logger.take() {
+            Some(logger) => format!("{}/{logger}", self.server),
+            None => self.server.clone(),
+        });
+        let _ = peer.notify_logging_message(params).await;
     }
 
     async fn on_progress(

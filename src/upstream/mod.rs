@@ -42,7 +42,7 @@ const STDERR_SETTLE: Duration = Duration::from_millis(500);
 /// whatever a server sends, its errors stay small.
 const DETAIL_CHARS: usize = 1_000;
 pub use progress::ProgressSender;
-pub use relay::{ClientId, Origin};
+pub use relay::{ClientId, LogLevel, Origin};
 
 /// What went wrong talking to an upstream; messages say what the model or user can do.
 #[derive(Debug, thiserror::Error)]

@@ -17,6 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use rmcp::ErrorData as McpError;
+#[expect(deprecated, reason = "logging, for 2025-11-25 clients")]
+use rmcp::model::LoggingLevel;
 use rmcp::model::{ClientRequest, ElicitRequestParams, ErrorCode, PingRequest};
 use rmcp::service::{ElicitationMode, Peer, RoleClient, RoleServer, ServiceError};
 use tokio::sync::watch;
@@ -33,13 +35,19 @@ impl ClientId {
     }
 }
 
+/// The least severe log level a client asked for with `logging/setLevel` (none: no logs).
+#[expect(deprecated, reason = "logging, for 2025-11-25 clients")]
+pub type LogLevel = Arc<Mutex<Option<LoggingLevel>>>;
+
 /// Where a call came from, which decides where the upstream's requests during it go.
 #[derive(Clone)]
 pub enum Origin {
-    /// A 2025-11-25 client session: asked through its peer, within its declared capabilities.
+    /// A 2025-11-25 client session: asked through its peer, within its declared capabilities;
+    /// upstream log messages reach it at `log_level` and above.
     Client {
         id: ClientId,
         peer: Peer<RoleServer>,
+        log_level: LogLevel,
     },
     /// A nested call of a session's `meta__run_script`: the script cannot answer for the client.
     Script(ClientId),
@@ -158,6 +166,27 @@ impl Relays {
     pub(super) fn answering_roots(&self) -> RootsAnswer {
         self.1.send_modify(|r| r.pending += 1);
         RootsAnswer(self.1.clone())
+    }
+
+    /// Where the upstream's log messages go, by the rule of its requests for roots: the one
+    /// client with calls in flight, else the opener; `None` when that is no client session.
+    pub(super) fn log_to(&self) -> Option<(Peer<RoleServer>, LogLevel)> {
+        let callers = self.0.lock();
+        let mut keys = callers.calls.values().map(Origin::key);
+        let first = keys.next();
+        if keys.any(|k| Some(k) != first) {
+            return None;
+        }
+        let origin = match first {
+            Some(key) => callers.calls.values().find(|o| o.key() == key)?,
+            None => &callers.opener,
+        };
+        match origin {
+            Origin::Client {
+                peer, log_level, ..
+            } => Some((peer.clone(), log_level.clone())),
+            _ => None,
+        }
     }
 
     /// Lets a server that asks for roots as soon as it is initialized (server-filesystem)

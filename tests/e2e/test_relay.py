@@ -234,3 +234,26 @@ async def test_over_http_a_request_goes_to_the_calling_client_or_is_refused(inde
             r = await call(b, "everything__trigger-sampling-request", {"prompt": "for B"})
             assert not r.is_error and "from B" in text_of(r), text_of(r)
             assert len(b_asked) == 1
+
+
+async def test_upstream_log_messages_reach_the_client_at_its_level(indexed, tmp_path):
+    logged = asyncio.Event()
+    messages = []
+
+    async def log(params: types.LoggingMessageNotificationParams):
+        messages.append(params)
+        if "Roots updated" in str(params.data):
+            logged.set()
+
+    async def roots(context):
+        return types.ListRootsResult(roots=[types.Root(uri=tmp_path.as_uri())])
+
+    async with client_with(indexed, list_roots_callback=roots, logging_callback=log) as c:
+        await c.set_logging_level("info")
+        # server-everything logs (at info) that it got the roots it asked this client for.
+        r = await call(c, "everything__get-roots-list")
+        assert not r.is_error, text_of(r)
+        await asyncio.wait_for(logged.wait(), 30)
+    said = [m for m in messages if "Roots updated" in str(m.data)]
+    assert said[0].level == "info" and said[0].logger == "everything/everything-server"
+    assert "1 root(s) received from client" in said[0].data

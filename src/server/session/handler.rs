@@ -12,6 +12,8 @@ use rmcp::model::{
     ReadResourceResponse, ReadResourceResult, ResourceTemplate, ResultType, ServerCapabilities,
     ServerConfig,
 };
+#[expect(deprecated, reason = "logging, for 2025-11-25 clients")]
+use rmcp::model::SetLevelRequestParams;
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
 
@@ -25,7 +27,7 @@ use crate::server::caller::Caller;
 use crate::server::catalogs::always;
 use crate::server::tools::request::Request;
 use crate::server::tools::{definitions, reply};
-use crate::upstream::{ClientId, Origin};
+use crate::upstream::{ClientId, LogLevel, Origin};
 
 /// URI scheme of skills as resources.
 const SKILL_SCHEME: &str = "skill://";
@@ -43,6 +45,9 @@ pub struct MetaServer {
     share_results: bool,
     /// This session, to whose client an upstream's requests during its calls go.
     client: ClientId,
+    /// The log level this session's client asked for; upstream log messages at or above it
+    /// reach the client.
+    log_level: LogLevel,
 }
 
 impl MetaServer {
@@ -63,6 +68,7 @@ impl MetaServer {
             owner: Owner::session(),
             share_results: false,
             client: ClientId::next(),
+            log_level: LogLevel::default(),
         }
     }
 
@@ -85,6 +91,7 @@ impl MetaServer {
                 Owner::session()
             },
             client: ClientId::next(),
+            log_level: LogLevel::default(),
             ..self.clone()
         }
     }
@@ -127,11 +134,13 @@ fn principal(extensions: &rmcp::model::Extensions) -> Option<Arc<str>> {
 }
 
 impl ServerHandler for MetaServer {
+    #[expect(deprecated, reason = "logging, for 2025-11-25 clients")]
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_resources()
+                .enable_logging()
                 .build(),
         )
         .with_server_info(Implementation::new(
@@ -164,6 +173,17 @@ impl ServerHandler for MetaServer {
     }
 
     /// Skills, as `skill://<name>` resources holding their SKILL.md.
+    /// Upstream log messages of this session's calls reach the client from `level` up.
+    #[expect(deprecated, reason = "logging, for 2025-11-25 clients")]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        *self.log_level.lock() = Some(request.level);
+        Ok(())
+    }
+
     /// The client's new roots reach the servers its calls started, which ask for them again.
     async fn on_roots_list_changed(&self, _cx: NotificationContext<RoleServer>) {
         self.state.manager.roots_changed(self.client).await;
@@ -298,6 +318,7 @@ impl ServerHandler for MetaServer {
                 Origin::Client {
                     id: self.client,
                     peer: cx.peer.clone(),
+                    log_level: self.log_level.clone(),
                 }
             },
         };
