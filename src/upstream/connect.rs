@@ -19,7 +19,8 @@ use rmcp::model::{
 };
 #[expect(deprecated, reason = "relayed for 2025-11-25 servers")]
 use rmcp::model::{
-    CreateMessageRequestParams, CreateMessageResult, ListRootsResult, LoggingMessageNotificationParam,
+    CreateMessageRequestParams, CreateMessageResult, ListRootsResult,
+    LoggingMessageNotificationParam,
 };
 use rmcp::service::{
     ClientInitializeError, NotificationContext, RequestContext, RoleClient, ServiceExt,
@@ -373,7 +374,8 @@ pub(super) async fn open(
         .peer()
         .set_response_cache_config(rmcp::service::ClientCacheConfig::disabled())
         .await;
-    let _ = tokio::time::timeout(after, relays.settle_roots(service.peer())).await;
+    let settle = after.min(relay::SETTLE_LIMIT);
+    let _ = tokio::time::timeout(settle, relays.settle_roots(service.peer())).await;
     tracing::info!(server = %server, pid, "upstream connected");
     Ok(Connection {
         peer: service.peer().clone(),

@@ -485,6 +485,12 @@ impl Manager {
         let slot = self.slot(server)?;
         let conn = self.connect_for(server, origin).await?;
         let _busy = InFlight::new(&conn);
+        if conn.relays.adopt(origin) {
+            // It asked for roots before any client could give them: it asks again now.
+            let _ = conn.peer.notify_roots_list_changed().await;
+            let settle = slot.config.call_timeout.min(relay::SETTLE_LIMIT);
+            let _ = tokio::time::timeout(settle, conn.relays.settle_roots(&conn.peer)).await;
+        }
         let _caller = conn.relays.enter(origin.clone());
         let mut params = CallToolRequestParams::new(tool.to_owned());
         if let Some(arguments) = arguments {

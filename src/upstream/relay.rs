@@ -14,6 +14,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use rmcp::ErrorData as McpError;
@@ -130,6 +131,9 @@ impl Ask {
     }
 }
 
+/// The longest the first call of a connection waits for the opener's roots to settle.
+pub(super) const SETTLE_LIMIT: Duration = Duration::from_secs(5);
+
 /// Round trips after the opener's roots were answered: the answer may leave after the first
 /// ping, and the server's own handling of it takes a few turns of its event loop.
 const SETTLE_PINGS: usize = 3;
@@ -219,6 +223,19 @@ impl Relays {
             relays: self.clone(),
             key,
         }
+    }
+
+    /// Makes `origin`, a client session, the opener of a connection no client opened (a
+    /// first-run listing, a skill's warm-up), so its roots are given outside calls. True when
+    /// the server had already asked for roots, which it must then be told changed.
+    pub(super) fn adopt(&self, origin: &Origin) -> bool {
+        let mut callers = self.0.lock();
+        if !matches!(origin, Origin::Client { .. }) || !matches!(callers.opener, Origin::Detached) {
+            return false;
+        }
+        callers.opener = origin.clone();
+        let asked = *self.1.borrow();
+        asked.pending + asked.answered > 0
     }
 
     /// Whether `client`'s call opened this connection.

@@ -257,3 +257,28 @@ async def test_upstream_log_messages_reach_the_client_at_its_level(indexed, tmp_
     said = [m for m in messages if "Roots updated" in str(m.data)]
     assert said[0].level == "info" and said[0].logger == "everything/everything-server"
     assert "1 root(s) received from client" in said[0].data
+
+
+async def test_a_server_started_for_no_client_takes_the_roots_of_the_first_client_to_call(tmp_path):
+    """An alwaysLoad filesystem is started with meta-server, before any client could give
+    roots (its request for them is refused); the first client's call makes it ask again, and
+    the answer is that client's roots."""
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "a.txt").write_text("started early")
+    cfg = write_config(tmp_path, {
+        "filesystem": {"command": "node", "args": [str(NPM / "server-filesystem" / "dist" / "index.js")],
+                       "alwaysLoad": True},
+    })
+    asked = []
+
+    async def roots(context):
+        asked.append(1)
+        return types.ListRootsResult(roots=[types.Root(uri=root.as_uri())])
+
+    async with client_with(cfg, list_roots_callback=roots) as c:
+        assert "filesystem__read_text_file" in [t.name for t in (await c.list_tools()).tools]
+        await until_allowed(c, root)
+        r = await call(c, "filesystem__read_text_file", {"path": str(root / "a.txt")})
+        assert not r.is_error and "started early" in text_of(r), text_of(r)
+    assert asked, "the server asked this client for its roots"

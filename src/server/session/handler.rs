@@ -5,6 +5,8 @@
 
 use std::sync::Arc;
 
+#[expect(deprecated, reason = "logging, for 2025-11-25 clients")]
+use rmcp::model::SetLevelRequestParams;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation,
     InitializeRequestParams, InitializeResult, ListResourceTemplatesResult, ListResourcesResult,
@@ -12,8 +14,6 @@ use rmcp::model::{
     ReadResourceResponse, ReadResourceResult, ResourceTemplate, ResultType, ServerCapabilities,
     ServerConfig,
 };
-#[expect(deprecated, reason = "logging, for 2025-11-25 clients")]
-use rmcp::model::SetLevelRequestParams;
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
 
