@@ -491,7 +491,7 @@ impl Manager {
             let settle = slot.config.call_timeout.min(relay::SETTLE_LIMIT);
             let _ = tokio::time::timeout(settle, conn.relays.settle_roots(&conn.peer)).await;
         }
-        let _caller = conn.relays.enter(origin.clone());
+        let caller = conn.relays.enter(origin.clone());
         let mut params = CallToolRequestParams::new(tool.to_owned());
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
@@ -514,8 +514,22 @@ impl Manager {
                 _ => Err(ServiceError::UnexpectedResponse),
             }
         };
-        self.bounded(slot, &conn, &format!("tools/call {tool}"), call)
-            .await
+        let mut result = self
+            .bounded(slot, &conn, &format!("tools/call {tool}"), call)
+            .await?;
+        // A server that swallowed our refusal still lets the caller know why it got nothing.
+        if let Some(refused) = caller.refused() {
+            let said = result.content.iter().any(|c| {
+                c.as_text()
+                    .is_some_and(|t| t.text.contains(refused.as_str()))
+            });
+            if !said {
+                result
+                    .content
+                    .push(rmcp::model::ContentBlock::text(refused));
+            }
+        }
+        Ok(result)
     }
 
     /// Runs one request with the server's timeout; drops the connection if it died.

@@ -9,7 +9,7 @@
 //!
 //! A client that did not declare the capability, a Code Mode script's nested call, a
 //! 2026-07-28 client (no session to send a request on) and the command line all get an MCP
-//! error that says why, which the upstream's tool result carries back.
+//! error that says why; the tool's result says it too, if the upstream's result does not.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -153,6 +153,8 @@ struct Callers {
     opener: Origin,
     next: u64,
     calls: HashMap<u64, Origin>,
+    /// The last request refused during each call that can be told apart, to be said in its result.
+    refused: HashMap<u64, String>,
 }
 
 impl Relays {
@@ -162,6 +164,7 @@ impl Relays {
             opener,
             next: 0,
             calls: HashMap::new(),
+            refused: HashMap::new(),
         };
         Self(Arc::new(Mutex::new(callers)), watch::Sender::default())
     }
@@ -245,34 +248,7 @@ impl Relays {
 
     /// The peer to ask for `ask` on behalf of `server`, or the error the upstream gets.
     pub(super) fn peer_for(&self, server: &str, ask: Ask) -> Result<Peer<RoleServer>, McpError> {
-        let origin = {
-            let callers = self.0.lock();
-            let mut distinct = callers
-                .calls
-                .values()
-                .fold(Vec::<&Origin>::new(), |mut seen, o| {
-                    if !seen.iter().any(|s| s.key() == o.key()) {
-                        seen.push(o);
-                    }
-                    seen
-                });
-            match (distinct.len(), ask) {
-                (1, _) => distinct.remove(0).clone(),
-                (0, Ask::Roots) => callers.opener.clone(),
-                (0, _) => {
-                    return Err(refusal(format!(
-                        "server \"{server}\" asked the client for {} outside of any call; meta-server relays such requests only while a call of this server is in flight",
-                        ask.what()
-                    )));
-                }
-                _ => {
-                    return Err(refusal(format!(
-                        "server \"{server}\" asked the client for {} while calls of several clients were in flight on it, so meta-server cannot tell whose call asked and refused rather than guess; call the tool again when the other calls are done",
-                        ask.what()
-                    )));
-                }
-            }
-        };
+        let (origin, said) = self.pick(server, ask)?;
         let detail = match origin {
             Origin::Client { peer, .. } if ask.offered_by(&peer) => return Ok(peer),
             Origin::Client { .. } => format!(
@@ -287,10 +263,48 @@ impl Relays {
             }
             Origin::Detached => "but no client is connected to ask".to_owned(),
         };
-        Err(refusal(format!(
+        let message = format!(
             "server \"{server}\" asked the client for {}, {detail}",
             ask.what()
-        )))
+        );
+        if said {
+            let mut callers = self.0.lock();
+            let key = origin.key();
+            let keys: Vec<u64> = (callers.calls.iter())
+                .filter(|(_, o)| o.key() == key)
+                .map(|(k, _)| *k)
+                .collect();
+            for k in keys {
+                callers.refused.insert(k, message.clone());
+            }
+        }
+        Err(refusal(message))
+    }
+
+    /// Whom `ask` goes to by the rule, and whether that is the caller of calls in flight.
+    fn pick(&self, server: &str, ask: Ask) -> Result<(Origin, bool), McpError> {
+        let callers = self.0.lock();
+        let mut distinct = callers
+            .calls
+            .values()
+            .fold(Vec::<&Origin>::new(), |mut seen, o| {
+                if !seen.iter().any(|s| s.key() == o.key()) {
+                    seen.push(o);
+                }
+                seen
+            });
+        match (distinct.len(), ask) {
+            (1, _) => Ok((distinct.remove(0).clone(), true)),
+            (0, Ask::Roots) => Ok((callers.opener.clone(), false)),
+            (0, _) => Err(refusal(format!(
+                "server \"{server}\" asked the client for {} outside of any call; meta-server relays such requests only while a call of this server is in flight",
+                ask.what()
+            ))),
+            _ => Err(refusal(format!(
+                "server \"{server}\" asked the client for {} while calls of several clients were in flight on it, so meta-server cannot tell whose call asked and refused rather than guess; call the tool again when the other calls are done",
+                ask.what()
+            ))),
+        }
     }
 }
 
@@ -319,9 +333,18 @@ pub(super) struct InCall {
     key: u64,
 }
 
+impl InCall {
+    /// The last request of the server refused during this call, taken.
+    pub(super) fn refused(&self) -> Option<String> {
+        self.relays.0.lock().refused.remove(&self.key)
+    }
+}
+
 impl Drop for InCall {
     fn drop(&mut self) {
-        self.relays.0.lock().calls.remove(&self.key);
+        let mut callers = self.relays.0.lock();
+        callers.calls.remove(&self.key);
+        callers.refused.remove(&self.key);
     }
 }
 
@@ -393,6 +416,22 @@ mod tests {
         let _own = relays.enter(Origin::Stateless(one));
         let _script = relays.enter(Origin::Stateless(one).in_script());
         assert!(refused(&relays, Ask::Sampling).contains("several clients"));
+    }
+
+    #[test]
+    fn a_refusal_is_kept_for_the_result_of_the_call_it_was_told_apart_for() {
+        let relays = Relays::new(Origin::Detached);
+        let script = relays.enter(Origin::Script(ClientId::next()));
+        let said = refused(&relays, Ask::Sampling);
+        assert_eq!(script.refused().as_deref(), Some(said.as_str()));
+        assert_eq!(script.refused(), None, "taken once");
+        let other = relays.enter(Origin::Stateless(ClientId::next()));
+        refused(&relays, Ask::Sampling);
+        assert_eq!(
+            (script.refused(), other.refused()),
+            (None, None),
+            "nobody's to keep"
+        );
     }
 
     #[test]
