@@ -9,7 +9,8 @@
 //!
 //! A client that did not declare the capability, a Code Mode script's nested call, a
 //! 2026-07-28 client (no session to send a request on) and the command line all get an MCP
-//! error that says why; the tool's result says it too, if the upstream's result does not.
+//! error that says why; for sampling and elicitation the tool's result says it too, if the
+//! upstream's result does not.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -153,7 +154,8 @@ struct Callers {
     opener: Origin,
     next: u64,
     calls: HashMap<u64, Origin>,
-    /// The last request refused during each call that can be told apart, to be said in its result.
+    /// The last sampling or elicitation request refused during each call that can be told
+    /// apart, to be said in its result.
     refused: HashMap<u64, String>,
 }
 
@@ -267,7 +269,9 @@ impl Relays {
             "server \"{server}\" asked the client for {}, {detail}",
             ask.what()
         );
-        if said {
+        // Roots are the session's, often asked whatever the call: only a refused sampling or
+        // elicitation is the call's business.
+        if said && !matches!(ask, Ask::Roots) {
             let mut callers = self.0.lock();
             let key = origin.key();
             let keys: Vec<u64> = (callers.calls.iter())
@@ -422,6 +426,8 @@ mod tests {
     fn a_refusal_is_kept_for_the_result_of_the_call_it_was_told_apart_for() {
         let relays = Relays::new(Origin::Detached);
         let script = relays.enter(Origin::Script(ClientId::next()));
+        refused(&relays, Ask::Roots);
+        assert_eq!(script.refused(), None, "roots are not the call's business");
         let said = refused(&relays, Ask::Sampling);
         assert_eq!(script.refused().as_deref(), Some(said.as_str()));
         assert_eq!(script.refused(), None, "taken once");
