@@ -8,6 +8,7 @@ use rmcp::service::{Peer, RoleServer};
 use tokio_util::sync::CancellationToken;
 
 use crate::result::Owner;
+use crate::upstream::Origin;
 
 /// Where the client wants progress for this call: its peer and its own progress token.
 pub(in crate::server) type ProgressTo = Option<(Peer<RoleServer>, ProgressToken)>;
@@ -23,4 +24,6 @@ pub(in crate::server) struct Caller {
     /// Fires when the client cancels the request.
     pub cancelled: CancellationToken,
     pub progress_to: ProgressTo,
+    /// Where an upstream's requests for the client (sampling, elicitation, roots) go.
+    pub origin: Origin,
 }

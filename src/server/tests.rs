@@ -85,6 +85,7 @@ fn call(name: &str, arguments: Value) -> CallToolResult {
         principal: None,
         cancelled: CancellationToken::new(),
         progress_to: None,
+        origin: crate::upstream::Origin::Detached,
     };
     let arguments: JsonObject = match arguments {
         Value::Object(map) => map,

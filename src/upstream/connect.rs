@@ -10,10 +10,21 @@ use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
 use rmcp::ClientHandler;
+use rmcp::ErrorData as McpError;
+// Sampling and roots are deprecated from 2026-07-28 on, and what 2025-11-25 servers ask for.
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProtocolVersion,
+    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationCapability,
+    FormElicitationCapability, Implementation, ProgressNotificationParam, ProtocolVersion,
+    UrlElicitationCapability,
 };
-use rmcp::service::{ClientInitializeError, NotificationContext, RoleClient, ServiceExt};
+#[expect(deprecated, reason = "relayed for 2025-11-25 servers")]
+use rmcp::model::{
+    CreateMessageRequestParams, CreateMessageResult, ListRootsResult,
+    LoggingMessageNotificationParam,
+};
+use rmcp::service::{
+    ClientInitializeError, NotificationContext, RequestContext, RoleClient, ServiceExt,
+};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -24,6 +35,7 @@ use super::child::ChildTransport;
 use super::diagnose;
 use super::http::{Ordered, Upstream};
 use super::progress::ProgressRoutes;
+use super::relay::{self, Ask, Origin, Relays};
 use super::sse::{SseError, SseTransport};
 use super::wire::{self, Faults};
 use super::{Connection, Event, Events, UpstreamError};
@@ -38,27 +50,94 @@ pub struct UpstreamClient {
     server: String,
     events: Option<Events>,
     progress: ProgressRoutes,
+    relays: Relays,
 }
 
 impl UpstreamClient {
-    pub(super) fn new(server: String, events: Option<Events>, progress: ProgressRoutes) -> Self {
+    pub(super) fn new(
+        server: String,
+        events: Option<Events>,
+        progress: ProgressRoutes,
+        relays: Relays,
+    ) -> Self {
         Self {
             server,
             events,
             progress,
+            relays,
+        }
+    }
+
+    /// Asks the client `relay` picks for `ask`, until the upstream cancels its request.
+    async fn relay<T>(
+        &self,
+        ask: Ask,
+        cx: &RequestContext<RoleClient>,
+        request: impl AsyncFnOnce(
+            rmcp::service::Peer<rmcp::service::RoleServer>,
+        ) -> Result<T, rmcp::service::ServiceError>,
+    ) -> Result<T, McpError> {
+        let peer = self.relays.peer_for(&self.server, ask)?;
+        tokio::select! {
+            answer = request(peer) => relay::answer(&self.server, ask, answer),
+            () = cx.ct.cancelled() => Err(McpError::internal_error("cancelled by the server", None)),
         }
     }
 }
 
+#[expect(deprecated, reason = "relayed for 2025-11-25 servers")]
 impl ClientHandler for UpstreamClient {
     fn get_info(&self) -> ClientConfig {
         // Plain `initialize` (legacy era): dual-era servers lock a connection into the
         // 2026-07-28 era once a discover probe is made, so never probe.
+        // What the clients can give is relayed to them (see `relay.rs`); declaring it makes
+        // servers list the tools that need it.
+        #[expect(deprecated, reason = "relayed for 2025-11-25 servers")]
+        let capabilities = ClientCapabilities::builder()
+            .enable_roots()
+            .enable_roots_list_changed()
+            .enable_sampling()
+            .enable_elicitation_with(
+                ElicitationCapability::new()
+                    .with_form(FormElicitationCapability::default())
+                    .with_url(UrlElicitationCapability::new()),
+            )
+            .build();
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("meta-server", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(ProtocolVersion::V_2025_11_25)
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        cx: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, McpError> {
+        self.relay(Ask::Sampling, &cx, async |peer| {
+            peer.create_message(params).await
+        })
+        .await
+    }
+
+    async fn create_elicitation(
+        &self,
+        params: ElicitRequestParams,
+        cx: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, McpError> {
+        let ask = Ask::elicitation(&params);
+        self.relay(ask, &cx, async |peer| peer.create_elicitation(params).await)
+            .await
+    }
+
+    async fn list_roots(
+        &self,
+        cx: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, McpError> {
+        let _answering = self.relays.answering_roots();
+        self.relay(Ask::Roots, &cx, async |peer| peer.list_roots().await)
+            .await
     }
 
     async fn on_tool_list_changed(&self, _cx: NotificationContext<RoleClient>) {
@@ -76,6 +155,27 @@ impl ClientHandler for UpstreamClient {
     /// The catalog records resources too: re-listed as for a changed tool list.
     async fn on_resource_list_changed(&self, cx: NotificationContext<RoleClient>) {
         self.on_tool_list_changed(cx).await;
+    }
+
+    /// A log message reaches the client its requests would (see `relay.rs`), if that client
+    /// asked for logs at its level; `logger` names the server.
+    async fn on_logging_message(
+        &self,
+        mut params: LoggingMessageNotificationParam,
+        _cx: NotificationContext<RoleClient>,
+    ) {
+        let Some((peer, level)) = self.relays.log_to() else {
+            return;
+        };
+        let wanted = *level.lock();
+        if wanted.is_none_or(|wanted| (params.level as u8) < (wanted as u8)) {
+            return;
+        }
+        params.logger = Some(match params.logger.take() {
+            Some(logger) => format!("{}/{logger}", self.server),
+            None => self.server.clone(),
+        });
+        let _ = peer.notify_logging_message(params).await;
     }
 
     async fn on_progress(
@@ -144,10 +244,12 @@ pub(super) async fn open(
     config: &ServerConfig,
     events: Option<Events>,
     login: bool,
+    opener: Origin,
 ) -> Result<Connection, UpstreamError> {
     let server = config.name.clone();
     let progress = ProgressRoutes::default();
-    let client = UpstreamClient::new(server.clone(), events, progress.clone());
+    let relays = Relays::new(opener);
+    let client = UpstreamClient::new(server.clone(), events, progress.clone(), relays.clone());
     let stderr = StderrTail::default();
     let after = config.call_timeout;
     // What the transport refused (a message over the limit, a redirect to another origin).
@@ -292,6 +394,8 @@ pub(super) async fn open(
         .peer()
         .set_response_cache_config(rmcp::service::ClientCacheConfig::disabled())
         .await;
+    let settle = after.min(relay::SETTLE_LIMIT);
+    let _ = tokio::time::timeout(settle, relays.settle_roots(service.peer())).await;
     tracing::info!(server = %server, pid, "upstream connected");
     Ok(Connection {
         peer: service.peer().clone(),
@@ -299,6 +403,7 @@ pub(super) async fn open(
         pid,
         stderr,
         progress,
+        relays,
         faults,
         last_used: StdMutex::new(tokio::time::Instant::now()),
         in_flight: Default::default(),

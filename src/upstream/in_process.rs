@@ -19,6 +19,7 @@ use tokio::sync::Mutex;
 
 use super::connect::{StderrTail, UpstreamClient};
 use super::progress::ProgressRoutes;
+use super::relay::{Origin, Relays};
 use super::{Connection, Events, Manager, UpstreamError};
 use crate::config::ServerConfig;
 
@@ -30,11 +31,18 @@ pub(super) async fn open(
     config: &ServerConfig,
     events: Option<Events>,
     serve: &Serve,
+    opener: Origin,
 ) -> Result<Connection, UpstreamError> {
     let (ours, theirs) = tokio::io::duplex(1 << 20);
     serve(&config.name, theirs);
     let progress = ProgressRoutes::default();
-    let client = UpstreamClient::new(config.name.clone(), events, progress.clone());
+    let relays = Relays::new(opener);
+    let client = UpstreamClient::new(
+        config.name.clone(),
+        events,
+        progress.clone(),
+        relays.clone(),
+    );
     let service = client
         .serve(ours)
         .await
@@ -49,6 +57,7 @@ pub(super) async fn open(
         pid: None,
         stderr: StderrTail::default(),
         progress,
+        relays,
         faults: Default::default(),
         last_used: StdMutex::new(tokio::time::Instant::now()),
         in_flight: Default::default(),

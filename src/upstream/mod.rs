@@ -10,6 +10,7 @@ mod http;
 #[cfg(test)]
 pub(crate) mod in_process;
 mod progress;
+mod relay;
 mod sse;
 #[cfg(test)]
 mod tests;
@@ -44,6 +45,7 @@ const STDERR_SETTLE: Duration = Duration::from_millis(500);
 /// whatever a server sends, its errors stay small.
 const DETAIL_CHARS: usize = 1_000;
 pub use progress::ProgressSender;
+pub use relay::{ClientId, LogLevel, Origin};
 
 /// What went wrong talking to an upstream; messages say what the model or user can do.
 #[derive(Debug, thiserror::Error)]
@@ -210,6 +212,8 @@ pub struct Connection {
     pub pid: Option<u32>,
     stderr: connect::StderrTail,
     progress: progress::ProgressRoutes,
+    /// Who opened the connection and whose calls are in flight, for the upstream's requests.
+    relays: relay::Relays,
     /// What the transport refused; such a connection is dropped at its next error.
     faults: wire::Faults,
     last_used: StdMutex<Instant>,
@@ -365,8 +369,18 @@ impl Manager {
             .ok_or_else(|| UpstreamError::Unknown(server.to_owned()))
     }
 
-    /// The live connection to `server`, connecting first if needed.
+    /// The live connection to `server`, connecting first if needed (for no client).
     pub async fn connect(&self, server: &str) -> Result<Arc<Connection>, UpstreamError> {
+        self.connect_for(server, &Origin::Detached).await
+    }
+
+    /// The live connection to `server`; a new one is opened for `opener`'s call, whose
+    /// client then answers the server's `roots/list` outside calls (see `relay.rs`).
+    async fn connect_for(
+        &self,
+        server: &str,
+        opener: &Origin,
+    ) -> Result<Arc<Connection>, UpstreamError> {
         let slot = self.slot(server)?;
         let mut guard = slot.conn.lock().await;
         if let Some(conn) = guard.as_ref() {
@@ -374,10 +388,12 @@ impl Manager {
             return Ok(conn.clone());
         }
         let opened = match &self.opener {
-            Opener::Launch => connect::open(&slot.config, self.events.clone(), true).await,
+            Opener::Launch => {
+                connect::open(&slot.config, self.events.clone(), true, opener.clone()).await
+            }
             #[cfg(test)]
             Opener::InProcess(serve) => {
-                in_process::open(&slot.config, self.events.clone(), serve).await
+                in_process::open(&slot.config, self.events.clone(), serve, opener.clone()).await
             }
         }
         .map_err(|e| e.redacted(&slot.redactor));
@@ -407,7 +423,7 @@ impl Manager {
     /// `WWW-Authenticate` challenge if it wants a login, `None` if it answers without one.
     pub async fn probe_login(&self, server: &str) -> Result<Option<String>, UpstreamError> {
         let slot = self.slot(server)?;
-        let opened = connect::open(&slot.config, None, false)
+        let opened = connect::open(&slot.config, None, false, Origin::Detached)
             .await
             .map_err(|e| e.redacted(&slot.redactor));
         let conn = match opened {
@@ -457,19 +473,28 @@ impl Manager {
         Ok((tools, conn.clone()))
     }
 
-    /// Forwards one `tools/call`, within the server's call timeout. The upstream's progress
-    /// for this call goes to `progress` while the call lives; dropping the returned future
-    /// cancels the upstream request.
+    /// Forwards one `tools/call` of `origin`, within the server's call timeout. The
+    /// upstream's progress for this call goes to `progress` and its requests for the client
+    /// to `origin` (see `relay.rs`) while the call lives; dropping the returned future cancels
+    /// the upstream request.
     pub async fn call_tool(
         &self,
         server: &str,
         tool: &str,
         arguments: Option<JsonObject>,
         progress: Option<ProgressSender>,
+        origin: &Origin,
     ) -> Result<CallToolResult, UpstreamError> {
         let slot = self.slot(server)?;
-        let conn = self.connect(server).await?;
+        let conn = self.connect_for(server, origin).await?;
         let _busy = InFlight::new(&conn);
+        if conn.relays.adopt(origin) {
+            // It asked for roots before any client could give them: it asks again now.
+            let _ = conn.peer.notify_roots_list_changed().await;
+            let settle = slot.config.call_timeout.min(relay::SETTLE_LIMIT);
+            let _ = tokio::time::timeout(settle, conn.relays.settle_roots(&conn.peer)).await;
+        }
+        let caller = conn.relays.enter(origin.clone());
         let mut params = CallToolRequestParams::new(tool.to_owned());
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
@@ -492,8 +517,22 @@ impl Manager {
                 _ => Err(ServiceError::UnexpectedResponse),
             }
         };
-        self.bounded(slot, &conn, &format!("tools/call {tool}"), call)
-            .await
+        let mut result = self
+            .bounded(slot, &conn, &format!("tools/call {tool}"), call)
+            .await?;
+        // A server that swallowed our refusal still lets the caller know why it got nothing.
+        if let Some(refused) = caller.refused() {
+            let said = result.content.iter().any(|c| {
+                c.as_text()
+                    .is_some_and(|t| t.text.contains(refused.as_str()))
+            });
+            if !said {
+                result
+                    .content
+                    .push(rmcp::model::ContentBlock::text(refused));
+            }
+        }
+        Ok(result)
     }
 
     /// Runs one request with the server's timeout; drops the connection if it died.
@@ -565,6 +604,20 @@ impl Manager {
                     what: what.to_owned(),
                     stderr: conn.stderr.final_tail(STDERR_SETTLE).await,
                 })
+            }
+        }
+    }
+
+    /// Tells the servers `client`'s calls started that its roots changed
+    /// (`notifications/roots/list_changed`); they ask it again for its roots.
+    pub async fn roots_changed(&self, client: ClientId) {
+        for slot in self.slots.values() {
+            let conn = slot.conn.lock().await.clone();
+            if let Some(conn) = conn.filter(|c| c.relays.opened_by(client)) {
+                let sent = conn.peer.notify_roots_list_changed().await;
+                if let Err(e) = sent {
+                    tracing::debug!(server = %slot.config.name, error = %e, "roots/list_changed not sent");
+                }
             }
         }
     }

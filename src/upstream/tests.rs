@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use super::Origin;
 use super::in_process::TestUpstream;
 use crate::config::ServerConfig;
 
@@ -26,7 +27,15 @@ fn arguments(value: serde_json::Value) -> Option<rmcp::model::JsonObject> {
 async fn an_idle_upstream_stops_after_its_idle_timeout_and_restarts_on_the_next_call() {
     let upstream = TestUpstream::new(&["echo"]);
     let manager = upstream.manager(&[server()], None);
-    let echo = || manager.call_tool("up", "echo", arguments(json!({"text": "hi"})), None);
+    let echo = || {
+        manager.call_tool(
+            "up",
+            "echo",
+            arguments(json!({"text": "hi"})),
+            None,
+            &Origin::Detached,
+        )
+    };
     echo().await.unwrap();
     assert!(manager.is_connected("up").await);
 
@@ -53,7 +62,13 @@ async fn a_call_in_flight_keeps_its_upstream_past_the_idle_timeout() {
     let upstream = TestUpstream::new(&["sleep"]);
     let manager = upstream.manager(&[server()], None);
     let long = 3 * IDLE.as_secs();
-    let call = manager.call_tool("up", "sleep", arguments(json!({"secs": long})), None);
+    let call = manager.call_tool(
+        "up",
+        "sleep",
+        arguments(json!({"secs": long})),
+        None,
+        &Origin::Detached,
+    );
     let result = call.await.unwrap();
     assert_eq!(
         result.content[0].as_text().map(|t| t.text.as_str()),

@@ -6,6 +6,8 @@
 
 use std::sync::Arc;
 
+#[expect(deprecated, reason = "logging, for 2025-11-25 clients")]
+use rmcp::model::SetLevelRequestParams;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
     GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
@@ -14,7 +16,7 @@ use rmcp::model::{
     ReadResourceResponse, ReadResourceResult, ResourceTemplate, ResultType, ServerCapabilities,
     ServerConfig,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
 
 use crate::budget;
@@ -28,6 +30,7 @@ use crate::server::catalogs::always;
 use crate::server::passthrough::{self, Passthrough};
 use crate::server::tools::request::Request;
 use crate::server::tools::{definitions, reply};
+use crate::upstream::{ClientId, LogLevel, Origin};
 
 /// URI scheme of skills as resources.
 const SKILL_SCHEME: &str = "skill://";
@@ -50,6 +53,11 @@ pub struct MetaServer {
     share_results: bool,
     /// Upstream prompts, resources and completions, routed from the catalogs.
     passthrough: Arc<Passthrough>,
+    /// This session, to whose client an upstream's requests during its calls go.
+    client: ClientId,
+    /// The log level this session's client asked for; upstream log messages at or above it
+    /// reach the client.
+    log_level: LogLevel,
 }
 
 impl MetaServer {
@@ -70,6 +78,8 @@ impl MetaServer {
             owner: Owner::session(),
             share_results: false,
             passthrough: Arc::new(Passthrough::new(is_own)),
+            client: ClientId::next(),
+            log_level: LogLevel::default(),
         }
     }
 
@@ -91,6 +101,8 @@ impl MetaServer {
             } else {
                 Owner::session()
             },
+            client: ClientId::next(),
+            log_level: LogLevel::default(),
             ..self.clone()
         }
     }
@@ -133,12 +145,14 @@ fn principal(extensions: &rmcp::model::Extensions) -> Option<Arc<str>> {
 }
 
 impl ServerHandler for MetaServer {
+    #[expect(deprecated, reason = "logging, for 2025-11-25 clients")]
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_completions()
                 .enable_prompts()
                 .enable_resources()
+                .enable_logging()
                 .enable_tools()
                 .build(),
         )
@@ -169,6 +183,22 @@ impl ServerHandler for MetaServer {
         }
         cx.peer.set_peer_info(request.clone());
         self.negotiate_initialize(&request)
+    }
+
+    /// Upstream log messages of this session's calls reach the client from `level` up.
+    #[expect(deprecated, reason = "logging, for 2025-11-25 clients")]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        *self.log_level.lock() = Some(request.level);
+        Ok(())
+    }
+
+    /// The client's new roots reach the servers its calls started, which ask for them again.
+    async fn on_roots_list_changed(&self, _cx: NotificationContext<RoleServer>) {
+        self.state.manager.roots_changed(self.client).await;
     }
 
     /// Skills, as `skill://<name>` resources holding their SKILL.md, then the upstreams'
@@ -346,6 +376,15 @@ impl ServerHandler for MetaServer {
                 .meta
                 .get_progress_token()
                 .map(|token| (cx.peer.clone(), token)),
+            origin: if revision::is_stateless(&cx) {
+                Origin::Stateless(self.client)
+            } else {
+                Origin::Client {
+                    id: self.client,
+                    peer: cx.peer.clone(),
+                    log_level: self.log_level.clone(),
+                }
+            },
         };
         let arguments = request.arguments.unwrap_or_default();
         let request = Request::read(&request.name, arguments, &self.tools)?;

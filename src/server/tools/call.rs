@@ -108,6 +108,7 @@ pub(in crate::server) async fn dispatch(
             &entry.def.name,
             Some(arguments),
             caller.progress_to.is_some().then_some(relay),
+            &caller.origin,
         );
         tokio::pin!(call);
         // Dropping the upstream call on client cancellation forwards notifications/cancelled.

@@ -69,6 +69,7 @@ pub async fn call(
         principal: None,
         cancelled: tokio_util::sync::CancellationToken::new(),
         progress_to: None,
+        origin: crate::upstream::Origin::Detached,
     };
     let args = call::Args {
         name: name.to_owned(),

@@ -22,6 +22,7 @@ use crate::result::Owner;
 use crate::script::{self, CallRecord, Host, HostFuture, Limits, Report};
 use crate::server::State;
 use crate::server::caller::Caller;
+use crate::upstream::Origin;
 
 /// The built-in tool's name under the `meta` server.
 pub(in crate::server) const TOOL: &str = "run_script";
@@ -87,6 +88,7 @@ pub(in crate::server) async fn run(
         client_limit: caller.client_limit,
         owner: caller.owner.clone(),
         principal: caller.principal.clone(),
+        origin: caller.origin.in_script(),
         scope,
         progress: caller.progress_to.clone().map(|(peer, token)| {
             Arc::new(Progress {
@@ -164,6 +166,8 @@ struct ServerHost {
     /// Whose stored results the nested calls make: the script's caller.
     owner: Owner,
     principal: Option<Arc<str>>,
+    /// The script's session, which its nested calls cannot ask for input.
+    origin: Origin,
     scope: CancellationToken,
     progress: Option<Arc<Progress>>,
 }
@@ -215,6 +219,7 @@ impl Host for ServerHost {
             principal: self.principal.clone(),
             cancelled: self.scope.clone(),
             progress_to: None,
+            origin: self.origin.clone(),
         };
         let progress = self.progress.clone();
         let dispatch = self.dispatch;

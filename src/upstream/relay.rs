@@ -1,0 +1,457 @@
+//! Relaying an upstream's requests for the client (sampling, elicitation, roots) to the client
+//! whose call caused them. A connection is shared by every session of the process and MCP
+//! 2025-11-25 does not say which call a server request belongs to, so the rule is:
+//! - the request goes to the one client whose calls are in flight on the connection;
+//! - with calls of several clients in flight it is refused, never guessed;
+//! - `roots/list` with no call in flight (servers ask right after `initialize`) is answered
+//!   with the roots of the client whose call opened the connection; sampling and elicitation
+//!   then are refused, as is every request on a connection no client opened (indexing).
+//!
+//! A client that did not declare the capability, a Code Mode script's nested call, a
+//! 2026-07-28 client (no session to send a request on) and the command line all get an MCP
+//! error that says why; for sampling and elicitation the tool's result says it too, if the
+//! upstream's result does not.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use rmcp::ErrorData as McpError;
+#[expect(deprecated, reason = "logging, for 2025-11-25 clients")]
+use rmcp::model::LoggingLevel;
+use rmcp::model::{ClientRequest, ElicitRequestParams, ErrorCode, PingRequest};
+use rmcp::service::{ElicitationMode, Peer, RoleClient, RoleServer, ServiceError};
+use tokio::sync::watch;
+
+/// One client session of this process (a fresh id per session).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ClientId(u64);
+
+impl ClientId {
+    /// A new id, never given before in this process.
+    pub fn next() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Self(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// The least severe log level a client asked for with `logging/setLevel` (none: no logs).
+#[expect(deprecated, reason = "logging, for 2025-11-25 clients")]
+pub type LogLevel = Arc<Mutex<Option<LoggingLevel>>>;
+
+/// Where a call came from, which decides where the upstream's requests during it go.
+#[derive(Clone)]
+pub enum Origin {
+    /// A 2025-11-25 client session: asked through its peer, within its declared capabilities;
+    /// upstream log messages reach it at `log_level` and above.
+    Client {
+        id: ClientId,
+        peer: Peer<RoleServer>,
+        log_level: LogLevel,
+    },
+    /// A nested call of a session's `meta__run_script`: the script cannot answer for the client.
+    Script(ClientId),
+    /// A 2026-07-28 request: no session to send a request on.
+    Stateless(ClientId),
+    /// No client at all (`meta-server call`, background indexing).
+    Detached,
+}
+
+impl Origin {
+    /// Who is asked, for telling callers apart: a session's script is not the session.
+    fn key(&self) -> (u8, Option<ClientId>) {
+        match self {
+            Self::Client { id, .. } => (0, Some(*id)),
+            Self::Script(id) => (1, Some(*id)),
+            Self::Stateless(id) => (2, Some(*id)),
+            Self::Detached => (3, None),
+        }
+    }
+
+    /// The session this call belongs to, if any.
+    pub fn client(&self) -> Option<ClientId> {
+        self.key().1
+    }
+
+    /// The same caller, as seen by a script it runs.
+    pub fn in_script(&self) -> Self {
+        match self.client() {
+            Some(id) => Self::Script(id),
+            None => Self::Detached,
+        }
+    }
+}
+
+/// What an upstream asks the client for.
+#[derive(Clone, Copy)]
+pub(super) enum Ask {
+    Sampling,
+    Elicitation(ElicitationMode),
+    Roots,
+}
+
+impl Ask {
+    pub(super) fn elicitation(params: &ElicitRequestParams) -> Self {
+        Self::Elicitation(match params {
+            ElicitRequestParams::UrlElicitationParams { .. } => ElicitationMode::Url,
+            _ => ElicitationMode::Form,
+        })
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            Self::Sampling => "sampling",
+            Self::Elicitation(ElicitationMode::Url) => "URL-mode elicitation",
+            Self::Elicitation(_) => "elicitation",
+            Self::Roots => "its roots",
+        }
+    }
+
+    /// The capability a client declares to offer this.
+    fn capability(self) -> &'static str {
+        match self {
+            Self::Sampling => "sampling",
+            Self::Elicitation(ElicitationMode::Url) => "elicitation (url)",
+            Self::Elicitation(_) => "elicitation",
+            Self::Roots => "roots",
+        }
+    }
+
+    /// Whether the client declared what this needs.
+    fn offered_by(self, peer: &Peer<RoleServer>) -> bool {
+        let Some(info) = peer.peer_info() else {
+            return false;
+        };
+        match self {
+            Self::Sampling => info.capabilities.sampling.is_some(),
+            Self::Elicitation(mode) => peer.supported_elicitation_modes().contains(&mode),
+            Self::Roots => info.capabilities.roots.is_some(),
+        }
+    }
+}
+
+/// The longest the first call of a connection waits for the opener's roots to settle.
+pub(super) const SETTLE_LIMIT: Duration = Duration::from_secs(5);
+
+/// Round trips after the opener's roots were answered: the answer may leave after the first
+/// ping, and the server's own handling of it takes a few turns of its event loop.
+const SETTLE_PINGS: usize = 3;
+
+/// The callers of one connection: who opened it and whose calls are in flight.
+#[derive(Clone)]
+pub(super) struct Relays(Arc<Mutex<Callers>>, watch::Sender<RootsAsked>);
+
+/// The server's `roots/list` requests so far.
+#[derive(Clone, Copy, Default)]
+struct RootsAsked {
+    pending: u32,
+    answered: u32,
+}
+
+struct Callers {
+    opener: Origin,
+    next: u64,
+    calls: HashMap<u64, Origin>,
+    /// The last sampling or elicitation request refused during each call that can be told
+    /// apart, to be said in its result.
+    refused: HashMap<u64, String>,
+}
+
+impl Relays {
+    /// The callers of a connection opened for `opener`'s call.
+    pub(super) fn new(opener: Origin) -> Self {
+        let callers = Callers {
+            opener,
+            next: 0,
+            calls: HashMap::new(),
+            refused: HashMap::new(),
+        };
+        Self(Arc::new(Mutex::new(callers)), watch::Sender::default())
+    }
+
+    /// Counts a `roots/list` request as being answered until the guard drops.
+    pub(super) fn answering_roots(&self) -> RootsAnswer {
+        self.1.send_modify(|r| r.pending += 1);
+        RootsAnswer(self.1.clone())
+    }
+
+    /// Where the upstream's log messages go, by the rule of its requests for roots: the one
+    /// client with calls in flight, else the opener; `None` when that is no client session.
+    pub(super) fn log_to(&self) -> Option<(Peer<RoleServer>, LogLevel)> {
+        let callers = self.0.lock();
+        let mut keys = callers.calls.values().map(Origin::key);
+        let first = keys.next();
+        if keys.any(|k| Some(k) != first) {
+            return None;
+        }
+        let origin = match first {
+            Some(key) => callers.calls.values().find(|o| o.key() == key)?,
+            None => &callers.opener,
+        };
+        match origin {
+            Origin::Client {
+                peer, log_level, ..
+            } => Some((peer.clone(), log_level.clone())),
+            _ => None,
+        }
+    }
+
+    /// Lets a server that asks for roots as soon as it is initialized (server-filesystem)
+    /// have the opener's roots before the first call: a `ping` round trip shows whether it
+    /// asked; if so, its answer is awaited and one more round trip puts it ahead of the call.
+    /// Only for an opener that offers roots; the caller bounds the wait.
+    pub(super) async fn settle_roots(&self, upstream: &Peer<RoleClient>) {
+        let offers = match &self.0.lock().opener {
+            Origin::Client { peer, .. } => Ask::Roots.offered_by(peer),
+            _ => false,
+        };
+        if !offers || ping(upstream).await.is_err() {
+            return;
+        }
+        let mut asked = self.1.subscribe();
+        if asked.wait_for(|r| r.pending == 0).await.is_ok() && asked.borrow().answered > 0 {
+            for _ in 0..SETTLE_PINGS {
+                let _ = ping(upstream).await;
+            }
+        }
+    }
+
+    /// Counts a call of `origin` as in flight until the returned guard drops.
+    pub(super) fn enter(&self, origin: Origin) -> InCall {
+        let mut callers = self.0.lock();
+        let key = callers.next;
+        callers.next += 1;
+        callers.calls.insert(key, origin);
+        InCall {
+            relays: self.clone(),
+            key,
+        }
+    }
+
+    /// Makes `origin`, a client session, the opener of a connection no client opened (a
+    /// first-run listing, a skill's warm-up), so its roots are given outside calls. True when
+    /// the server had already asked for roots, which it must then be told changed.
+    pub(super) fn adopt(&self, origin: &Origin) -> bool {
+        let mut callers = self.0.lock();
+        if !matches!(origin, Origin::Client { .. }) || !matches!(callers.opener, Origin::Detached) {
+            return false;
+        }
+        callers.opener = origin.clone();
+        let asked = *self.1.borrow();
+        asked.pending + asked.answered > 0
+    }
+
+    /// Whether `client`'s call opened this connection.
+    pub(super) fn opened_by(&self, client: ClientId) -> bool {
+        self.0.lock().opener.client() == Some(client)
+    }
+
+    /// The peer to ask for `ask` on behalf of `server`, or the error the upstream gets.
+    pub(super) fn peer_for(&self, server: &str, ask: Ask) -> Result<Peer<RoleServer>, McpError> {
+        let (origin, said) = self.pick(server, ask)?;
+        let detail = match origin {
+            Origin::Client { peer, .. } if ask.offered_by(&peer) => return Ok(peer),
+            Origin::Client { .. } => format!(
+                "which this client does not offer (it did not declare the {} capability)",
+                ask.capability()
+            ),
+            Origin::Script(_) => {
+                "which a meta__run_script script cannot answer; call the tool directly with call_tool".to_owned()
+            }
+            Origin::Stateless(_) => {
+                "which meta-server cannot relay to an MCP 2026-07-28 client yet; connect with protocol 2025-11-25 (initialize) to use this tool".to_owned()
+            }
+            Origin::Detached => "but no client is connected to ask".to_owned(),
+        };
+        let message = format!(
+            "server \"{server}\" asked the client for {}, {detail}",
+            ask.what()
+        );
+        // Roots are the session's, often asked whatever the call: only a refused sampling or
+        // elicitation is the call's business.
+        if said && !matches!(ask, Ask::Roots) {
+            let mut callers = self.0.lock();
+            let key = origin.key();
+            let keys: Vec<u64> = (callers.calls.iter())
+                .filter(|(_, o)| o.key() == key)
+                .map(|(k, _)| *k)
+                .collect();
+            for k in keys {
+                callers.refused.insert(k, message.clone());
+            }
+        }
+        Err(refusal(message))
+    }
+
+    /// Whom `ask` goes to by the rule, and whether that is the caller of calls in flight.
+    fn pick(&self, server: &str, ask: Ask) -> Result<(Origin, bool), McpError> {
+        let callers = self.0.lock();
+        let mut distinct = callers
+            .calls
+            .values()
+            .fold(Vec::<&Origin>::new(), |mut seen, o| {
+                if !seen.iter().any(|s| s.key() == o.key()) {
+                    seen.push(o);
+                }
+                seen
+            });
+        match (distinct.len(), ask) {
+            (1, _) => Ok((distinct.remove(0).clone(), true)),
+            (0, Ask::Roots) => Ok((callers.opener.clone(), false)),
+            (0, _) => Err(refusal(format!(
+                "server \"{server}\" asked the client for {} outside of any call; meta-server relays such requests only while a call of this server is in flight",
+                ask.what()
+            ))),
+            _ => Err(refusal(format!(
+                "server \"{server}\" asked the client for {} while calls of several clients were in flight on it, so meta-server cannot tell whose call asked and refused rather than guess; call the tool again when the other calls are done",
+                ask.what()
+            ))),
+        }
+    }
+}
+
+/// A `roots/list` request being answered; dropping it counts it answered.
+pub(super) struct RootsAnswer(watch::Sender<RootsAsked>);
+
+impl Drop for RootsAnswer {
+    fn drop(&mut self) {
+        self.0.send_modify(|r| {
+            r.pending -= 1;
+            r.answered += 1;
+        });
+    }
+}
+
+async fn ping(upstream: &Peer<RoleClient>) -> Result<(), ServiceError> {
+    upstream
+        .send_request(ClientRequest::PingRequest(PingRequest::default()))
+        .await
+        .map(drop)
+}
+
+/// A call in flight on a connection; dropping it ends the call.
+pub(super) struct InCall {
+    relays: Relays,
+    key: u64,
+}
+
+impl InCall {
+    /// The last request of the server refused during this call, taken.
+    pub(super) fn refused(&self) -> Option<String> {
+        self.relays.0.lock().refused.remove(&self.key)
+    }
+}
+
+impl Drop for InCall {
+    fn drop(&mut self) {
+        let mut callers = self.relays.0.lock();
+        callers.calls.remove(&self.key);
+        callers.refused.remove(&self.key);
+    }
+}
+
+fn refusal(message: String) -> McpError {
+    McpError::new(ErrorCode::INVALID_REQUEST, message, None)
+}
+
+/// The client's answer as the upstream's: the client's own error passes through.
+pub(super) fn answer<T>(
+    server: &str,
+    ask: Ask,
+    answer: Result<T, ServiceError>,
+) -> Result<T, McpError> {
+    answer.map_err(|e| match e {
+        ServiceError::McpError(e) => e,
+        other => McpError::internal_error(
+            format!(
+                "the client did not answer server \"{server}\"'s request for {}: {other}",
+                ask.what()
+            ),
+            None,
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(relays: &Relays, ask: Ask) -> String {
+        match relays.peer_for("up", ask) {
+            Ok(_) => panic!("a client was picked"),
+            Err(e) => e.message.into_owned(),
+        }
+    }
+
+    #[test]
+    fn a_request_goes_to_the_one_caller_in_flight_and_says_why_it_cannot() {
+        let relays = Relays::new(Origin::Detached);
+        let script = relays.enter(Origin::Script(ClientId::next()));
+        let said = refused(&relays, Ask::Sampling);
+        assert!(said.starts_with("server \"up\" asked the client for sampling, which a meta__run_script script cannot answer; call the tool directly with call_tool"), "{said}");
+        drop(script);
+        let _modern = relays.enter(Origin::Stateless(ClientId::next()));
+        let said = refused(&relays, Ask::Elicitation(ElicitationMode::Url));
+        assert!(said.contains("for URL-mode elicitation, which meta-server cannot relay to an MCP 2026-07-28 client yet"), "{said}");
+    }
+
+    #[test]
+    fn calls_of_several_clients_make_a_request_refused_not_guessed() {
+        let relays = Relays::new(Origin::Detached);
+        let one = ClientId::next();
+        let _a = relays.enter(Origin::Stateless(one));
+        let _b = relays.enter(Origin::Stateless(one));
+        assert!(
+            refused(&relays, Ask::Roots).contains("2026-07-28"),
+            "one client, two calls"
+        );
+        let _c = relays.enter(Origin::Stateless(ClientId::next()));
+        for ask in [Ask::Sampling, Ask::Roots] {
+            let said = refused(&relays, ask);
+            assert!(
+                said.contains("while calls of several clients were in flight on it"),
+                "{said}"
+            );
+        }
+        // A session's script is not the session: its requests cannot be answered the same way.
+        let relays = Relays::new(Origin::Detached);
+        let _own = relays.enter(Origin::Stateless(one));
+        let _script = relays.enter(Origin::Stateless(one).in_script());
+        assert!(refused(&relays, Ask::Sampling).contains("several clients"));
+    }
+
+    #[test]
+    fn a_refusal_is_kept_for_the_result_of_the_call_it_was_told_apart_for() {
+        let relays = Relays::new(Origin::Detached);
+        let script = relays.enter(Origin::Script(ClientId::next()));
+        refused(&relays, Ask::Roots);
+        assert_eq!(script.refused(), None, "roots are not the call's business");
+        let said = refused(&relays, Ask::Sampling);
+        assert_eq!(script.refused().as_deref(), Some(said.as_str()));
+        assert_eq!(script.refused(), None, "taken once");
+        let other = relays.enter(Origin::Stateless(ClientId::next()));
+        refused(&relays, Ask::Sampling);
+        assert_eq!(
+            (script.refused(), other.refused()),
+            (None, None),
+            "nobody's to keep"
+        );
+    }
+
+    #[test]
+    fn outside_calls_only_roots_are_asked_and_of_the_opener() {
+        let opener = ClientId::next();
+        let relays = Relays::new(Origin::Stateless(opener));
+        assert!(
+            refused(&relays, Ask::Roots).contains("2026-07-28"),
+            "the opener is asked"
+        );
+        let said = refused(&relays, Ask::Sampling);
+        assert!(said.contains("outside of any call"), "{said}");
+        assert!(relays.opened_by(opener) && !relays.opened_by(ClientId::next()));
+        let indexing = Relays::new(Origin::Detached);
+        assert!(refused(&indexing, Ask::Roots).contains("no client is connected to ask"));
+    }
+}

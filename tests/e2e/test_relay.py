@@ -1,0 +1,287 @@
+"""Upstream requests for the client relayed end to end: server-everything's sampling,
+elicitation and roots requests, and server-filesystem's roots, reach the official Python SDK
+client (mode="legacy") whose call_tool caused them, and its answers come back in the result.
+A client without the capability gets an error that says so."""
+import asyncio
+import json
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters, types
+
+import httpx2
+from mcp.client.streamable_http import streamable_http_client
+
+from conftest import BIN, NPM, meta_client, run_cli, text_of, write_config
+from test_http import http_server
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory):
+    """server-everything, and server-filesystem started with no directory: it takes the
+    client's roots or refuses every path."""
+    tmp = tmp_path_factory.mktemp("relay")
+    cfg = write_config(tmp, {
+        "everything": {"command": "node", "args": [str(NPM / "server-everything" / "dist" / "index.js"), "stdio"]},
+        "filesystem": {"command": "node", "args": [str(NPM / "server-filesystem" / "dist" / "index.js")]},
+    })
+    run_cli(cfg, "index")
+    return cfg
+
+
+@asynccontextmanager
+async def client_with(cfg: Path, **callbacks):
+    params = StdioServerParameters(command=str(BIN), args=["--config", str(cfg), "serve"])
+    async with Client(params, mode="legacy", **callbacks) as c:
+        yield c
+
+
+@asynccontextmanager
+async def http_client_with(url: str, **callbacks):
+    async with httpx2.AsyncClient(timeout=httpx2.Timeout(30.0, read=120.0)) as http:
+        async with Client(streamable_http_client(url, http_client=http), mode="legacy", **callbacks) as c:
+            yield c
+
+
+async def call(c, name: str, arguments: dict | None = None):
+    return await c.call_tool("call_tool", {"name": name, "arguments": arguments or {}})
+
+
+def test_the_tools_that_need_client_capabilities_are_indexed(indexed):
+    catalog = json.loads((indexed.parent / "catalogs" / "everything.json").read_text())
+    names = {t["name"] for t in catalog["tools"]}
+    assert {"trigger-sampling-request", "trigger-elicitation-request", "get-roots-list"} <= names
+
+
+async def test_sampling_reaches_the_calling_client(indexed):
+    asked = []
+
+    async def sampling(context, params: types.CreateMessageRequestParams):
+        asked.append(params)
+        return types.CreateMessageResult(role="assistant", model="test-model",
+                                         content=types.TextContent(type="text", text="forty-two"))
+
+    async with client_with(indexed, sampling_callback=sampling) as c:
+        r = await call(c, "everything__trigger-sampling-request", {"prompt": "the answer", "maxTokens": 7})
+        assert not r.is_error, text_of(r)
+        assert "forty-two" in text_of(r) and "test-model" in text_of(r)
+    assert len(asked) == 1
+    assert asked[0].max_tokens == 7 and "the answer" in asked[0].messages[0].content.text
+
+
+async def test_elicitation_reaches_the_calling_client(indexed):
+    async def elicit(context, params):
+        assert "name" in params.requested_schema["properties"]
+        return types.ElicitResult(action="accept", content={"name": "Ada Lovelace", "check": True})
+
+    async with client_with(indexed, elicitation_callback=elicit) as c:
+        r = await call(c, "everything__trigger-elicitation-request")
+        assert not r.is_error, text_of(r)
+        assert "User provided the requested information" in text_of(r)
+        assert "Ada Lovelace" in text_of(r)
+
+
+async def test_roots_of_the_calling_client(indexed, tmp_path):
+    async def roots(context):
+        return types.ListRootsResult(roots=[types.Root(uri=tmp_path.as_uri(), name="work")])
+
+    async with client_with(indexed, list_roots_callback=roots) as c:
+        r = await call(c, "everything__get-roots-list")
+        assert not r.is_error, text_of(r)
+        assert tmp_path.as_uri() in text_of(r) and "work" in text_of(r)
+
+
+async def test_a_client_without_the_capability_is_told_why(indexed):
+    async with meta_client(indexed, mode="legacy") as c:
+        r = await call(c, "everything__trigger-sampling-request", {"prompt": "x"})
+        assert r.is_error
+        assert 'server "everything" asked the client for sampling, which this client does not offer' in text_of(r)
+        r = await call(c, "everything__trigger-elicitation-request")
+        assert r.is_error
+        assert "which this client does not offer (it did not declare the elicitation capability)" in text_of(r)
+        # Roots are refused too; server-everything takes that as no roots.
+        r = await call(c, "everything__get-roots-list")
+        assert "no roots are currently configured" in text_of(r), text_of(r)
+
+
+async def until_allowed(c, directory: Path):
+    """The first call starts filesystem, which asks for roots at once; meta-server answers
+    with the client's before it sends the call, but the server applies them on its own time
+    (a few file-system calls), so its directories are read until they show the root."""
+    for _ in range(100):
+        r = await call(c, "filesystem__list_allowed_directories")
+        assert not r.is_error, text_of(r)
+        if str(directory) in text_of(r):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"filesystem never allowed {directory}: {text_of(r)}")
+
+
+async def test_filesystem_without_directories_serves_the_clients_roots(indexed, tmp_path):
+    inside = tmp_path / "inside"
+    inside.mkdir()
+    (inside / "note.txt").write_text("within the root")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not yours")
+
+    async def roots(context):
+        return types.ListRootsResult(roots=[types.Root(uri=inside.as_uri())])
+
+    async with client_with(indexed, list_roots_callback=roots) as c:
+        await until_allowed(c, inside)
+        r = await call(c, "filesystem__read_text_file", {"path": str(inside / "note.txt")})
+        assert not r.is_error, text_of(r)
+        assert "within the root" in text_of(r)
+        r = await call(c, "filesystem__read_text_file", {"path": str(outside)})
+        assert r.is_error and "not yours" not in text_of(r)
+        assert "outside allowed directories" in text_of(r) or "Access denied" in text_of(r), text_of(r)
+
+
+async def test_a_script_nested_call_cannot_ask_the_client(indexed):
+    asked = []
+
+    async def sampling(context, params):
+        asked.append(params)
+        return types.CreateMessageResult(role="assistant", model="m", content=types.TextContent(type="text", text="x"))
+
+    code = """
+    try { await tools.call("everything__trigger-sampling-request", {prompt: "p"}); return "no error"; }
+    catch (e) { return e.message; }
+    """
+    async with client_with(indexed, sampling_callback=sampling) as c:
+        r = await call(c, "meta__run_script", {"code": code})
+        assert not r.is_error, text_of(r)
+        message = r.structured_content["result"]
+        assert "a meta__run_script script cannot answer; call the tool directly with call_tool" in message
+        # The same tool called directly reaches the client.
+        r = await call(c, "everything__trigger-sampling-request", {"prompt": "p"})
+        assert not r.is_error, text_of(r)
+    assert len(asked) == 1, "only the direct call asked the client"
+
+
+async def test_changed_roots_reach_the_server_the_client_started(indexed, tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    current = [first]
+    asked = asyncio.Event()
+    calls = []
+
+    async def roots(context):
+        calls.append(current[0])
+        asked.set()
+        return types.ListRootsResult(roots=[types.Root(uri=current[0].as_uri())])
+
+    async with client_with(indexed, list_roots_callback=roots) as c:
+        r = await call(c, "everything__get-roots-list")
+        assert first.as_uri() in text_of(r), text_of(r)
+        asked.clear()
+        current[0] = second
+        await c.session.send_roots_list_changed()
+        # The server asks again, through meta-server, and is given this client's new roots.
+        await asyncio.wait_for(asked.wait(), 30)
+        assert calls[-1] == second
+        for _ in range(100):
+            r = await call(c, "everything__get-roots-list")
+            if second.as_uri() in text_of(r):
+                break
+            await asyncio.sleep(0.05)
+        assert second.as_uri() in text_of(r) and first.as_uri() not in text_of(r), text_of(r)
+
+
+async def test_a_2026_07_28_client_is_told_to_use_2025_11_25(indexed):
+    async def sampling(context, params):
+        raise AssertionError("a 2026-07-28 client is never sent a request")
+
+    params = StdioServerParameters(command=str(BIN), args=["--config", str(indexed), "serve"])
+    async with Client(params, mode="2026-07-28", sampling_callback=sampling) as c:
+        r = await call(c, "everything__trigger-sampling-request", {"prompt": "p"})
+        assert r.is_error
+        assert "cannot relay to an MCP 2026-07-28 client yet; connect with protocol 2025-11-25" in text_of(r), text_of(r)
+
+
+async def test_over_http_a_request_goes_to_the_calling_client_or_is_refused(indexed):
+    """Two sessions share one upstream connection. A's sampling request reaches A alone; while
+    A's call waits on A, B's call of the same tool cannot be told apart from A's, and is refused."""
+    a_asked, a_release = asyncio.Event(), asyncio.Event()
+    b_asked = []
+
+    async def a_sampling(context, params):
+        a_asked.set()
+        await a_release.wait()
+        return types.CreateMessageResult(role="assistant", model="a", content=types.TextContent(type="text", text="from A"))
+
+    async def b_sampling(context, params):
+        b_asked.append(params)
+        return types.CreateMessageResult(role="assistant", model="b", content=types.TextContent(type="text", text="from B"))
+
+    with http_server(indexed) as (_, url):
+        async with http_client_with(url, sampling_callback=a_sampling) as a, \
+                http_client_with(url, sampling_callback=b_sampling) as b:
+            a_call = asyncio.create_task(call(a, "everything__trigger-sampling-request", {"prompt": "for A"}))
+            await asyncio.wait_for(a_asked.wait(), 60)
+            r = await call(b, "everything__trigger-sampling-request", {"prompt": "for B"})
+            assert r.is_error
+            assert "while calls of several clients were in flight on it" in text_of(r), text_of(r)
+            assert b_asked == [], "B is never sent A's request, nor its own while A's call runs"
+            a_release.set()
+            r = await a_call
+            assert not r.is_error and "from A" in text_of(r), text_of(r)
+            # With A done, B's call reaches B.
+            r = await call(b, "everything__trigger-sampling-request", {"prompt": "for B"})
+            assert not r.is_error and "from B" in text_of(r), text_of(r)
+            assert len(b_asked) == 1
+
+
+async def test_upstream_log_messages_reach_the_client_at_its_level(indexed, tmp_path):
+    logged = asyncio.Event()
+    messages = []
+
+    async def log(params: types.LoggingMessageNotificationParams):
+        messages.append(params)
+        if "Roots updated" in str(params.data):
+            logged.set()
+
+    async def roots(context):
+        return types.ListRootsResult(roots=[types.Root(uri=tmp_path.as_uri())])
+
+    async with client_with(indexed, list_roots_callback=roots, logging_callback=log) as c:
+        await c.set_logging_level("info")
+        # server-everything logs (at info) that it got the roots it asked this client for.
+        r = await call(c, "everything__get-roots-list")
+        assert not r.is_error, text_of(r)
+        await asyncio.wait_for(logged.wait(), 30)
+    said = [m for m in messages if "Roots updated" in str(m.data)]
+    assert said[0].level == "info" and said[0].logger == "everything/everything-server"
+    assert "1 root(s) received from client" in said[0].data
+
+
+async def test_a_server_started_for_no_client_takes_the_roots_of_the_first_client_to_call(tmp_path):
+    """An alwaysLoad filesystem is started with meta-server, before any client could give
+    roots (its request for them is refused); the first client's call makes it ask again, and
+    the answer is that client's roots."""
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "a.txt").write_text("started early")
+    cfg = write_config(tmp_path, {
+        "filesystem": {"command": "node", "args": [str(NPM / "server-filesystem" / "dist" / "index.js")],
+                       "alwaysLoad": True},
+    })
+    asked = []
+
+    async def roots(context):
+        asked.append(1)
+        return types.ListRootsResult(roots=[types.Root(uri=root.as_uri())])
+
+    async with client_with(cfg, list_roots_callback=roots) as c:
+        assert "filesystem__read_text_file" in [t.name for t in (await c.list_tools()).tools]
+        await until_allowed(c, root)
+        r = await call(c, "filesystem__read_text_file", {"path": str(root / "a.txt")})
+        assert not r.is_error and "started early" in text_of(r), text_of(r)
+    assert asked, "the server asked this client for its roots"
