@@ -213,14 +213,10 @@ fn help_explains_each_subcommand() {
     );
 }
 
-#[test]
-fn measure_counts_definition_tokens_from_catalogs() {
+/// `measure --json` over the shipped catalogs, for a config of `servers` (none startable).
+fn measure_shipped(servers: &[&str]) -> Value {
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(
-        dir.path(),
-        unstartable(&["everything", "filesystem", "memory", "time", "new"]),
-        json!({}),
-    );
+    let config = write_config(dir.path(), unstartable(servers), json!({}));
     let catalogs = repo().join("catalogs");
     let out = succeeds(&mut meta_server(&[
         "--config",
@@ -230,7 +226,12 @@ fn measure_counts_definition_tokens_from_catalogs() {
         "measure",
         "--json",
     ]));
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn measure_counts_definition_tokens_from_catalogs() {
+    let report = measure_shipped(&["everything", "filesystem", "memory", "time", "new"]);
     assert_eq!(report["tokenizer"], "o200k_base");
     let tools: Vec<u64> = report["servers"]
         .as_array()
@@ -260,22 +261,7 @@ fn measure_counts_definition_tokens_from_catalogs() {
 /// README's figures of the meta surface are what `measure` says of the four reference servers.
 #[test]
 fn readme_surface_figures_are_measured() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = write_config(
-        dir.path(),
-        unstartable(&["everything", "filesystem", "memory", "time"]),
-        json!({}),
-    );
-    let catalogs = repo().join("catalogs");
-    let out = succeeds(&mut meta_server(&[
-        "--config",
-        config.to_str().unwrap(),
-        "--catalog-dir",
-        catalogs.to_str().unwrap(),
-        "measure",
-        "--json",
-    ]));
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = measure_shipped(&["everything", "filesystem", "memory", "time"]);
     let figure = |n: &Value| {
         let n = n.as_u64().unwrap();
         if n >= 1000 {
