@@ -1,5 +1,5 @@
 //! Opening one connection: spawn a stdio child (see `child.rs`) or reach a
-//! streamable-HTTP endpoint, then run the `initialize` handshake.
+//! streamable-HTTP endpoint, then run the handshake of the revision chosen in `revision.rs`.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -13,7 +13,9 @@ use rmcp::ClientHandler;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProtocolVersion,
 };
-use rmcp::service::{ClientInitializeError, NotificationContext, RoleClient, ServiceExt};
+use rmcp::service::{
+    ClientInitializeError, NotificationContext, RoleClient, serve_client_with_lifecycle,
+};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -23,6 +25,7 @@ use tokio::sync::Mutex;
 use super::child::ChildTransport;
 use super::http::{Ordered, Upstream};
 use super::progress::ProgressRoutes;
+use super::revision::Start;
 use super::sse::{SseError, SseTransport};
 use super::wire::{self, Faults};
 use super::{Connection, Event, Events, UpstreamError};
@@ -51,8 +54,8 @@ impl UpstreamClient {
 
 impl ClientHandler for UpstreamClient {
     fn get_info(&self) -> ClientConfig {
-        // Plain `initialize` (legacy era): dual-era servers lock a connection into the
-        // 2026-07-28 era once a discover probe is made, so never probe.
+        // The version `initialize` asks for; a `server/discover` probe asks for 2026-07-28
+        // (see `revision.rs`).
         ClientConfig::new(
             ClientCapabilities::default(),
             Implementation::new("meta-server", env!("CARGO_PKG_VERSION")),
@@ -127,14 +130,36 @@ impl StderrTail {
     }
 }
 
-/// Starts (or reaches) `config`'s server and completes the handshake within its timeout.
-/// With `login`, a remote server gets the stored login's token.
+/// Starts (or reaches) `config`'s server and completes the handshake `start` chooses within
+/// its timeout. A probe that failed for any reason but a login or a refusal is followed by a
+/// plain `initialize` on a new connection: a pre-2026 server may answer `server/discover` with
+/// something that ends the connection (an HTTP 400 without a session). With `login`, a remote
+/// server gets the stored login's token.
 pub(super) async fn open(
     config: &ServerConfig,
     events: Option<Events>,
     login: bool,
+    start: Start,
+) -> Result<Connection, UpstreamError> {
+    let opened = open_once(config, events.clone(), login, &start).await;
+    match opened {
+        Err(UpstreamError::Initialize { message, .. }) if start == Start::Probe => {
+            tracing::debug!(server = %config.name, "server/discover probe failed ({message}); connecting again with initialize");
+            open_once(config, events, login, &Start::Initialize).await
+        }
+        other => other,
+    }
+}
+
+async fn open_once(
+    config: &ServerConfig,
+    events: Option<Events>,
+    login: bool,
+    start: &Start,
 ) -> Result<Connection, UpstreamError> {
     let server = config.name.clone();
+    tracing::debug!(server = %server, ?start, "connecting upstream");
+    let lifecycle = start.lifecycle();
     let progress = ProgressRoutes::default();
     let client = UpstreamClient::new(server.clone(), events, progress.clone());
     let stderr = StderrTail::default();
@@ -167,7 +192,11 @@ pub(super) async fn open(
                 );
             }
             (
-                tokio::time::timeout(after, client.serve(transport)).await,
+                tokio::time::timeout(
+                    after,
+                    serve_client_with_lifecycle(client, transport, lifecycle),
+                )
+                .await,
                 pid,
             )
         }
@@ -199,18 +228,21 @@ pub(super) async fn open(
                     let auth = rmcp::transport::AuthClient::new(upstream, manager);
                     let ordered = Ordered::new(auth, limit, faults.clone());
                     let transport = StreamableHttpClientTransport::with_client(ordered, http);
-                    tokio::time::timeout(after, client.serve(transport)).await
+                    let serve = serve_client_with_lifecycle(client, transport, lifecycle);
+                    tokio::time::timeout(after, serve).await
                 }
                 Some(mut auth) => {
                     auth.http_client = upstream.http;
                     let ordered = Ordered::new(auth, limit, faults.clone());
                     let transport = StreamableHttpClientTransport::with_client(ordered, http);
-                    tokio::time::timeout(after, client.serve(transport)).await
+                    let serve = serve_client_with_lifecycle(client, transport, lifecycle);
+                    tokio::time::timeout(after, serve).await
                 }
                 None => {
                     let plain = Ordered::new(upstream, limit, faults.clone());
                     let transport = StreamableHttpClientTransport::with_client(plain, http);
-                    tokio::time::timeout(after, client.serve(transport)).await
+                    let serve = serve_client_with_lifecycle(client, transport, lifecycle);
+                    tokio::time::timeout(after, serve).await
                 }
             };
             (handshake, None)
@@ -237,10 +269,10 @@ pub(super) async fn open(
                 }
                 Ok(Ok(transport)) => transport,
             };
-            (
-                tokio::time::timeout(after, client.serve(transport)).await,
-                None,
-            )
+            // The legacy HTTP+SSE transport predates 2026-07-28: never probed.
+            let serve =
+                serve_client_with_lifecycle(client, transport, Start::Initialize.lifecycle());
+            (tokio::time::timeout(after, serve).await, None)
         }
     };
     let service = match handshake {
@@ -272,7 +304,11 @@ pub(super) async fn open(
         .peer()
         .set_response_cache_config(rmcp::service::ClientCacheConfig::disabled())
         .await;
-    tracing::info!(server = %server, pid, "upstream connected");
+    let revision = service
+        .peer()
+        .peer_info()
+        .map(|i| i.protocol_version.clone());
+    tracing::info!(server = %server, pid, revision = %revision.as_ref().map_or("", |v| v.as_str()), "upstream connected");
     Ok(Connection {
         peer: service.peer().clone(),
         service: Mutex::new(Some(service)),

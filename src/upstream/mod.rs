@@ -7,7 +7,9 @@ pub mod guardian;
 mod http;
 #[cfg(test)]
 pub(crate) mod in_process;
+mod listen;
 mod progress;
+mod revision;
 mod sse;
 #[cfg(test)]
 mod tests;
@@ -22,7 +24,7 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
-    ClientRequest, JsonObject, RequestId, ServerResult, Tool,
+    ClientRequest, JsonObject, ProtocolVersion, RequestId, ServerResult, Tool,
 };
 use rmcp::service::{
     MergedList, Peer, PeerRequestOptions, RoleClient, RunningService, ServiceError,
@@ -262,9 +264,16 @@ struct Slot {
     challenge: StdMutex<Option<String>>,
     /// Masks this server's secrets in everything its errors say.
     redactor: Redactor,
+    /// The revision the server spoke last (this process's last connection, else its
+    /// catalog's): what the next connection starts with (see `revision.rs`).
+    revision: StdMutex<Option<ProtocolVersion>>,
 }
 
 impl Slot {
+    fn start(&self) -> revision::Start {
+        revision::Start::after(self.revision.lock().as_ref())
+    }
+
     /// Notes what `result` says about the server's login.
     fn note<T>(&self, result: &Result<T, UpstreamError>) {
         let mut challenge = self.challenge.lock();
@@ -345,6 +354,7 @@ impl Manager {
                     conn: Mutex::new(None),
                     challenge: StdMutex::new(None),
                     redactor: Redactor::new(s.secrets()),
+                    revision: StdMutex::new(None),
                 };
                 (s.name.clone(), Arc::new(slot))
             })
@@ -371,7 +381,9 @@ impl Manager {
             return Ok(conn.clone());
         }
         let opened = match &self.opener {
-            Opener::Launch => connect::open(&slot.config, self.events.clone(), true).await,
+            Opener::Launch => {
+                connect::open(&slot.config, self.events.clone(), true, slot.start()).await
+            }
             #[cfg(test)]
             Opener::InProcess(serve) => {
                 in_process::open(&slot.config, self.events.clone(), serve).await
@@ -380,9 +392,13 @@ impl Manager {
         .map_err(|e| e.redacted(&slot.redactor));
         slot.note(&opened);
         let conn = Arc::new(opened?);
+        if let Some(info) = conn.server_info() {
+            *slot.revision.lock() = Some(info.protocol_version.clone());
+        }
         *guard = Some(conn.clone());
         drop(guard);
         if let Some(events) = &self.events {
+            listen::follow_tool_changes(server, &conn.peer, events);
             let _ = events.send(Event::Connected(server.to_owned()));
         }
         tokio::spawn(reap_when_idle(
@@ -391,6 +407,15 @@ impl Manager {
             slot.config.idle_timeout,
         ));
         Ok(conn)
+    }
+
+    /// Notes that `server` spoke `revision` when its catalog was made, so that its first
+    /// connection in this process needs no probe. Unknown servers are ignored.
+    pub fn remember_revision(&self, server: &str, revision: &str) {
+        let parsed = serde_json::from_value(serde_json::Value::from(revision));
+        if let (Some(slot), Ok(version)) = (self.slots.get(server), parsed) {
+            *slot.revision.lock() = Some(version);
+        }
     }
 
     /// The challenge of the last request `server` refused for want of a login, taken: the
@@ -404,7 +429,7 @@ impl Manager {
     /// `WWW-Authenticate` challenge if it wants a login, `None` if it answers without one.
     pub async fn probe_login(&self, server: &str) -> Result<Option<String>, UpstreamError> {
         let slot = self.slot(server)?;
-        let opened = connect::open(&slot.config, None, false)
+        let opened = connect::open(&slot.config, None, false, slot.start())
             .await
             .map_err(|e| e.redacted(&slot.redactor));
         let conn = match opened {
