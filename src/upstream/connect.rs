@@ -167,7 +167,9 @@ async fn open_once(
     // What the transport refused (a message over the limit, a redirect to another origin).
     let faults = Faults::default();
     let limit = config.max_message_bytes;
-    let (handshake, pid) = match config.launch()? {
+    let launch = config.launch()?;
+    let over_http = matches!(launch, Launch::Http { .. });
+    let (handshake, pid) = match launch {
         Launch::Stdio {
             command,
             args,
@@ -309,10 +311,15 @@ async fn open_once(
         .peer_info()
         .map(|i| i.protocol_version.clone());
     tracing::info!(server = %server, pid, revision = %revision.as_ref().map_or("", |v| v.as_str()), "upstream connected");
+    // rmcp mirrors `x-mcp-header` arguments into `Mcp-Param-*` headers from the schemas of a
+    // `tools/list` seen on the same connection; a call from the catalog has none to go by.
+    let lists_before_calls = over_http && revision.as_ref().is_some_and(|v| !v.has_initialize());
     Ok(Connection {
         peer: service.peer().clone(),
         service: Mutex::new(Some(service)),
         pid,
+        lists_before_calls,
+        listed: Default::default(),
         stderr,
         progress,
         faults,

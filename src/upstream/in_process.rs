@@ -46,6 +46,8 @@ pub(super) async fn open(
         peer: service.peer().clone(),
         service: Mutex::new(Some(service)),
         pid: None,
+        lists_before_calls: false,
+        listed: Default::default(),
         stderr: StderrTail::default(),
         progress,
         faults: Default::default(),

@@ -207,6 +207,10 @@ pub struct Connection {
     service: Mutex<Option<RunningService<RoleClient, UpstreamClient>>>,
     /// Operating-system process id for stdio servers.
     pub pid: Option<u32>,
+    /// A 2026-07-28 HTTP server: its tools are listed on this connection before the first
+    /// call, so that rmcp can mirror `x-mcp-header` arguments into headers.
+    lists_before_calls: bool,
+    listed: tokio::sync::OnceCell<()>,
     stderr: connect::StderrTail,
     progress: progress::ProgressRoutes,
     /// What the transport refused; such a connection is dropped at its next error.
@@ -476,6 +480,7 @@ impl Manager {
                 conn.peer.list_all_tools_with_cache_hint(),
             )
             .await?;
+        let _ = conn.listed.set(());
         Ok((tools, conn.clone()))
     }
 
@@ -497,6 +502,15 @@ impl Manager {
             params = params.with_arguments(arguments);
         }
         let call = async {
+            if conn.lists_before_calls {
+                conn.listed
+                    .get_or_init(|| async {
+                        if let Err(e) = conn.peer.list_all_tools().await {
+                            tracing::debug!(server, "tools/list before the first call failed: {e}");
+                        }
+                    })
+                    .await;
+            }
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
             let handle = conn
                 .peer
