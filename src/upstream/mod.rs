@@ -8,6 +8,7 @@ mod http;
 #[cfg(test)]
 pub(crate) mod in_process;
 mod listen;
+mod mrtr;
 mod progress;
 mod revision;
 mod sse;
@@ -223,6 +224,12 @@ impl Connection {
     /// The server's `initialize` answer.
     pub fn server_info(&self) -> Option<Arc<rmcp::model::ServerPeerInfo>> {
         self.peer.peer_info()
+    }
+
+    /// The handler of this connection's upstream requests; `None` once it is closed.
+    async fn client(&self) -> Option<UpstreamClient> {
+        let service = self.service.lock().await;
+        service.as_ref().map(|s| s.service().clone())
     }
 
     fn touch(&self) {
@@ -511,22 +518,35 @@ impl Manager {
                     })
                     .await;
             }
-            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-            let handle = conn
-                .peer
-                .send_request_with_option(request, PeerRequestOptions::no_options())
-                .await?;
-            // Declared in this order so the route is gone before the cancel goes out: progress
-            // the upstream sends after it saw the cancel can never reach the caller.
-            let mut abandoned = CancelOnDrop::new(&conn.peer, handle.id.clone());
-            let _route =
-                progress.map(|to| conn.progress.register(handle.progress_token.clone(), to));
-            let response = handle.await_response().await;
-            abandoned.disarm();
-            match response? {
-                ServerResult::CallToolResult(result) => Ok(result),
-                _ => Err(ServiceError::UnexpectedResponse),
+            let mut rounds_without_input = 0;
+            for _ in 0..mrtr::MAX_ROUNDS {
+                let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+                let handle = conn
+                    .peer
+                    .send_request_with_option(request, PeerRequestOptions::no_options())
+                    .await?;
+                // Declared in this order so the route is gone before the cancel goes out:
+                // progress the upstream sends after it saw the cancel never reaches the caller.
+                let mut abandoned = CancelOnDrop::new(&conn.peer, handle.id.clone());
+                let _route = progress
+                    .clone()
+                    .map(|to| conn.progress.register(handle.progress_token.clone(), to));
+                let response = handle.await_response().await;
+                abandoned.disarm();
+                let asked = match response? {
+                    ServerResult::CallToolResult(result) => return Ok(result),
+                    ServerResult::InputRequiredResult(asked) => asked,
+                    _ => return Err(ServiceError::UnexpectedResponse),
+                };
+                let client = conn.client().await.ok_or(ServiceError::TransportClosed)?;
+                let (answers, state) =
+                    mrtr::answer(&client, &conn.peer, asked, &mut rounds_without_input).await?;
+                params.input_responses = answers;
+                params.request_state = state;
             }
+            Err(ServiceError::InputRequiredRoundsExceeded {
+                max_rounds: mrtr::MAX_ROUNDS,
+            })
         };
         self.bounded(slot, &conn, &format!("tools/call {tool}"), call)
             .await
@@ -585,6 +605,13 @@ impl Manager {
                 what: what.to_owned(),
                 message: e.message.to_string(),
             }),
+            Ok(Err(ServiceError::InputRequiredRoundsExceeded { max_rounds })) => {
+                Err(UpstreamError::Protocol {
+                    server: server.clone(),
+                    what: what.to_owned(),
+                    message: format!("it still asked for input after {max_rounds} rounds"),
+                })
+            }
             // The connection is fine; only this answer was of the wrong kind (e.g. a task).
             Ok(Err(ServiceError::UnexpectedResponse)) => Err(UpstreamError::Protocol {
                 server: server.clone(),

@@ -2,10 +2,13 @@
 2026-07-28 (tests/e2e/fixtures/modern_server.py, the official Python SDK's 2026-07-28 loop) is
 indexed, searched and called over stdio and streamable HTTP, with its revision in its catalog;
 a 2025-11-25 server (server-everything) is probed with `server/discover` on its first connection
-only, and connected with plain `initialize` from then on."""
+only, and connected with plain `initialize` from then on. The conformance suite's 2026-07-28
+client scenarios (headers, request metadata, request state, auth) run against meta-server."""
 import json
 import os
+import re
 import subprocess
+import sys
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,7 +17,10 @@ import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
 
-from conftest import PEERS, everything_over, free_port, meta_client, run_cli, text_of, wait_until, write_config
+from conftest import BIN, PEERS, everything_over, free_port, meta_client, run_cli, text_of, wait_until, write_config
+
+from test_auth import ADAPTER, CONFORMANCE, NODE22
+from test_http import EXPECTED_FAILURES
 
 pytestmark = pytest.mark.anyio
 
@@ -109,3 +115,23 @@ def test_a_2025_11_25_server_is_probed_once_then_initialized(tmp_path, transport
         assert "start=Initialize" in again.stderr and "start=Probe" not in again.stderr, again.stderr[-3000:]
         relisted = run_cli(cfg, "index", env=DEBUG)
         assert "start=Initialize" in relisted.stderr and "start=Probe" not in relisted.stderr
+
+
+def test_conformance_2026_07_28_client_scenarios(tmp_path):
+    """The suite's `--requirements 2026-07-28` client run, meta-server driven by
+    tests/conformance/client: every scored scenario passes (those expected to fail would be
+    listed in conformance-expected-failures.yml under `client`, with the reason)."""
+    env = {**os.environ, "PATH": f"{NODE22}:{os.environ['PATH']}", "HOME": str(tmp_path),
+           "META_SERVER_BIN": str(BIN), "META_SERVER_PYTHON": sys.executable}
+    listed = subprocess.run([str(CONFORMANCE), "list", "--client", "--requirements", "2026-07-28"],
+                            capture_output=True, text=True, timeout=60, env=env).stdout
+    scored = re.findall(r"^  - (\S+)$", listed.split("Client scenarios")[1].split("Run and reported")[0], re.M)
+    assert len(scored) == 32, listed
+    proc = subprocess.run(
+        [str(CONFORMANCE), "client", "--command", str(ADAPTER), "--requirements", "2026-07-28",
+         "--expected-failures", str(EXPECTED_FAILURES), "-o", str(tmp_path / "results")],
+        capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    passed = set(re.findall(r"^✓ (\S+):", out, re.M))
+    assert proc.returncode == 0 and passed >= set(scored), \
+        f"not passed: {sorted(set(scored) - passed)}\n{out[-6000:]}"
