@@ -391,9 +391,10 @@ impl Manager {
             conn.touch();
             return Ok(conn.clone());
         }
+        let start = slot.start();
         let opened = match &self.opener {
             Opener::Launch => {
-                connect::open(&slot.config, self.events.clone(), true, slot.start()).await
+                connect::open(&slot.config, self.events.clone(), true, start.clone()).await
             }
             #[cfg(test)]
             Opener::InProcess(serve) => {
@@ -402,6 +403,11 @@ impl Manager {
         }
         .map_err(|e| e.redacted(&slot.redactor));
         slot.note(&opened);
+        if let Err(e) = &opened
+            && let Some(next) = start.after_failure(e)
+        {
+            *slot.revision.lock() = next.assumed();
+        }
         let conn = Arc::new(opened?);
         if let Some(info) = conn.server_info() {
             *slot.revision.lock() = Some(info.protocol_version.clone());

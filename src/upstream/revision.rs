@@ -7,6 +7,8 @@
 use rmcp::model::ProtocolVersion;
 use rmcp::service::ClientLifecycleMode;
 
+use super::UpstreamError;
+
 /// How the next connection to a server starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Start {
@@ -23,6 +25,26 @@ impl Start {
         match known {
             Some(version) if version.has_initialize() => Self::Initialize,
             _ => Self::Probe,
+        }
+    }
+
+    /// The start for the next connection after this one failed with `error`, if it changes:
+    /// a probe that timed out is not made again (a pre-2026 server may ignore it until it is
+    /// initialized), and an `initialize` the server refused lets the next connection probe (a
+    /// server may drop the older revision).
+    pub(super) fn after_failure(&self, error: &UpstreamError) -> Option<Self> {
+        match (self, error) {
+            (Self::Probe, UpstreamError::ConnectTimeout { .. }) => Some(Self::Initialize),
+            (Self::Initialize, UpstreamError::Initialize { .. }) => Some(Self::Probe),
+            _ => None,
+        }
+    }
+
+    /// The revision a slot keeps to make this start next (see [`Self::after`]).
+    pub(super) fn assumed(&self) -> Option<ProtocolVersion> {
+        match self {
+            Self::Probe => None,
+            Self::Initialize => Some(ProtocolVersion::V_2025_11_25),
         }
     }
 
@@ -56,6 +78,33 @@ mod tests {
             Start::Initialize.lifecycle(),
             ClientLifecycleMode::Initialize
         );
+        for start in [Start::Probe, Start::Initialize] {
+            assert_eq!(Start::after(start.assumed().as_ref()), start);
+        }
+    }
+
+    #[test]
+    fn a_timed_out_probe_is_not_repeated_and_a_refused_initialize_probes_next() {
+        let timeout = UpstreamError::ConnectTimeout {
+            server: "s".into(),
+            after: std::time::Duration::from_secs(5),
+            stderr: String::new(),
+        };
+        let refused = UpstreamError::Initialize {
+            server: "s".into(),
+            message: "-32022".into(),
+            stderr: String::new(),
+        };
+        assert_eq!(
+            Start::Probe.after_failure(&timeout),
+            Some(Start::Initialize)
+        );
+        assert_eq!(
+            Start::Initialize.after_failure(&refused),
+            Some(Start::Probe)
+        );
+        assert_eq!(Start::Probe.after_failure(&refused), None);
+        assert_eq!(Start::Initialize.after_failure(&timeout), None);
         assert!(matches!(
             Start::Probe.lifecycle(),
             ClientLifecycleMode::Auto { preferred_versions, .. }
