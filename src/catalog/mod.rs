@@ -1,12 +1,15 @@
 //! Catalog files (format v1): one `<server>.json` per upstream holding its `tools/list` as
 //! received, written atomically, plus fingerprints and refresh from a live upstream.
 
+mod failure;
 mod fingerprint;
+pub mod hidden;
 mod raw;
 mod refresh;
 mod tool;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -16,6 +19,7 @@ use crate::atomic_file::{self, Access};
 use crate::checksum::{self, Checksum};
 use crate::config::ServerConfig;
 
+pub use failure::Failure;
 pub use fingerprint::{config_fingerprint, tools_hash};
 pub use raw::RawTool;
 pub use refresh::fetch;
@@ -79,6 +83,16 @@ pub struct Catalog {
     pub ttl_ms: Option<u64>,
     /// MCP Tool objects as the server sent them, kept as text (shared, never copied).
     pub tools: Vec<RawTool>,
+    /// The server's MCP Prompt objects as sent; `[]` when it offers none, absent in a catalog
+    /// made before prompts were recorded (such a catalog is stale, see [`Self::is_stale`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompts: Option<Arc<[Value]>>,
+    /// The server's MCP Resource objects as sent; absent or `[]` as for `prompts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Arc<[Value]>>,
+    /// The server's MCP ResourceTemplate objects as sent; absent or `[]` as for `prompts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_templates: Option<Arc<[Value]>>,
 }
 
 impl Catalog {
@@ -95,13 +109,21 @@ impl Catalog {
             tools_hash: None,
             ttl_ms: None,
             tools,
+            prompts: None,
+            resources: None,
+            resource_templates: None,
         }
     }
 
     /// Whether the catalog should be listed again: it was made from another launch config
-    /// than `server`'s, or the freshness its server gave it (`ttlMs`) has run out by `now`.
+    /// than `server`'s, it does not record the server's prompts and resources (an older
+    /// meta-server made it, or listing them failed), or the freshness its server gave it
+    /// (`ttlMs`) has run out by `now`.
     pub fn is_stale(&self, server: &ServerConfig, now: SystemTime) -> bool {
         !self.made_from(server)
+            || self.prompts.is_none()
+            || self.resources.is_none()
+            || self.resource_templates.is_none()
             || self.ttl_ms.is_some_and(|ttl| {
                 let fetched = self.fetched_at.as_deref().map(humantime::parse_rfc3339);
                 !matches!(fetched, Some(Ok(at)) if at + Duration::from_millis(ttl) > now)
@@ -119,6 +141,14 @@ impl Catalog {
         self.protocol_version
             .as_deref()
             .filter(|_| self.made_from(server))
+    }
+
+    /// Whether `other` lists the same tools (by hash), prompts, resources and templates.
+    pub fn lists_same(&self, other: &Catalog) -> bool {
+        self.tools_hash == other.tools_hash
+            && self.prompts == other.prompts
+            && self.resources == other.resources
+            && self.resource_templates == other.resource_templates
     }
 
     /// The file that holds `server`'s catalog in `dir`.
@@ -243,6 +273,7 @@ impl Catalog {
         }
         let text = self.text();
         atomic_file::write(&path, text.as_bytes(), Access::OwnerOnly).map_err(fail)?;
+        Failure::clear(dir, &self.server);
         Ok(path)
     }
 }
@@ -280,7 +311,47 @@ mod tests {
             tools_hash: Some(tools_hash(&tools)),
             ttl_ms: None,
             tools,
+            prompts: Some(vec![json!({"name": "simple-prompt"})].into()),
+            resources: Some(vec![json!({"uri": "demo://a", "name": "a"})].into()),
+            resource_templates: Some(Vec::new().into()),
         }
+    }
+
+    #[test]
+    fn a_catalog_from_before_prompts_and_resources_loads_and_is_listed_again() {
+        let server = ServerConfig::catalog_only("everything");
+        let text = format!(
+            r#"{{"format": 1, "server": "everything", "configFingerprint": "{}", "tools": []}}"#,
+            config_fingerprint(&server)
+        );
+        let old = Catalog::parse(Path::new("everything.json"), &text).unwrap();
+        assert_eq!(
+            (&old.prompts, &old.resources, &old.resource_templates),
+            (&None, &None, &None)
+        );
+        assert!(old.is_stale(&server, SystemTime::now()), "to record them");
+        let mut current = sample();
+        current.config_fingerprint = Some(config_fingerprint(&server));
+        assert!(!current.is_stale(&server, SystemTime::now()));
+        current.resource_templates = None;
+        assert!(current.is_stale(&server, SystemTime::now()));
+        assert!(!current.lists_same(&sample()), "templates recorded or not");
+        current.resource_templates = sample().resource_templates;
+        current.fetched_at = None;
+        assert!(
+            current.lists_same(&sample()),
+            "when and how it was listed aside"
+        );
+    }
+
+    #[test]
+    fn a_server_without_prompts_or_resources_is_recorded_as_having_none() {
+        let mut catalog = sample();
+        catalog.prompts = Some(Vec::new().into());
+        let text = catalog.text();
+        assert!(text.contains("\"prompts\": []"), "{text}");
+        assert!(text.contains("\"resourceTemplates\": []"), "{text}");
+        assert_eq!(Catalog::parse(Path::new("x.json"), &text).unwrap(), catalog);
     }
 
     #[test]

@@ -7,9 +7,11 @@ use crate::upstream::{Manager, UpstreamError};
 
 use super::{Catalog, FORMAT, RawTool, config_fingerprint, tools_hash};
 
-/// Connects `server` (if needed), pages through its whole `tools/list` and returns its catalog.
+/// Connects `server` (if needed), pages through its whole `tools/list` (and its prompts,
+/// resources and resource templates) and returns its catalog.
 pub async fn fetch(manager: &Manager, server: &ServerConfig) -> Result<Catalog, UpstreamError> {
     let (list, conn) = manager.list_tools(&server.name).await?;
+    let offers = manager.list_offers(&server.name).await?;
     let info = conn.server_info();
     let tools: Vec<RawTool> = list
         .items
@@ -29,5 +31,8 @@ pub async fn fetch(manager: &Manager, server: &ServerConfig) -> Result<Catalog, 
         tools_hash: Some(tools_hash(&tools)),
         ttl_ms: list.ttl_ms,
         tools,
+        prompts: offers.prompts.map(Into::into),
+        resources: offers.resources.map(Into::into),
+        resource_templates: offers.resource_templates.map(Into::into),
     })
 }

@@ -59,16 +59,11 @@ pub struct Args {
     #[arg(long = "option", value_name = "KEY=VALUE")]
     options: Vec<String>,
 
-    /// Directory of the embedding runtime and model (scripts/fetch-embed-assets). Builds with
-    /// the `embeddings` feature search hybrid when it holds them; --option embeddings=false
-    /// measures BM25 alone.
-    #[arg(
-        long,
-        value_name = "DIR",
-        env = "META_SERVER_EMBED_DIR",
-        default_value = ".peers/embed"
-    )]
-    embed_dir: PathBuf,
+    /// Directory of the embedding runtime and model (scripts/fetch-embed-assets; default:
+    /// meta-server's own, ~/.local/share/meta-server/embed). Builds with the `embeddings`
+    /// feature search hybrid when it holds them; --option embeddings=false measures BM25 alone.
+    #[arg(long, value_name = "DIR", env = "META_SERVER_EMBED_DIR")]
+    embed_dir: Option<PathBuf>,
 
     /// Print the results as JSON.
     #[arg(long)]
@@ -157,7 +152,12 @@ pub fn run(args: Args, config: &Path, catalog_dir: Option<PathBuf>) -> anyhow::R
         options.embeddings = false;
     }
     let embedder = if options.embeddings {
-        load_embedder(&args.embed_dir)
+        load_embedder(
+            &args
+                .embed_dir
+                .clone()
+                .unwrap_or_else(crate::config::default_embed_dir),
+        )
     } else {
         None
     };

@@ -127,6 +127,9 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
                         .map_err(|e| e.to_string()),
                     Err(e) => Err(e.to_string()),
                 };
+                if let Err(reason) = &result {
+                    catalog::Failure::record(&dir, &server.name, reason);
+                }
                 manager.disconnect(&server.name).await;
                 bar.inc(1);
                 bar.set_message(server.name.clone());

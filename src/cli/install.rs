@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use super::import::{client_parser, merge_into, print_diff, print_report};
+use super::terminal;
 use crate::clients::{
     Client, ClientError, ClientFile, Dirs, MetaEntry, backup_path, locate, restore_backup,
     unified_diff, write_atomic, write_backup,
@@ -80,10 +81,24 @@ pub fn run(config: &Path, args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if installed == file.text {
-        println!(
-            "{} already has only the meta-server entry; nothing to change",
-            path.display()
-        );
+        if merged.left.is_empty() {
+            println!(
+                "{} already has only the meta-server entry; nothing to change",
+                path.display()
+            );
+        } else {
+            println!(
+                "{} already runs meta-server; nothing to change. It also keeps, as before, what meta-server cannot serve:",
+                path.display()
+            );
+            for (server, reason) in &merged.left {
+                println!(
+                    "  {}: {}",
+                    terminal::escape(server),
+                    terminal::escape(reason)
+                );
+            }
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let backup = backup_path(&path);

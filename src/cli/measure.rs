@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::budget::{O200k, TokenCounter};
+use crate::catalog::Failure;
 use crate::config::Settings;
 use crate::server::{definitions, load_library};
 
@@ -115,9 +116,14 @@ pub fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
         report.meta_tokens, report.saving_percent, report.tokenizer
     );
     if !report.missing.is_empty() {
+        let notes: Vec<String> = report
+            .missing
+            .iter()
+            .map(|server| Failure::note(&settings.catalog_dir, server))
+            .collect();
         println!(
-            "not counted (no catalog yet; run `meta-server index`): {}",
-            report.missing.join(", ")
+            "not counted, no catalog: {}",
+            super::terminal::escape(&notes.join("; "))
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -96,9 +96,11 @@ fn carries_payload(meta: &tracing::Metadata<'_>) -> bool {
 /// Logs go to stderr only: stdout belongs to the MCP protocol. Message payloads (tool
 /// arguments, results) are left out at every level unless [`PAYLOADS_ENV`] is `1`.
 pub fn init_logging(cli: &Cli) {
+    // rmcp's transport worker logs a failed connection in its own types' words; meta-server
+    // reports the same failure with its cause, so that log waits for -vv.
     let default = match cli.verbose {
-        0 => "warn",
-        1 => "info",
+        0 => "warn,rmcp::transport::worker=off",
+        1 => "info,rmcp::transport::worker=off",
         _ => "debug",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("META_SERVER_LOG")

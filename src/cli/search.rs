@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use super::terminal::{escape, escape_json};
+use crate::catalog::Failure;
 use crate::config::Settings;
 use crate::server::{Detail, SearchArgs, load_library, search_tools};
 
@@ -41,9 +42,14 @@ pub fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
         eprintln!("warning: {}", escape(warning));
     }
     if !report.missing.is_empty() {
+        let notes: Vec<String> = report
+            .missing
+            .iter()
+            .map(|server| Failure::note(&settings.catalog_dir, server))
+            .collect();
         eprintln!(
-            "note: no catalog yet for {}; run `meta-server index` to make them searchable",
-            report.missing.join(", ")
+            "note: not searchable, no catalog: {}",
+            escape(&notes.join("; "))
         );
     }
     if let Some(embedder) = crate::library::embedder(&settings)

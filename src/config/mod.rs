@@ -6,6 +6,7 @@
 mod expand;
 mod parse;
 mod tools;
+mod values;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -251,6 +252,11 @@ pub fn embeddings_from_env() -> Result<Option<bool>, ConfigError> {
 /// Where `scripts/fetch-embed-assets` puts the embedding runtime and model for a user who sets
 /// nothing: `<data dir>/meta-server/embed`, next to the default catalog dir.
 pub fn default_embed_dir() -> PathBuf {
+    // Unit tests never load the user's model: a test that ends while ONNX Runtime is loading
+    // it on the embedding thread crashes the test binary in ONNX Runtime's exit handlers.
+    if cfg!(test) {
+        return PathBuf::from("/nonexistent/unit-tests/meta-server/embed");
+    }
     dirs::data_dir()
         .unwrap_or_else(|| PathBuf::from("."))
         .join("meta-server")

@@ -57,8 +57,8 @@ impl Library {
     }
 
     /// Computes the tool vectors with `embedder`, reusing and updating the vector file of each
-    /// catalog's server in `store` (`<store>/<server>.vectors`); built-in tools and skills are
-    /// embedded each time. Blocking and slow for big catalogs: run it off the request path.
+    /// catalog's server in `store` (`<store>/<server>.vectors`; built-in tools and skills in
+    /// `<store>/.<server>.vectors`), so a tool is embedded again only when its text changes. Blocking and slow for big catalogs: run it off the request path.
     /// A vector file that cannot be read or written is a warning, not an error.
     pub fn embed(
         &self,
@@ -93,9 +93,14 @@ impl Library {
         let mut servers = Vec::with_capacity(by_server.len());
         let mut missing = 0;
         for (server, tools) in by_server {
-            let path = store
-                .filter(|_| self.catalogs.contains_key(server))
-                .map(|dir| dir.join(format!("{server}.vectors")));
+            // Built-in tools and skills have no catalog: their file is hidden, so it cannot
+            // be a server's.
+            let file = if self.catalogs.contains_key(server) {
+                format!("{server}.vectors")
+            } else {
+                format!(".{server}.vectors")
+            };
+            let path = store.map(|dir| dir.join(file));
             let old = path.as_deref().and_then(|p| {
                 VectorFile::load(p)
                     .inspect_err(|e| tracing::warn!("{e}; its tools are embedded again"))

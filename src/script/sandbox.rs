@@ -13,16 +13,14 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::task::Poll;
 use std::time::Instant;
 
 use rquickjs::context::{EvalOptions, intrinsic};
-use rquickjs::prelude::{Coerced, FromJs, Func, Opt, Rest};
 use rquickjs::{
-    AsyncContext, AsyncRuntime, CatchResultExt, CaughtError, Ctx, Exception, Function, Object,
-    Promise, Value as JsValue, qjs,
+    AsyncContext, AsyncRuntime, CatchResultExt, CaughtError, Ctx, Exception, Function, Promise,
+    Value as JsValue, qjs,
 };
 use serde_json::Value;
 use tokio::sync::Semaphore;
@@ -34,6 +32,12 @@ use super::{
     Report, STACK_BYTES, ScriptError, Slot, Stop, script_value,
 };
 use crate::surrogates::from_json;
+
+mod api;
+mod keeper;
+
+use api::{install, within};
+use keeper::{Chore, SPARE, keeper};
 
 /// Console output kept per run; later lines are counted, not kept.
 const MAX_LOG_BYTES: usize = 256 << 10;
@@ -58,72 +62,6 @@ pub(super) struct Sandbox {
     shared: Arc<Shared>,
     /// Holds the runtime: dropping it frees both, and the futures of unfinished calls.
     context: AsyncContext,
-}
-
-/// Work for the keeper thread.
-enum Chore {
-    /// A run took the spare: ready another.
-    Refill,
-    /// A used sandbox, to tear down, and the slot of its run, to free after.
-    Free(Sandbox, Slot),
-}
-
-/// The sandbox ready and waiting, if any.
-static SPARE: Mutex<Option<Sandbox>> = Mutex::new(None);
-/// The keeper thread's chores; `None` when it could not be started.
-static KEEPER: OnceLock<Option<mpsc::Sender<Chore>>> = OnceLock::new();
-
-/// Hands `chore` to the keeper thread, starting it the first time. Without a keeper, a used
-/// sandbox is torn down here and runs ready their own.
-fn keeper(chore: Chore) {
-    let keeper = KEEPER.get_or_init(|| {
-        let (send, chores) = mpsc::channel();
-        let started = std::thread::Builder::new()
-            .name("script-keeper".into())
-            .spawn(move || keep(&chores));
-        match started {
-            Ok(_) => Some(send),
-            Err(e) => {
-                tracing::warn!(
-                    "cannot start the script keeper thread: {e}; each run readies its own sandbox"
-                );
-                None
-            }
-        }
-    });
-    if let Some(send) = keeper {
-        // Fails only when the keeper has ended: the chore (a sandbox) is then dropped here.
-        let _ = send.send(chore);
-    }
-}
-
-/// The keeper thread: readies a spare when one is taken, tears down used sandboxes.
-fn keep(chores: &mpsc::Receiver<Chore>) {
-    // Readying and tearing down is background work: on Linux, where each thread has a nice
-    // value of its own, it yields to request threads and the upstreams they wait on when cores
-    // are short (a run that finds no spare readies its own).
-    // SAFETY: setpriority on this thread's own id only changes its scheduling weight.
-    #[cfg(target_os = "linux")]
-    unsafe {
-        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19);
-    }
-    let Ok(events) = tokio::runtime::Builder::new_current_thread().build() else {
-        return;
-    };
-    while let Ok(chore) = chores.recv() {
-        match chore {
-            Chore::Refill if lock(&SPARE).is_some() => {}
-            Chore::Refill => {
-                if let Ok(sandbox) = events.block_on(Sandbox::prepare()) {
-                    *lock(&SPARE) = Some(sandbox);
-                }
-            }
-            Chore::Free(used, slot) => {
-                drop(used);
-                drop(slot);
-            }
-        }
-    }
 }
 
 /// `mutex` locked, whether or not a panic poisoned it.
@@ -710,225 +648,6 @@ fn rejection<'js>(ctx: &Ctx<'js>, reason: JsValue<'js>) -> ScriptError {
         Some(error) => failure(CaughtError::Exception(error)),
         None => failure(CaughtError::Value(reason)),
     }
-}
-
-/// What the API functions do once the run is stopped: throw `null` at once, doing no work;
-/// the interrupt ends the script soon after.
-fn halted(ctx: &Ctx<'_>) -> rquickjs::Error {
-    ctx.throw(JsValue::new_null(ctx.clone()))
-}
-
-/// The length of a JavaScript string in UTF-16 units, read without copying it; its UTF-8 is
-/// at least as long.
-fn length(ctx: &Ctx<'_>, text: &rquickjs::String<'_>) -> usize {
-    let mut length: i64 = 0;
-    // SAFETY: a live string of this context; reading `length` of a string does not allocate.
-    let read = unsafe { qjs::JS_GetLength(ctx.as_raw().as_ptr(), text.as_raw(), &raw mut length) };
-    if read < 0 {
-        let _ = ctx.catch();
-        return usize::MAX;
-    }
-    usize::try_from(length).unwrap_or(usize::MAX)
-}
-
-/// The script's API as globals: `tools` (`call`, `search`, `describe`) and `console`, frozen.
-/// Each function first looks at the stop (and the clock), and does no work once stopped; text
-/// the script passes is measured before it is copied to the host.
-fn install<'js>(ctx: &Ctx<'js>, shared: &Arc<Shared>) -> rquickjs::Result<()> {
-    let tools = Object::new(ctx.clone())?;
-    let s = shared.clone();
-    tools.set(
-        "call",
-        Func::from(
-            move |ctx: Ctx<'js>, name: JsValue<'js>, args: Opt<JsValue<'js>>| {
-                if s.control.check() {
-                    return Err(halted(&ctx));
-                }
-                let Some(name) = name.as_string() else {
-                    return rejected(&ctx, "tools.call(name, args): name must be a qualified tool name such as \"time__get_current_time\"");
-                };
-                if !s.fits(length(&ctx, name)) {
-                    return Err(halted(&ctx));
-                }
-                let Ok(name) = name.to_string() else {
-                    return rejected(&ctx, "tools.call(name, args): name must be a qualified tool name such as \"time__get_current_time\"");
-                };
-                let args = match args.0.filter(|a| !a.is_undefined()) {
-                    None => "{}".to_owned(),
-                    Some(a) if a.is_object() && !a.is_array() && !a.is_function() => {
-                        match ctx.json_stringify(a)? {
-                            Some(json) if !s.fits(name.len().saturating_add(length(&ctx, &json))) => {
-                                return Err(halted(&ctx));
-                            }
-                            Some(json) => json.to_string()?,
-                            None => "{}".to_owned(),
-                        }
-                    }
-                    Some(_) => {
-                        let shown = record_name(&name);
-                        return rejected(&ctx, &format!("tools.call(\"{shown}\", args): args must be an object of the tool's arguments"));
-                    }
-                };
-                let Some(hold) = s.hold(name.len() + args.len()) else {
-                    return Err(halted(&ctx));
-                };
-                let index = s.start_call(&name);
-                answer(&ctx, name.clone(), s.clone().call(index, name, args, hold))
-            },
-        ),
-    )?;
-    let s = shared.clone();
-    tools.set(
-        "search",
-        Func::from(
-            move |ctx: Ctx<'js>, query: Coerced<rquickjs::String<'js>>, limit: Opt<f64>| {
-                let Some(hold) = s.lookup(&ctx, &query.0) else {
-                    return Err(halted(&ctx));
-                };
-                let limit = limit.0.filter(|l| *l >= 0.0).map(|l| l as u32);
-                let query = rust_string(&ctx, query.0);
-                answer(
-                    &ctx,
-                    "search_tools".into(),
-                    s.clone().ask(hold, move |host| host.search(query, limit)),
-                )
-            },
-        ),
-    )?;
-    let s = shared.clone();
-    tools.set(
-        "describe",
-        Func::from(move |ctx: Ctx<'js>, name: Coerced<rquickjs::String<'js>>| {
-            let Some(hold) = s.lookup(&ctx, &name.0) else {
-                return Err(halted(&ctx));
-            };
-            let name = rust_string(&ctx, name.0);
-            answer(
-                &ctx,
-                "get_tool_details".into(),
-                s.clone().ask(hold, move |host| host.describe(name)),
-            )
-        }),
-    )?;
-    let console = Object::new(ctx.clone())?;
-    for level in ["log", "info", "debug", "warn", "error"] {
-        let s = shared.clone();
-        console.set(
-            level,
-            Func::from(move |ctx: Ctx<'js>, args: Rest<JsValue<'js>>| {
-                if s.control.check() {
-                    return;
-                }
-                let mut room = s.log_room();
-                if room == 0 {
-                    return;
-                }
-                let mut shown = Vec::with_capacity(args.0.len());
-                for arg in args.0 {
-                    let Some(text) = show(&ctx, arg, room) else {
-                        return s.log(level, None);
-                    };
-                    room = room.saturating_sub(text.len() + 1);
-                    shown.push(text);
-                }
-                s.log(level, Some(shown.join(" ")));
-            }),
-        )?;
-    }
-    let freeze: Function = ctx.globals().get::<_, Object>("Object")?.get("freeze")?;
-    let globals = ctx.globals();
-    globals.set("tools", freeze.call::<_, Object>((tools,))?)?;
-    globals.set("console", freeze.call::<_, Object>((console,))?)?;
-    Ok(())
-}
-
-impl Shared {
-    /// A search or description's start: the stop and the clock looked at, the lookup
-    /// counted, its text (`asked`) measured and counted on the host side; `None` when the
-    /// script is (now) stopped.
-    fn lookup(&self, ctx: &Ctx<'_>, asked: &rquickjs::String<'_>) -> Option<Hold> {
-        if self.control.check() || !self.start_lookup() || !self.fits(length(ctx, asked)) {
-            return None;
-        }
-        // Counted from the JavaScript length; the UTF-8 copy is at least as long, and its
-        // exact length is counted once the question is asked.
-        self.hold(length(ctx, asked))
-    }
-}
-
-/// A promise settled by `reply` on the runtime's own scheduler: with the answer's JSON, or
-/// rejected with an `Error` whose `tool` is `tool`. (Not rquickjs's `Promised`: when settling
-/// fails, as it does while a script is being stopped, that prints to stdout, which belongs to
-/// the protocol.)
-fn answer<'js>(
-    ctx: &Ctx<'js>,
-    tool: String,
-    reply: impl Future<Output = Result<Answer, String>> + 'js,
-) -> rquickjs::Result<Promise<'js>> {
-    let (promise, resolve, reject) = ctx.promise()?;
-    let ctx = ctx.clone();
-    ctx.clone().spawn(async move {
-        // Fails only when the script is being stopped: nobody waits for the answer then.
-        let _ = match reply.await {
-            Ok(answer) => ctx
-                .json_parse(answer.json)
-                .and_then(|v| resolve.call::<_, ()>((v,))),
-            Err(message) => Exception::from_message(ctx.clone(), &message)
-                .and_then(|e| e.set("tool", tool).map(|()| e))
-                .and_then(|e| reject.call::<_, ()>((e,))),
-        };
-    });
-    Ok(promise)
-}
-
-/// A promise rejected at once with a `TypeError`.
-fn rejected<'js>(ctx: &Ctx<'js>, message: &str) -> rquickjs::Result<Promise<'js>> {
-    let (promise, _resolve, reject) = ctx.promise()?;
-    let _ = Exception::throw_type(ctx, message);
-    reject.call::<_, ()>((ctx.catch(),))?;
-    Ok(promise)
-}
-
-/// A console argument as text: strings as they are, errors with their stack, the rest as
-/// JSON; `None` when it is longer than `room` bytes, measured before it is copied.
-fn show<'js>(ctx: &Ctx<'js>, value: JsValue<'js>, room: usize) -> Option<String> {
-    if let Some(text) = value.as_string() {
-        return within(ctx, text.clone(), room);
-    }
-    if let Some(error) = value.as_object().cloned().and_then(Exception::from_object) {
-        return Some(error_text(&error)).filter(|text| text.len() <= room);
-    }
-    let text = match ctx.json_stringify(value.clone()) {
-        Ok(Some(json)) => json,
-        Ok(None) => Coerced::<rquickjs::String>::from_js(ctx, value).ok()?.0,
-        Err(_) => {
-            // Cyclic or BigInt: clear the exception, show what String() would.
-            let _ = ctx.catch();
-            Coerced::<rquickjs::String>::from_js(ctx, value).ok()?.0
-        }
-    };
-    within(ctx, text, room)
-}
-
-/// `text` as Rust text if it is at most `room` bytes, measured before it is copied.
-fn within<'js>(ctx: &Ctx<'js>, text: rquickjs::String<'js>, room: usize) -> Option<String> {
-    if length(ctx, &text) > room {
-        return None;
-    }
-    Some(rust_string(ctx, text)).filter(|text| text.len() <= room)
-}
-
-/// A JavaScript string as Rust text. One holding lone surrogates (half an emoji cut by `slice`),
-/// which UTF-8 cannot, reads with U+FFFD in their place (see [`crate::surrogates`]).
-fn rust_string<'js>(ctx: &Ctx<'js>, s: rquickjs::String<'js>) -> String {
-    s.to_string().unwrap_or_else(|_| {
-        ctx.json_stringify(s)
-            .ok()
-            .flatten()
-            .and_then(|json| json.to_string().ok())
-            .and_then(|json| from_json(&json).ok())
-            .unwrap_or_default()
-    })
 }
 
 /// Characters of an error's message or stack shown; the rest is left out (an error can carry

@@ -2,13 +2,15 @@
 //! tools. The only module that knows the meta-tools exist.
 //!
 //! In wings, each depending only on those below it: `session` (the protocol edge: handler,
-//! stdio, HTTP, start-up), `tools` (the meta-tools and the one call path), `catalogs` (first
+//! stdio, HTTP, start-up), `tools` (the meta-tools and the one call path) and `passthrough`
+//! (upstream prompts, resources and completions), `catalogs` (first
 //! run, freshness, shared catalogs, alwaysLoad); beneath them `state` (what one process shares),
 //! `caller` (what a session knows about a call) and `metrics`.
 
 mod caller;
 mod catalogs;
 pub mod metrics;
+mod passthrough;
 mod session;
 mod state;
 #[cfg(test)]

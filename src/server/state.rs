@@ -128,8 +128,9 @@ impl State {
     /// The state of one process: the library from the catalog dir, upstreams not started,
     /// results in `shared` if given (else in memory and on local disk). Also returns the servers
     /// that have no usable catalog yet and can be started; those that cannot be started as
-    /// configured are marked unavailable now, the others by [`Self::check_launches`], which
-    /// takes a path lookup per command and can wait.
+    /// configured are marked unavailable now (see [`Self::unavailable`]; the caller says so
+    /// where it matters), the others by [`Self::check_launches`], which takes a path lookup
+    /// per command and can wait.
     pub fn open(
         settings: Settings,
         shared: Option<Valkey>,
@@ -145,7 +146,7 @@ impl State {
             .into_iter()
             .filter(|name| {
                 let server = state.settings.servers.iter().find(|s| &s.name == name);
-                server.is_none_or(|server| state.check_launch(server, &mut lookups))
+                server.is_none_or(|server| state.check_launch(server, &mut lookups, false))
             })
             .collect();
         (state, missing)
@@ -159,17 +160,25 @@ impl State {
         let mut lookups = CommandLookups::default();
         for server in &self.settings.servers {
             if library.catalogs.contains_key(&server.name) {
-                self.check_launch(server, &mut lookups);
+                self.check_launch(server, &mut lookups, true);
             }
         }
     }
 
-    /// Whether `server` can be started as configured; if not, it is marked unavailable.
-    fn check_launch(&self, server: &ServerConfig, lookups: &mut CommandLookups) -> bool {
+    /// Whether `server` can be started as configured; if not, it is marked unavailable (and
+    /// with `warn`, said on stderr).
+    fn check_launch(
+        &self,
+        server: &ServerConfig,
+        lookups: &mut CommandLookups,
+        warn: bool,
+    ) -> bool {
         match crate::upstream::check_launch(server, lookups) {
             Ok(()) => true,
             Err(reason) => {
-                tracing::warn!(server = %server.name, "cannot be started: {reason}");
+                if warn {
+                    tracing::warn!(server = %server.name, "cannot be started: {reason}");
+                }
                 self.set_unavailable(&server.name, Some(reason));
                 false
             }

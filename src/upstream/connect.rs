@@ -23,6 +23,7 @@ use tokio::process::ChildStderr;
 use tokio::sync::Mutex;
 
 use super::child::ChildTransport;
+use super::diagnose;
 use super::http::{Ordered, Upstream};
 use super::progress::ProgressRoutes;
 use super::revision::Start;
@@ -68,6 +69,16 @@ impl ClientHandler for UpstreamClient {
         if let Some(events) = &self.events {
             let _ = events.send(Event::ToolListChanged(self.server.clone()));
         }
+    }
+
+    /// The catalog records prompts too: re-listed as for a changed tool list.
+    async fn on_prompt_list_changed(&self, cx: NotificationContext<RoleClient>) {
+        self.on_tool_list_changed(cx).await;
+    }
+
+    /// The catalog records resources too: re-listed as for a changed tool list.
+    async fn on_resource_list_changed(&self, cx: NotificationContext<RoleClient>) {
+        self.on_tool_list_changed(cx).await;
     }
 
     async fn on_progress(
@@ -169,6 +180,10 @@ async fn open_once(
     let limit = config.max_message_bytes;
     let launch = config.launch()?;
     let over_http = matches!(launch, Launch::Http { .. });
+    let http_url = match &launch {
+        Launch::Http { url, .. } => Some(url.clone()),
+        _ => None,
+    };
     let (handshake, pid) = match launch {
         Launch::Stdio {
             command,
@@ -267,7 +282,7 @@ async fn open_once(
                     });
                 }
                 Ok(Err(e)) => {
-                    return Err(faulted(&server, &faults).unwrap_or(sse_error(&server, e)));
+                    return Err(faulted(&server, &faults).unwrap_or(sse_error(&server, &url, e)));
                 }
                 Ok(Ok(transport)) => transport,
             };
@@ -292,9 +307,13 @@ async fn open_once(
             if let Some(fault) = faulted(&server, &faults) {
                 return Err(fault);
             }
+            let message = http_url
+                .as_deref()
+                .and_then(|url| diagnose::initialize(&server, url, &e))
+                .unwrap_or_else(|| init_message(&e));
             return Err(UpstreamError::Initialize {
                 server,
-                message: init_message(&e),
+                message,
                 // A child that died before answering often said why on stderr just before.
                 stderr: stderr.final_tail(super::STDERR_SETTLE).await,
             });
@@ -372,17 +391,26 @@ fn faulted(server: &str, faults: &Faults) -> Option<UpstreamError> {
     })
 }
 
-fn sse_error(server: &str, e: SseError) -> UpstreamError {
-    match &e {
-        SseError::AuthRequired(c) => UpstreamError::needs_login(server, &c.www_authenticate_header),
-        SseError::InsufficientScope(c) => {
-            UpstreamError::needs_login(server, &c.www_authenticate_header)
+fn sse_error(server: &str, url: &str, e: SseError) -> UpstreamError {
+    let message = match &e {
+        SseError::AuthRequired(c) => {
+            return UpstreamError::needs_login(server, &c.www_authenticate_header);
         }
-        _ => UpstreamError::Initialize {
-            server: server.to_owned(),
-            message: e.to_string(),
-            stderr: String::new(),
-        },
+        SseError::InsufficientScope(c) => {
+            return UpstreamError::needs_login(server, &c.www_authenticate_header);
+        }
+        SseError::Http(e) => diagnose::request(url, e),
+        SseError::Status { status, .. } => diagnose::status(server, url, *status),
+        SseError::NotEventStream(kind) => diagnose::not_mcp(
+            url,
+            Some(kind).filter(|k| !k.is_empty()).map(String::as_str),
+        ),
+        _ => e.to_string(),
+    };
+    UpstreamError::Initialize {
+        server: server.to_owned(),
+        message,
+        stderr: String::new(),
     }
 }
 

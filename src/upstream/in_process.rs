@@ -8,8 +8,9 @@ use parking_lot::Mutex as StdMutex;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig as ServerInfo, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListPromptsResult,
+    ListToolsResult, PaginatedRequestParams, Prompt, ServerCapabilities,
+    ServerConfig as ServerInfo, Tool,
 };
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
@@ -56,11 +57,13 @@ pub(super) async fn open(
     })
 }
 
-/// A small upstream: `echo {text}`, `sleep {secs}` (on tokio's clock), a tool list that tests
-/// can change and announce, and a count of `tools/list` requests and live connections.
+/// A small upstream: `echo {text}`, `sleep {secs}` (on tokio's clock), tool and prompt lists
+/// that tests can change and announce, and a count of `tools/list` requests and live
+/// connections.
 #[derive(Clone, Default)]
 pub(crate) struct TestUpstream {
     pub tools: Arc<StdMutex<Vec<Tool>>>,
+    pub prompts: Arc<StdMutex<Vec<Prompt>>>,
     pub lists: Arc<AtomicUsize>,
     pub live: Arc<AtomicUsize>,
     peers: Arc<StdMutex<Vec<Peer<RoleServer>>>>,
@@ -108,11 +111,26 @@ impl TestUpstream {
             .collect();
     }
 
+    pub fn set_prompts(&self, names: &[&str]) {
+        *self.prompts.lock() = names
+            .iter()
+            .map(|n| Prompt::new(*n, Some(format!("asks {n}")), None))
+            .collect();
+    }
+
     /// Sends `notifications/tools/list_changed` on every connection.
     pub async fn announce_change(&self) {
         let peers = self.peers.lock().clone();
         for peer in peers {
             let _ = peer.notify_tool_list_changed().await;
+        }
+    }
+
+    /// Sends `notifications/prompts/list_changed` on every connection.
+    pub async fn announce_prompts_change(&self) {
+        let peers = self.peers.lock().clone();
+        for peer in peers {
+            let _ = peer.notify_prompt_list_changed().await;
         }
     }
 }
@@ -121,10 +139,22 @@ impl ServerHandler for TestUpstream {
     fn get_info(&self) -> ServerInfo {
         ServerInfo::new(
             ServerCapabilities::builder()
+                .enable_prompts()
+                .enable_prompts_list_changed()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .build(),
         )
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Ok(ListPromptsResult::with_all_items(
+            self.prompts.lock().clone(),
+        ))
     }
 
     async fn list_tools(

@@ -3,6 +3,8 @@
 
 mod child;
 mod connect;
+mod diagnose;
+mod features;
 pub mod guardian;
 mod http;
 #[cfg(test)]
@@ -37,6 +39,7 @@ use crate::config::{ConfigError, ServerConfig};
 use crate::redact::Redactor;
 
 pub use connect::{CommandLookups, UpstreamClient, check_launch};
+pub use features::{Answer, Offers};
 
 /// How long a dead server's stderr may take to drain into its error message.
 const STDERR_SETTLE: Duration = Duration::from_millis(500);
@@ -54,7 +57,7 @@ pub enum UpstreamError {
     Config(#[from] ConfigError),
     #[error("cannot start server \"{server}\": {message}")]
     Spawn { server: String, message: String },
-    #[error("server \"{server}\" did not finish connecting within {}s{}", after.as_secs(), stderr_note(stderr))]
+    #[error("server \"{server}\" did not finish connecting within {}s{}; check that it starts and answers MCP, or raise timeoutSecs if it is just slow", after.as_secs(), stderr_note(stderr))]
     ConnectTimeout {
         server: String,
         after: Duration,
@@ -310,7 +313,7 @@ impl Slot {
 pub enum Event {
     /// A new connection to the server is up.
     Connected(String),
-    /// The server sent `notifications/tools/list_changed`.
+    /// The server sent `notifications/tools/list_changed` (or that of its prompts or resources).
     ToolListChanged(String),
 }
 

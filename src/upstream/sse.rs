@@ -33,6 +33,8 @@ pub enum SseError {
     InsufficientScope(#[source] InsufficientScopeError),
     #[error("the event stream ended before naming the endpoint to post messages to")]
     NoEndpoint,
+    #[error("the event stream request was answered with {0:?}, not text/event-stream")]
+    NotEventStream(String),
     #[error("the endpoint \"{}\" is not a URL on the server's origin", wire::shorten(.0, 200))]
     BadEndpoint(String),
     #[error("cannot get an access token: {0}")]
@@ -77,6 +79,11 @@ impl SseTransport {
             request = request.bearer_auth(token);
         }
         let response = checked(request.send().await?, "event stream request")?;
+        let kind = response.headers().get(header::CONTENT_TYPE);
+        let kind = kind.and_then(|v| v.to_str().ok()).unwrap_or_default();
+        if !kind.starts_with("text/event-stream") {
+            return Err(SseError::NotEventStream(kind.to_owned()));
+        }
         let bytes = Box::pin(response.bytes_stream());
         let mut events = SseStream::from_bytes_stream(BoundedEvents::new(bytes, limit, faults));
         let endpoint = loop {

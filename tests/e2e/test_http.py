@@ -156,7 +156,7 @@ def test_conformance_suite(open_server, tmp_path):
     print(json.dumps(report, indent=1))
     assert proc.returncode == 0, f"conformance failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-2000:]}"
     must_pass = ["server-initialize", "server-session-lifecycle", "ping", "tools-list", "resources-list",
-                 "dns-rebinding-protection", "server-sse-multiple-streams"]
+                 "prompts-list", "dns-rebinding-protection", "server-sse-multiple-streams"]
     for scenario in must_pass:
         assert report.get(scenario) == "ok", f"{scenario}: {report.get(scenario)}\n{proc.stdout[-6000:]}"
 

@@ -23,14 +23,13 @@ GOLDEN = ROOT / "tests" / "golden" / "tools_list.json"
 MODES = ["2026-07-28", "legacy"]
 TRANSPORTS = ["stdio", "http"]
 # The suite's 2026-07-28 server scenarios meta-server passes, with the checks it may fail: those
-# that call the suite's own fixture tools (test_missing_capability, test_logging_tool, ...) and
-# those about prompts, which meta-server does not serve yet.
+# that call the suite's own fixture tools (test_missing_capability, test_logging_tool, ...).
 SCENARIOS = {
     "server-stateless": {"sep-2575-server-rejects-undeclared-capability", "sep-2575-missing-capability-http-400",
                          "sep-2575-http-server-no-independent-requests-on-stream",
                          "sep-2575-server-no-log-without-loglevel"},
     "tools-list": set(),
-    "caching": {"sep-2549-prompts-list-caching-hints"},
+    "caching": set(),
     "dns-rebinding-protection": set(),
     "sep-2164-resource-not-found": set(),
     "resources-list": set(),

@@ -1,5 +1,6 @@
 """Skills: found by search_tools, their instructions returned by get_tool_details / call_tool,
 which also start the servers they declare before any of their tools is called."""
+import json
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,8 @@ async def test_skills_are_resources(skills_config):
     async with meta_client(skills_config) as c:
         listed = await c.list_resources()
         uris = [str(r.uri) for r in listed.resources]
-        assert uris == ["skill://github-triage", "skill://time-helper"]
+        # The skills first, then the upstreams' resources (server-memory has one).
+        memory = json.loads((skills_config.parent / "catalogs" / "memory.json").read_text())
+        assert uris == ["skill://github-triage", "skill://time-helper", *[r["uri"] for r in memory["resources"]]]
         body = await c.read_resource("skill://time-helper")
         assert body.contents[0].text == (SKILLS / "time-helper" / "SKILL.md").read_text()

@@ -257,6 +257,43 @@ fn measure_counts_definition_tokens_from_catalogs() {
     assert!((saving - (100.0 * (1.0 - meta as f64 / total as f64))).abs() < 0.1);
 }
 
+/// README's figures of the meta surface are what `measure` says of the four reference servers.
+#[test]
+fn readme_surface_figures_are_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        unstartable(&["everything", "filesystem", "memory", "time"]),
+        json!({}),
+    );
+    let catalogs = repo().join("catalogs");
+    let out = succeeds(&mut meta_server(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--catalog-dir",
+        catalogs.to_str().unwrap(),
+        "measure",
+        "--json",
+    ]));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let figure = |n: &Value| {
+        let n = n.as_u64().unwrap();
+        if n >= 1000 {
+            format!("{},{:03}", n / 1000, n % 1000)
+        } else {
+            n.to_string()
+        }
+    };
+    let said = format!(
+        "the meta surface is {} tokens instead of {} tokens",
+        figure(&report["metaTokens"]),
+        figure(&report["totalTokens"])
+    );
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let readme = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(readme.contains(&said), "README should say: {said}");
+}
+
 #[test]
 fn index_stale_relists_catalogs_past_the_ttl_their_server_gave() {
     let dir = tempfile::tempdir().unwrap();
@@ -378,4 +415,84 @@ fn secrets_never_reach_errors_tables_or_logs() {
             assert!(!all.contains(secret), "{secret} from `call {name}`: {all}");
         }
     }
+}
+
+/// A CLI call warns about the server it calls, not about every broken entry of the config.
+#[test]
+fn a_call_says_nothing_of_servers_it_does_not_touch() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        json!({
+            "time": time_entry(),
+            "ghost": {"command": "meta-server-test-not-installed"},
+        }),
+        json!({"catalogDir": dir.path().join("cat")}),
+    );
+    let call = |name: &str| {
+        meta_server(&[
+            "--config",
+            config.to_str().unwrap(),
+            "call",
+            name,
+            r#"{"timezone": "UTC"}"#,
+        ])
+        .output()
+        .unwrap()
+    };
+    let out = call("time__get_current_time");
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("ghost"), "{stderr}");
+    // The broken one, called, says why.
+    let out = call("ghost__anything");
+    assert!(!out.status.success());
+    let all =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(all.contains("meta-server-test-not-installed"), "{all}");
+}
+
+/// After `index` failed for a server, later commands and the instructions say why, not "run
+/// index" again.
+#[test]
+fn a_failed_index_is_named_where_the_server_is_mentioned() {
+    let dir = tempfile::tempdir().unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let catalogs = dir.path().join("cat");
+    let config = write_config(
+        dir.path(),
+        json!({
+            "time": time_entry(),
+            "down": {"url": format!("http://127.0.0.1:{closed}/mcp")},
+        }),
+        json!({"catalogDir": catalogs}),
+    );
+    let config = config.to_str().unwrap();
+    let out = meta_server(&["--config", config, "index"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let note = stderr_of_success(&mut meta_server(&["--config", config, "search", "time"]));
+    assert!(
+        note.contains("down (index failed: server \"down\" failed to initialize: cannot connect")
+            && !note.contains("run `meta-server index`"),
+        "{note}"
+    );
+    let mut session = Session::start(std::path::Path::new(config), &catalogs);
+    let init = session.initialize();
+    let instructions = init["instructions"].as_str().unwrap();
+    assert!(
+        instructions.contains("- down (index failed: server \"down\" failed to initialize"),
+        "{instructions}"
+    );
+    assert!(instructions.contains("- time (2 tools)"), "{instructions}");
+}
+
+/// Runs `cmd`, which must succeed; returns its stderr.
+fn stderr_of_success(cmd: &mut std::process::Command) -> String {
+    String::from_utf8_lossy(&succeeds(cmd).stderr).into_owned()
 }

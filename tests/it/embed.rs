@@ -1,7 +1,7 @@
 //! The embedding path with the real model (feature `embeddings`; assets from
-//! `scripts/fetch-embed-assets`, in `$META_SERVER_EMBED_DIR` or `.peers/embed`).
+//! `scripts/fetch-embed-assets`, in `$META_SERVER_EMBED_DIR` or meta-server's default place).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use meta_server::search::embed::{self, Embedder};
@@ -10,7 +10,7 @@ use meta_server::search::{SearchIndex, ToolDoc};
 fn embed_dir() -> PathBuf {
     let dir = std::env::var_os(meta_server::config::EMBED_DIR_ENV)
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".peers/embed"));
+        .unwrap_or_else(meta_server::config::default_embed_dir);
     assert!(
         dir.join(embed::MODEL_DIR).join("model.onnx").exists(),
         "no embedding assets in {}; run scripts/fetch-embed-assets",
@@ -128,10 +128,11 @@ fn index_computes_tool_vectors_once_so_serve_starts_hybrid() {
     );
     let file = dir.path().join("cat/faulty.vectors");
     assert!(file.exists());
-    // A second run finds every vector in the file (the built-in tools are embedded anew).
+    // A second run finds every vector in the files, the built-in tools' too: it embeds nothing.
+    assert!(dir.path().join("cat/.meta.vectors").exists());
     let second = index();
     assert!(
-        second.contains("tool vectors: 13 tools, 3 embedded now"),
+        second.contains("tool vectors: 13 tools, 0 embedded now"),
         "{second}"
     );
 

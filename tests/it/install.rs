@@ -292,9 +292,18 @@ fn import_install_uninstall_round_trip_for_every_client() {
             case.client
         );
 
-        // Installing again changes nothing.
+        // Installing again changes nothing, and says what stays beside meta-server.
         let out = run(&["--config", cfg, "install", "--client", case.client, file]);
-        assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to change"));
+        let again = String::from_utf8_lossy(&out.stdout);
+        assert!(again.contains("nothing to change"), "{again}");
+        assert_eq!(
+            again.contains("already has only"),
+            case.left.is_empty(),
+            "{again}"
+        );
+        for left in case.left {
+            assert!(again.contains(&format!("  {left}: ")), "{again}");
+        }
         assert_eq!(std::fs::read_to_string(&client_file).unwrap(), installed);
 
         // With servers back in the file, install refuses to overwrite the backup.

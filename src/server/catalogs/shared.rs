@@ -62,7 +62,7 @@ pub(in crate::server) async fn pull(
             .ok()
             .flatten();
         if local.is_none_or(|l| {
-            l.tools_hash != catalog.tools_hash || l.is_stale(config, std::time::SystemTime::now())
+            !l.lists_same(&catalog) || l.is_stale(config, std::time::SystemTime::now())
         }) {
             if let Err(e) = catalog.write(&settings.catalog_dir) {
                 tracing::warn!(server = %config.name, "{e}");

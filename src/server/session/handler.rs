@@ -1,13 +1,15 @@
 //! The rmcp `ServerHandler` clients of both revisions talk to: `initialize` and
-//! `server/discover`, `tools/list`, the meta-tools, and resources (skills and stored results).
+//! `server/discover`, `tools/list`, the meta-tools, resources (skills and stored results), and
+//! the upstreams' prompts, resources and completions passed through.
 //! One clone per session (per request for a 2026-07-28 client over HTTP) over the shared
 //! [`State`].
 
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation,
-    InitializeRequestParams, InitializeResult, ListResourceTemplatesResult, ListResourcesResult,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
+    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
     ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
     ReadResourceResponse, ReadResourceResult, ResourceTemplate, ResultType, ServerCapabilities,
     ServerConfig,
@@ -23,11 +25,17 @@ use super::{instructions, login_offer, revision};
 use crate::server::State;
 use crate::server::caller::Caller;
 use crate::server::catalogs::always;
+use crate::server::passthrough::{self, Passthrough};
 use crate::server::tools::request::Request;
 use crate::server::tools::{definitions, reply};
 
 /// URI scheme of skills as resources.
 const SKILL_SCHEME: &str = "skill://";
+
+/// Whether meta-server serves `uri` itself (a skill or a stored result), never an upstream.
+fn is_own(uri: &str) -> bool {
+    uri.starts_with(SKILL_SCHEME) || uri.starts_with(crate::result::RESOURCE_PREFIX)
+}
 
 /// The `ServerHandler` behind `meta-server serve`.
 #[derive(Clone)]
@@ -40,6 +48,8 @@ pub struct MetaServer {
     owner: Owner,
     /// Every session reads every stored result (one owner for all).
     share_results: bool,
+    /// Upstream prompts, resources and completions, routed from the catalogs.
+    passthrough: Arc<Passthrough>,
 }
 
 impl MetaServer {
@@ -59,6 +69,7 @@ impl MetaServer {
             tools,
             owner: Owner::session(),
             share_results: false,
+            passthrough: Arc::new(Passthrough::new(is_own)),
         }
     }
 
@@ -125,8 +136,10 @@ impl ServerHandler for MetaServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
-                .enable_tools()
+                .enable_completions()
+                .enable_prompts()
                 .enable_resources()
+                .enable_tools()
                 .build(),
         )
         .with_server_info(Implementation::new(
@@ -158,30 +171,33 @@ impl ServerHandler for MetaServer {
         self.negotiate_initialize(&request)
     }
 
-    /// Skills, as `skill://<name>` resources holding their SKILL.md.
+    /// Skills, as `skill://<name>` resources holding their SKILL.md, then the upstreams'
+    /// resources from their catalogs.
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _cx: RequestContext<RoleServer>,
+        cx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let resources = self
-            .state
-            .library()
-            .skills
-            .iter()
-            .map(|skill| {
-                let mut r = rmcp::model::Resource::new(
-                    format!("{SKILL_SCHEME}{}", skill.name),
-                    skill.name.clone(),
-                );
-                r.description = Some(skill.description.clone());
-                r.mime_type = Some("text/markdown".into());
-                r
-            })
-            .collect();
-        Ok(ListResourcesResult::with_all_items(resources))
+        let library = self.state.library();
+        let skills = library.skills.iter().map(|skill| {
+            let mut r = rmcp::model::Resource::new(
+                format!("{SKILL_SCHEME}{}", skill.name),
+                skill.name.clone(),
+            );
+            r.description = Some(skill.description.clone());
+            r.mime_type = Some("text/markdown".into());
+            r
+        });
+        let routes = self.passthrough.routes(&self.state);
+        let resources = skills.chain(routes.resources().iter().cloned()).collect();
+        let mut list = ListResourcesResult::with_all_items(resources);
+        if let Some((ttl, scope)) = self.catalog_list_hints(&cx) {
+            list = list.with_ttl_ms(ttl).with_cache_scope(scope);
+        }
+        Ok(list)
     }
 
+    /// meta-server's stored-result template, then the upstreams' templates.
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -195,11 +211,51 @@ impl ServerHandler for MetaServer {
         template.description = Some(
             "The whole result behind a TRUNCATION NOTICE; resourceId is the notice's resourceId (r- and 32 hex digits).".into(),
         );
-        let mut list = ListResourceTemplatesResult::with_all_items(vec![template]);
-        if let Some((ttl, scope)) = revision::fixed_list_hints(&cx) {
+        let routes = self.passthrough.routes(&self.state);
+        let templates = std::iter::once(template)
+            .chain(routes.templates().iter().cloned())
+            .collect();
+        let mut list = ListResourceTemplatesResult::with_all_items(templates);
+        if let Some((ttl, scope)) = self.catalog_list_hints(&cx) {
             list = list.with_ttl_ms(ttl).with_cache_scope(scope);
         }
         Ok(list)
+    }
+
+    /// The upstreams' prompts from their catalogs, named `<server>__<prompt>`.
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let routes = self.passthrough.routes(&self.state);
+        let mut list = ListPromptsResult::with_all_items(routes.prompts().to_vec());
+        if let Some((ttl, scope)) = self.catalog_list_hints(&cx) {
+            list = list.with_ttl_ms(ttl).with_cache_scope(scope);
+        }
+        Ok(list)
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let result = self
+            .passthrough
+            .get_prompt(&self.state, request, &cx.ct)
+            .await?;
+        Ok(GetPromptResponse::Complete(result))
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        self.passthrough
+            .complete(&self.state, request, &cx.ct)
+            .await
     }
 
     async fn read_resource(
@@ -231,10 +287,18 @@ impl ServerHandler for MetaServer {
             }
             return Ok(ReadResourceResult::new(vec![contents]).into());
         }
+        if !is_own(&request.uri)
+            && let Some(read) = self
+                .passthrough
+                .read(&self.state, request.clone(), &cx.ct)
+                .await
+        {
+            return Ok(read?.into());
+        }
         let id = crate::result::resource_id(&request.uri).ok_or_else(|| {
             McpError::resource_not_found(
                 format!(
-                    "unknown resource {}; stored results look like {}r-<32 hex digits>",
+                    "unknown resource {}; resources/list and resources/templates/list show the resources, and stored results look like {}r-<32 hex digits>",
                     reply::echo(&request.uri),
                     crate::result::RESOURCE_PREFIX
                 ),
@@ -305,6 +369,17 @@ impl ServerHandler for MetaServer {
 }
 
 impl MetaServer {
+    /// The cache hints of a list made from the catalogs, for a 2026-07-28 client.
+    fn catalog_list_hints(
+        &self,
+        cx: &RequestContext<RoleServer>,
+    ) -> Option<(u64, rmcp::model::CacheScope)> {
+        revision::is_stateless(cx).then(|| {
+            let ttl = passthrough::list_ttl(&self.state);
+            (ttl.as_millis() as u64, rmcp::model::CacheScope::Public)
+        })
+    }
+
     /// When `result` of a call begun at `started` failed because one of `servers` needs a
     /// login, offers the login to the user (URL-mode elicitation, if the client takes it) and
     /// says so in the result; a login that completed meanwhile is not offered again.

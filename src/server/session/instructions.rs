@@ -1,6 +1,7 @@
 //! The `initialize` instructions: a short, deterministic overview of the configured servers,
 //! fixed for the life of the process.
 
+use crate::catalog::{Failure, hidden};
 use crate::config::Settings;
 use crate::library::Library;
 
@@ -29,9 +30,13 @@ pub(in crate::server) fn overview(settings: &Settings, library: &Library) -> Str
                     .and_then(|v| v.as_str())
                     .map(str::to_owned)
             });
-            let tools = catalog.map_or("not indexed yet".to_owned(), |c| {
-                format!("{} tools", c.tools.len())
-            });
+            let tools = match (catalog, Failure::load(&settings.catalog_dir, &server.name)) {
+                (Some(c), _) => format!("{} tools", c.tools.len()),
+                (None, Some(failed)) => format!("index failed: {}", failed.reason),
+                (None, None) => "not indexed yet".to_owned(),
+            };
+            // A server's title is upstream text: it must not hide anything either.
+            let about = about.map(|about| hidden::strip(&about).0);
             let line = match about {
                 Some(about) => format!("- {}: {} ({tools})", server.name, about.trim()),
                 None => format!("- {} ({tools})", server.name),

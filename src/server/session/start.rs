@@ -39,6 +39,11 @@ pub(super) async fn start(settings: Settings) -> Result<MetaServer, StartError> 
     };
     let loaded = load_library(&settings)?;
     let (state, missing) = State::open(settings, shared.clone(), loaded);
+    for (server, reason) in state.unavailable() {
+        if state.settings.servers.iter().any(|s| s.name == server) {
+            tracing::warn!(server, "cannot be started: {reason}");
+        }
+    }
     shared::record_pulled(&state, pulled);
     if let Some(store) = shared {
         tokio::spawn(shared::follow(state.clone(), store));

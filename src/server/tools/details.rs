@@ -91,6 +91,10 @@ pub(in crate::server) fn run(state: &State, soft: usize, args: Args) -> Reply {
                 tool.insert(key.into(), v.clone());
             }
         }
+        let flags = entry.def.flags();
+        if !flags.is_empty() {
+            tool.insert("flags".into(), flags.into());
+        }
         if args.format == Format::Typescript {
             tool.insert("typescript".into(), typescript(entry).into());
         }

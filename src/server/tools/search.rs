@@ -107,6 +107,9 @@ struct Hit {
     kind: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     input_schema: Option<Value>,
+    /// Why the tool's texts deserve care (see [`crate::catalog::ToolDef::flags`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    flags: Vec<String>,
 }
 
 /// Length of the one-line description in a hit (`detail: "full"` gives all of it).
@@ -308,6 +311,7 @@ fn project(library: &Library, found: &[crate::search::Hit], detail: Detail) -> V
                 .then(|| hints(&e.def.value()))
                 .flatten(),
             input_schema: (detail == Detail::Full).then(|| Value::Object(e.def.input_schema())),
+            flags: e.def.flags(),
         })
         .collect()
 }

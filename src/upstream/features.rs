@@ -1,0 +1,160 @@
+//! What upstreams offer besides tools: listing their prompts, resources and resource templates
+//! for the catalog, and forwarding `prompts/get`, `resources/read` and `completion/complete`
+//! to them on the connection (started on first use) that tool calls take.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use rmcp::ErrorData;
+use rmcp::model::{
+    CompleteRequestParams, CompleteResult, ErrorCode, GetPromptRequestParams, GetPromptResult,
+    ReadResourceRequestParams, ReadResourceResult,
+};
+use rmcp::service::{MergedList, ServiceError};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{Connection, InFlight, Manager, Slot, UpstreamError};
+
+/// A server's prompts, resources and resource templates as it sent them. A kind it does not
+/// offer (capability absent, or -32601) is empty; one whose listing failed is `None`.
+#[derive(Debug, Default)]
+pub struct Offers {
+    pub prompts: Option<Vec<Value>>,
+    pub resources: Option<Vec<Value>>,
+    pub resource_templates: Option<Vec<Value>>,
+}
+
+/// An upstream's answer to a forwarded request: its result, or the JSON-RPC error it answered
+/// with (for the client to get as the server gave it).
+pub type Answer<T> = Result<T, ErrorData>;
+
+impl Manager {
+    /// Lists `server`'s prompts, resources and resource templates (every page), connecting
+    /// first if needed. A listing that fails is logged and left `None`, never failing the rest.
+    pub async fn list_offers(&self, server: &str) -> Result<Offers, UpstreamError> {
+        let slot = self.slot(server)?;
+        let conn = self.connect(server).await?;
+        let _busy = InFlight::new(&conn);
+        let caps = conn.server_info().map(|i| i.capabilities.clone());
+        let prompts = caps.as_ref().is_some_and(|c| c.prompts.is_some());
+        let resources = caps.as_ref().is_some_and(|c| c.resources.is_some());
+        let peer = &conn.peer;
+        Ok(Offers {
+            prompts: self
+                .list_kind(slot, &conn, "prompts/list", prompts, async {
+                    peer.list_all_prompts_with_cache_hint().await
+                })
+                .await,
+            resources: self
+                .list_kind(slot, &conn, "resources/list", resources, async {
+                    peer.list_all_resources_with_cache_hint().await
+                })
+                .await,
+            resource_templates: self
+                .list_kind(slot, &conn, "resources/templates/list", resources, async {
+                    peer.list_all_resource_templates_with_cache_hint().await
+                })
+                .await,
+        })
+    }
+
+    /// One kind's whole list as JSON values: empty when not `declared` or answered -32601.
+    async fn list_kind<T: Serialize>(
+        &self,
+        slot: &Slot,
+        conn: &Arc<Connection>,
+        what: &str,
+        declared: bool,
+        list: impl Future<Output = Result<MergedList<T>, ServiceError>>,
+    ) -> Option<Vec<Value>> {
+        if !declared {
+            return Some(Vec::new());
+        }
+        let listed = self
+            .bounded(slot, conn, what, async {
+                match list.await {
+                    Err(ServiceError::McpError(e)) if e.code == ErrorCode::METHOD_NOT_FOUND => {
+                        Ok(Vec::new())
+                    }
+                    other => other.map(|list| list.items),
+                }
+            })
+            .await;
+        match listed {
+            Ok(items) => Some(
+                items
+                    .iter()
+                    .map(|item| serde_json::to_value(item).expect("an MCP object serializes"))
+                    .collect(),
+            ),
+            Err(e) => {
+                tracing::warn!(server = %slot.config.name, "{what} failed, recorded as unknown: {e}");
+                None
+            }
+        }
+    }
+
+    /// Forwards one `prompts/get` within the server's call timeout.
+    pub async fn get_prompt(
+        &self,
+        server: &str,
+        params: GetPromptRequestParams,
+    ) -> Result<Answer<GetPromptResult>, UpstreamError> {
+        let what = format!("prompts/get {}", params.name);
+        self.forward(server, &what, |conn| async move {
+            conn.peer.get_prompt(params).await
+        })
+        .await
+    }
+
+    /// Forwards one `resources/read` within the server's call timeout.
+    pub async fn read_resource(
+        &self,
+        server: &str,
+        params: ReadResourceRequestParams,
+    ) -> Result<Answer<ReadResourceResult>, UpstreamError> {
+        let what = format!("resources/read {}", params.uri);
+        self.forward(server, &what, |conn| async move {
+            conn.peer.read_resource(params).await
+        })
+        .await
+    }
+
+    /// Forwards one `completion/complete` within the server's call timeout.
+    pub async fn complete(
+        &self,
+        server: &str,
+        params: CompleteRequestParams,
+    ) -> Result<Answer<CompleteResult>, UpstreamError> {
+        self.forward(server, "completion/complete", |conn| async move {
+            conn.peer.complete(params).await
+        })
+        .await
+    }
+
+    /// Connects `server` if needed and runs `request` on it, bounded like a tool call; the
+    /// server's own JSON-RPC error is its answer, not a failure of the connection.
+    async fn forward<T, F>(
+        &self,
+        server: &str,
+        what: &str,
+        request: impl FnOnce(Arc<Connection>) -> F,
+    ) -> Result<Answer<T>, UpstreamError>
+    where
+        F: Future<Output = Result<T, ServiceError>>,
+    {
+        let slot = self.slot(server)?;
+        let conn = self.connect(server).await?;
+        let _busy = InFlight::new(&conn);
+        let sent = request(conn.clone());
+        self.bounded(slot, &conn, what, async {
+            match sent.await {
+                Ok(result) => Ok(Ok(result)),
+                Err(ServiceError::McpError(e)) => Ok(Err(e)),
+                Err(e) => Err(e),
+            }
+        })
+        .await
+    }
+}
