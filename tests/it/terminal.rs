@@ -61,13 +61,18 @@ fn search_output_shows_control_characters_escaped() {
         assert!(text.contains("files__read_file"), "{text}");
         assert_eq!(raw_controls(&out), Vec::<char>::new(), "{detail}: {text:?}");
         assert!(
-            text.contains("\\x1b[31mRED") && text.contains("\\u{202e}txt.exe"),
+            // The bidi override never gets this far: tool texts are read without it.
+            text.contains("\\x1b[31mRED") && text.contains(" \\x07 txt.exe"),
             "{detail}: {text}"
         );
     }
     let out = search(&["--json", "--detail", "full"]);
     assert_eq!(raw_controls(&out), Vec::<char>::new());
-    // Escaped, the JSON still says the same.
+    // Escaped, the JSON still says the same (less the invisible bidi override).
     let result: Value = serde_json::from_slice(&out).unwrap();
-    assert_eq!(result["hits"][0]["description"], HOSTILE, "{result}");
+    assert_eq!(
+        result["hits"][0]["description"],
+        HOSTILE.replace('\u{202e}', ""),
+        "{result}"
+    );
 }
