@@ -1,7 +1,7 @@
 //! A fault-injection MCP server over stdio, for meta-server's fault and load tests.
 //!
 //! Start-up modes (argv):
-//! - `--slow-init SECS`: wait SECS seconds before answering `initialize`.
+//! - `--slow-init SECS`: wait SECS seconds before answering `initialize` or `server/discover`.
 //! - `--garbage-on-start`: write non-JSON lines to stdout before reading anything.
 //! - `--tag TEXT`: ignored; lets a test find its own processes by command line.
 //! - `--ttl-ms MS`: `tools/list` says its result stays fresh for MS milliseconds (`ttlMs`).
@@ -36,8 +36,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeRequestParams, InitializeResult, ListToolsResult, LoggingLevel,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, DiscoverResult,
+    Implementation, InitializeRequestParams, InitializeResult, ListToolsResult, LoggingLevel,
     LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
     ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
 };
@@ -198,6 +198,16 @@ impl ServerHandler for FaultServer {
         }
         cx.peer.set_peer_info(request.clone());
         self.negotiate_initialize(&request)
+    }
+
+    async fn discover(&self, _cx: RequestContext<RoleServer>) -> Result<DiscoverResult, McpError> {
+        if let Some(delay) = self.slow_init {
+            tokio::time::sleep(delay).await;
+        }
+        Ok(DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        ))
     }
 
     async fn list_tools(

@@ -120,7 +120,7 @@ impl Catalog {
     /// meta-server made it, or listing them failed), or the freshness its server gave it
     /// (`ttlMs`) has run out by `now`.
     pub fn is_stale(&self, server: &ServerConfig, now: SystemTime) -> bool {
-        self.config_fingerprint.as_deref() != Some(config_fingerprint(server).as_str())
+        !self.made_from(server)
             || self.prompts.is_none()
             || self.resources.is_none()
             || self.resource_templates.is_none()
@@ -128,6 +128,19 @@ impl Catalog {
                 let fetched = self.fetched_at.as_deref().map(humantime::parse_rfc3339);
                 !matches!(fetched, Some(Ok(at)) if at + Duration::from_millis(ttl) > now)
             })
+    }
+
+    /// Whether the catalog was listed from `server`'s launch config as it is now.
+    pub fn made_from(&self, server: &ServerConfig) -> bool {
+        self.config_fingerprint.as_deref() == Some(config_fingerprint(server).as_str())
+    }
+
+    /// The protocol revision its server spoke when it was listed, if that was from `server`'s
+    /// launch config as it is now: what a new connection can start with, without a probe.
+    pub fn known_revision(&self, server: &ServerConfig) -> Option<&str> {
+        self.protocol_version
+            .as_deref()
+            .filter(|_| self.made_from(server))
     }
 
     /// Whether `other` lists the same tools (by hash), prompts, resources and templates.

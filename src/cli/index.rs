@@ -104,6 +104,14 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let manager = Manager::new(&settings.servers);
+    // A server listed before is not probed again for its revision.
+    for server in &chosen {
+        if let Ok(Some(catalog)) = Catalog::load_server(&settings.catalog_dir, &server.name)
+            && let Some(revision) = catalog.known_revision(server)
+        {
+            manager.remember_revision(&server.name, revision);
+        }
+    }
     let bar = progress(chosen.len(), args.json);
     let mut outcomes: Vec<Outcome> = futures::stream::iter(chosen)
         .map(|server| {

@@ -92,9 +92,16 @@ impl State {
         shared: Option<Valkey>,
     ) -> Arc<Self> {
         let (events, receiver) = tokio::sync::mpsc::unbounded_channel();
+        let manager = manager(&settings.servers, events);
+        for server in &settings.servers {
+            let catalog = library.catalogs.get(&server.name);
+            if let Some(revision) = catalog.and_then(|c| c.known_revision(server)) {
+                manager.remember_revision(&server.name, revision);
+            }
+        }
         Arc::new(Self {
             budgets: budgets(&settings),
-            manager: manager(&settings.servers, events),
+            manager,
             results: result_handler(&settings, shared.as_ref()),
             shared,
             metrics: Metrics::default(),

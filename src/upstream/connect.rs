@@ -1,5 +1,5 @@
 //! Opening one connection: spawn a stdio child (see `child.rs`) or reach a
-//! streamable-HTTP endpoint, then run the `initialize` handshake.
+//! streamable-HTTP endpoint, then run the handshake of the revision chosen in `revision.rs`.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -23,7 +23,8 @@ use rmcp::model::{
     LoggingMessageNotificationParam,
 };
 use rmcp::service::{
-    ClientInitializeError, NotificationContext, RequestContext, RoleClient, ServiceExt,
+    ClientInitializeError, NotificationContext, RequestContext, RoleClient,
+    serve_client_with_lifecycle,
 };
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -36,6 +37,7 @@ use super::diagnose;
 use super::http::{Ordered, Upstream};
 use super::progress::ProgressRoutes;
 use super::relay::{self, Ask, Origin, Relays};
+use super::revision::Start;
 use super::sse::{SseError, SseTransport};
 use super::wire::{self, Faults};
 use super::{Connection, Event, Events, UpstreamError};
@@ -88,8 +90,8 @@ impl UpstreamClient {
 #[expect(deprecated, reason = "relayed for 2025-11-25 servers")]
 impl ClientHandler for UpstreamClient {
     fn get_info(&self) -> ClientConfig {
-        // Plain `initialize` (legacy era): dual-era servers lock a connection into the
-        // 2026-07-28 era once a discover probe is made, so never probe.
+        // The version `initialize` asks for; a `server/discover` probe asks for 2026-07-28
+        // (see `revision.rs`).
         // What the clients can give is relayed to them (see `relay.rs`); declaring it makes
         // servers list the tools that need it.
         #[expect(deprecated, reason = "relayed for 2025-11-25 servers")]
@@ -238,15 +240,38 @@ impl StderrTail {
     }
 }
 
-/// Starts (or reaches) `config`'s server and completes the handshake within its timeout.
-/// With `login`, a remote server gets the stored login's token.
+/// Starts (or reaches) `config`'s server and completes the handshake `start` chooses within
+/// its timeout. A probe that failed for any reason but a login or a refusal is followed by a
+/// plain `initialize` on a new connection: a pre-2026 server may answer `server/discover` with
+/// something that ends the connection (an HTTP 400 without a session). With `login`, a remote
+/// server gets the stored login's token.
 pub(super) async fn open(
     config: &ServerConfig,
     events: Option<Events>,
     login: bool,
     opener: Origin,
+    start: Start,
+) -> Result<Connection, UpstreamError> {
+    let opened = open_once(config, events.clone(), login, opener.clone(), &start).await;
+    match opened {
+        Err(UpstreamError::Initialize { message, .. }) if start == Start::Probe => {
+            tracing::debug!(server = %config.name, "server/discover probe failed ({message}); connecting again with initialize");
+            open_once(config, events, login, opener, &Start::Initialize).await
+        }
+        other => other,
+    }
+}
+
+async fn open_once(
+    config: &ServerConfig,
+    events: Option<Events>,
+    login: bool,
+    opener: Origin,
+    start: &Start,
 ) -> Result<Connection, UpstreamError> {
     let server = config.name.clone();
+    tracing::debug!(server = %server, ?start, "connecting upstream");
+    let lifecycle = start.lifecycle();
     let progress = ProgressRoutes::default();
     let relays = Relays::new(opener);
     let client = UpstreamClient::new(server.clone(), events, progress.clone(), relays.clone());
@@ -256,6 +281,7 @@ pub(super) async fn open(
     let faults = Faults::default();
     let limit = config.max_message_bytes;
     let launch = config.launch()?;
+    let over_http = matches!(launch, Launch::Http { .. });
     let http_url = match &launch {
         Launch::Http { url, .. } => Some(url.clone()),
         _ => None,
@@ -285,7 +311,11 @@ pub(super) async fn open(
                 );
             }
             (
-                tokio::time::timeout(after, client.serve(transport)).await,
+                tokio::time::timeout(
+                    after,
+                    serve_client_with_lifecycle(client, transport, lifecycle),
+                )
+                .await,
                 pid,
             )
         }
@@ -317,18 +347,21 @@ pub(super) async fn open(
                     let auth = rmcp::transport::AuthClient::new(upstream, manager);
                     let ordered = Ordered::new(auth, limit, faults.clone());
                     let transport = StreamableHttpClientTransport::with_client(ordered, http);
-                    tokio::time::timeout(after, client.serve(transport)).await
+                    let serve = serve_client_with_lifecycle(client, transport, lifecycle);
+                    tokio::time::timeout(after, serve).await
                 }
                 Some(mut auth) => {
                     auth.http_client = upstream.http;
                     let ordered = Ordered::new(auth, limit, faults.clone());
                     let transport = StreamableHttpClientTransport::with_client(ordered, http);
-                    tokio::time::timeout(after, client.serve(transport)).await
+                    let serve = serve_client_with_lifecycle(client, transport, lifecycle);
+                    tokio::time::timeout(after, serve).await
                 }
                 None => {
                     let plain = Ordered::new(upstream, limit, faults.clone());
                     let transport = StreamableHttpClientTransport::with_client(plain, http);
-                    tokio::time::timeout(after, client.serve(transport)).await
+                    let serve = serve_client_with_lifecycle(client, transport, lifecycle);
+                    tokio::time::timeout(after, serve).await
                 }
             };
             (handshake, None)
@@ -355,10 +388,10 @@ pub(super) async fn open(
                 }
                 Ok(Ok(transport)) => transport,
             };
-            (
-                tokio::time::timeout(after, client.serve(transport)).await,
-                None,
-            )
+            // The legacy HTTP+SSE transport predates 2026-07-28: never probed.
+            let serve =
+                serve_client_with_lifecycle(client, transport, Start::Initialize.lifecycle());
+            (tokio::time::timeout(after, serve).await, None)
         }
     };
     let service = match handshake {
@@ -394,13 +427,22 @@ pub(super) async fn open(
         .peer()
         .set_response_cache_config(rmcp::service::ClientCacheConfig::disabled())
         .await;
+    let revision = service
+        .peer()
+        .peer_info()
+        .map(|i| i.protocol_version.clone());
+    tracing::info!(server = %server, pid, revision = %revision.as_ref().map_or("", |v| v.as_str()), "upstream connected");
+    // rmcp mirrors `x-mcp-header` arguments into `Mcp-Param-*` headers from the schemas of a
+    // `tools/list` seen on the same connection; a call from the catalog has none to go by.
+    let lists_before_calls = over_http && revision.as_ref().is_some_and(|v| !v.has_initialize());
     let settle = after.min(relay::SETTLE_LIMIT);
     let _ = tokio::time::timeout(settle, relays.settle_roots(service.peer())).await;
-    tracing::info!(server = %server, pid, "upstream connected");
     Ok(Connection {
         peer: service.peer().clone(),
         service: Mutex::new(Some(service)),
         pid,
+        lists_before_calls,
+        listed: Default::default(),
         stderr,
         progress,
         relays,

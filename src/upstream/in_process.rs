@@ -55,6 +55,8 @@ pub(super) async fn open(
         peer: service.peer().clone(),
         service: Mutex::new(Some(service)),
         pid: None,
+        lists_before_calls: false,
+        listed: Default::default(),
         stderr: StderrTail::default(),
         progress,
         relays,

@@ -9,8 +9,11 @@ pub mod guardian;
 mod http;
 #[cfg(test)]
 pub(crate) mod in_process;
+mod listen;
+mod mrtr;
 mod progress;
 mod relay;
+mod revision;
 mod sse;
 #[cfg(test)]
 mod tests;
@@ -25,7 +28,7 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
-    ClientRequest, JsonObject, RequestId, ServerResult, Tool,
+    ClientRequest, JsonObject, ProtocolVersion, RequestId, ServerResult, Tool,
 };
 use rmcp::service::{
     MergedList, Peer, PeerRequestOptions, RoleClient, RunningService, ServiceError,
@@ -210,6 +213,10 @@ pub struct Connection {
     service: Mutex<Option<RunningService<RoleClient, UpstreamClient>>>,
     /// Operating-system process id for stdio servers.
     pub pid: Option<u32>,
+    /// A 2026-07-28 HTTP server: its tools are listed on this connection before the first
+    /// call, so that rmcp can mirror `x-mcp-header` arguments into headers.
+    lists_before_calls: bool,
+    listed: tokio::sync::OnceCell<()>,
     stderr: connect::StderrTail,
     progress: progress::ProgressRoutes,
     /// Who opened the connection and whose calls are in flight, for the upstream's requests.
@@ -224,6 +231,12 @@ impl Connection {
     /// The server's `initialize` answer.
     pub fn server_info(&self) -> Option<Arc<rmcp::model::ServerPeerInfo>> {
         self.peer.peer_info()
+    }
+
+    /// The handler of this connection's upstream requests; `None` once it is closed.
+    async fn client(&self) -> Option<UpstreamClient> {
+        let service = self.service.lock().await;
+        service.as_ref().map(|s| s.service().clone())
     }
 
     fn touch(&self) {
@@ -269,9 +282,16 @@ struct Slot {
     challenge: StdMutex<Option<String>>,
     /// Masks this server's secrets in everything its errors say.
     redactor: Redactor,
+    /// The revision the server spoke last (this process's last connection, else its
+    /// catalog's): what the next connection starts with (see `revision.rs`).
+    revision: StdMutex<Option<ProtocolVersion>>,
 }
 
 impl Slot {
+    fn start(&self) -> revision::Start {
+        revision::Start::after(self.revision.lock().as_ref())
+    }
+
     /// Notes what `result` says about the server's login.
     fn note<T>(&self, result: &Result<T, UpstreamError>) {
         let mut challenge = self.challenge.lock();
@@ -352,6 +372,7 @@ impl Manager {
                     conn: Mutex::new(None),
                     challenge: StdMutex::new(None),
                     redactor: Redactor::new(s.secrets()),
+                    revision: StdMutex::new(None),
                 };
                 (s.name.clone(), Arc::new(slot))
             })
@@ -387,9 +408,17 @@ impl Manager {
             conn.touch();
             return Ok(conn.clone());
         }
+        let start = slot.start();
         let opened = match &self.opener {
             Opener::Launch => {
-                connect::open(&slot.config, self.events.clone(), true, opener.clone()).await
+                connect::open(
+                    &slot.config,
+                    self.events.clone(),
+                    true,
+                    opener.clone(),
+                    start.clone(),
+                )
+                .await
             }
             #[cfg(test)]
             Opener::InProcess(serve) => {
@@ -398,10 +427,19 @@ impl Manager {
         }
         .map_err(|e| e.redacted(&slot.redactor));
         slot.note(&opened);
+        if let Err(e) = &opened
+            && let Some(next) = start.after_failure(e)
+        {
+            *slot.revision.lock() = next.assumed();
+        }
         let conn = Arc::new(opened?);
+        if let Some(info) = conn.server_info() {
+            *slot.revision.lock() = Some(info.protocol_version.clone());
+        }
         *guard = Some(conn.clone());
         drop(guard);
         if let Some(events) = &self.events {
+            listen::follow_tool_changes(server, &conn.peer, events);
             let _ = events.send(Event::Connected(server.to_owned()));
         }
         tokio::spawn(reap_when_idle(
@@ -410,6 +448,15 @@ impl Manager {
             slot.config.idle_timeout,
         ));
         Ok(conn)
+    }
+
+    /// Notes that `server` spoke `revision` when its catalog was made, so that its first
+    /// connection in this process needs no probe. Unknown servers are ignored.
+    pub fn remember_revision(&self, server: &str, revision: &str) {
+        let parsed = serde_json::from_value(serde_json::Value::from(revision));
+        if let (Some(slot), Ok(version)) = (self.slots.get(server), parsed) {
+            *slot.revision.lock() = Some(version);
+        }
     }
 
     /// The challenge of the last request `server` refused for want of a login, taken: the
@@ -423,7 +470,7 @@ impl Manager {
     /// `WWW-Authenticate` challenge if it wants a login, `None` if it answers without one.
     pub async fn probe_login(&self, server: &str) -> Result<Option<String>, UpstreamError> {
         let slot = self.slot(server)?;
-        let opened = connect::open(&slot.config, None, false, Origin::Detached)
+        let opened = connect::open(&slot.config, None, false, Origin::Detached, slot.start())
             .await
             .map_err(|e| e.redacted(&slot.redactor));
         let conn = match opened {
@@ -470,6 +517,7 @@ impl Manager {
                 conn.peer.list_all_tools_with_cache_hint(),
             )
             .await?;
+        let _ = conn.listed.set(());
         Ok((tools, conn.clone()))
     }
 
@@ -500,22 +548,44 @@ impl Manager {
             params = params.with_arguments(arguments);
         }
         let call = async {
-            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-            let handle = conn
-                .peer
-                .send_request_with_option(request, PeerRequestOptions::no_options())
-                .await?;
-            // Declared in this order so the route is gone before the cancel goes out: progress
-            // the upstream sends after it saw the cancel can never reach the caller.
-            let mut abandoned = CancelOnDrop::new(&conn.peer, handle.id.clone());
-            let _route =
-                progress.map(|to| conn.progress.register(handle.progress_token.clone(), to));
-            let response = handle.await_response().await;
-            abandoned.disarm();
-            match response? {
-                ServerResult::CallToolResult(result) => Ok(result),
-                _ => Err(ServiceError::UnexpectedResponse),
+            if conn.lists_before_calls {
+                conn.listed
+                    .get_or_init(|| async {
+                        if let Err(e) = conn.peer.list_all_tools().await {
+                            tracing::debug!(server, "tools/list before the first call failed: {e}");
+                        }
+                    })
+                    .await;
             }
+            let mut rounds_without_input = 0;
+            for _ in 0..mrtr::MAX_ROUNDS {
+                let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+                let handle = conn
+                    .peer
+                    .send_request_with_option(request, PeerRequestOptions::no_options())
+                    .await?;
+                // Declared in this order so the route is gone before the cancel goes out:
+                // progress the upstream sends after it saw the cancel never reaches the caller.
+                let mut abandoned = CancelOnDrop::new(&conn.peer, handle.id.clone());
+                let _route = progress
+                    .clone()
+                    .map(|to| conn.progress.register(handle.progress_token.clone(), to));
+                let response = handle.await_response().await;
+                abandoned.disarm();
+                let asked = match response? {
+                    ServerResult::CallToolResult(result) => return Ok(result),
+                    ServerResult::InputRequiredResult(asked) => asked,
+                    _ => return Err(ServiceError::UnexpectedResponse),
+                };
+                let client = conn.client().await.ok_or(ServiceError::TransportClosed)?;
+                let (answers, state) =
+                    mrtr::answer(&client, &conn.peer, asked, &mut rounds_without_input).await?;
+                params.input_responses = answers;
+                params.request_state = state;
+            }
+            Err(ServiceError::InputRequiredRoundsExceeded {
+                max_rounds: mrtr::MAX_ROUNDS,
+            })
         };
         let mut result = self
             .bounded(slot, &conn, &format!("tools/call {tool}"), call)
@@ -588,6 +658,13 @@ impl Manager {
                 what: what.to_owned(),
                 message: e.message.to_string(),
             }),
+            Ok(Err(ServiceError::InputRequiredRoundsExceeded { max_rounds })) => {
+                Err(UpstreamError::Protocol {
+                    server: server.clone(),
+                    what: what.to_owned(),
+                    message: format!("it still asked for input after {max_rounds} rounds"),
+                })
+            }
             // The connection is fine; only this answer was of the wrong kind (e.g. a task).
             Ok(Err(ServiceError::UnexpectedResponse)) => Err(UpstreamError::Protocol {
                 server: server.clone(),

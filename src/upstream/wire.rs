@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 use std::task::{Context, Poll, ready};
 
 use futures::Stream;
-use rmcp::model::{ErrorData, RequestId, ServerJsonRpcMessage};
+use rmcp::model::{CustomResult, ErrorData, RequestId, ServerJsonRpcMessage, ServerResult, Tool};
 use serde_json::Value;
 use tokio_util::bytes::Bytes;
 
@@ -67,7 +67,7 @@ pub fn decode(message: &mut [u8]) -> Option<ServerJsonRpcMessage> {
     };
     replace_lone(message);
     let error = match serde_json::from_slice::<ServerJsonRpcMessage>(message) {
-        Ok(parsed) => return Some(parsed),
+        Ok(parsed) => return Some(without_malformed_tools(parsed)),
         Err(e) => e,
     };
     // Bytes that are not UTF-8 inside strings: read as U+FFFD too.
@@ -93,6 +93,37 @@ pub fn decode(message: &mut [u8]) -> Option<ServerJsonRpcMessage> {
         ),
         Some(id),
     ))
+}
+
+/// A reply that reads as a custom result only because entries of its `tools` array are not
+/// MCP tools: the same reply as a tool list without them (each one logged), so one malformed
+/// tool never hides the others. Any other message is returned as it is.
+fn without_malformed_tools(message: ServerJsonRpcMessage) -> ServerJsonRpcMessage {
+    let ServerJsonRpcMessage::Response(mut reply) = message else {
+        return message;
+    };
+    if let ServerResult::CustomResult(CustomResult(result)) = &reply.result
+        && let Some(Value::Array(tools)) = result.get("tools")
+    {
+        let mut result = result.clone();
+        let kept: Vec<Value> = tools
+            .iter()
+            .filter(|tool| match serde_json::from_value::<Tool>((*tool).clone()) {
+                Ok(_) => true,
+                Err(e) => {
+                    let name = tool.get("name").map(Value::to_string).unwrap_or_default();
+                    tracing::warn!(tool = %shorten(&name, 100), "skipping a malformed tool in tools/list: {e}");
+                    false
+                }
+            })
+            .cloned()
+            .collect();
+        result["tools"] = Value::Array(kept);
+        if let Ok(list @ ServerResult::ListToolsResult(_)) = serde_json::from_value(result) {
+            reply.result = list;
+        }
+    }
+    ServerJsonRpcMessage::Response(reply)
 }
 
 /// An SSE byte stream that fails once one event (the bytes since the last blank line) passes
@@ -258,6 +289,27 @@ mod tests {
         // Garbage, and notifications of unknown shape, are dropped.
         assert!(decode(&mut b"not json".to_vec()).is_none());
         assert!(decode(&mut br#"{"jsonrpc":"2.0","method":7}"#.to_vec()).is_none());
+    }
+
+    #[test]
+    fn a_malformed_tool_never_hides_the_others() {
+        let mut line = br#"{"jsonrpc":"2.0","id":1,"result":{"tools":[
+            {"name":"ok","inputSchema":{"type":"object"}},
+            {"name":"no_schema"},
+            {"name":5,"inputSchema":{"type":"object"}},
+            "not a tool",
+            {"name":"also_ok","inputSchema":{"type":"object"},"x-extra":1}
+        ],"nextCursor":"2"}}"#
+            .to_vec();
+        let ServerJsonRpcMessage::Response(reply) = decode(&mut line).expect("read") else {
+            panic!("expected a reply");
+        };
+        let rmcp::model::ServerResult::ListToolsResult(list) = reply.result else {
+            panic!("expected a tool list: {:?}", reply.result);
+        };
+        let names: Vec<_> = list.tools.iter().map(|t| t.name.to_string()).collect();
+        assert_eq!(names, ["ok", "also_ok"]);
+        assert_eq!(list.next_cursor.as_deref(), Some("2"));
     }
 
     #[tokio::test]

@@ -102,31 +102,34 @@ async def test_everything_list_changed_burst_is_absorbed(tmp_path):
 
 
 async def test_stale_fingerprint_is_relisted_on_connect(tmp_path):
+    # memory (2025-11-25) gives its list no ttlMs: it is fresh until its config changes. (time,
+    # spoken to at 2026-07-28, says ttlMs 0: stale at once, re-listed at each connection.)
     entries = server_entries(tmp_path)
     cfg = write_config(tmp_path, {"time": entries["time"], "memory": entries["memory"]})
     run_cli(cfg, "index")
-    path = tmp_path / "catalogs" / "time.json"
-    good = catalog(tmp_path, "time")["configFingerprint"]
-    edited = catalog(tmp_path, "time")
+    assert catalog(tmp_path, "time")["ttlMs"] == 0
+    path = tmp_path / "catalogs" / "memory.json"
+    good = catalog(tmp_path, "memory")["configFingerprint"]
+    edited = catalog(tmp_path, "memory")
     edited["configFingerprint"] = "0" * 64
     path.write_text(json.dumps(edited))
 
     out = run_cli(cfg, "index", "--stale", "--json")
-    assert [o["server"] for o in json.loads(out.stdout)] == ["time"], "only the stale catalog is re-listed"
-    assert catalog(tmp_path, "time")["configFingerprint"] == good
+    assert sorted(o["server"] for o in json.loads(out.stdout)) == ["memory", "time"], "memory.json is not re-used"
+    assert catalog(tmp_path, "memory")["configFingerprint"] == good
     out = run_cli(cfg, "index", "--stale", "--json")
-    assert json.loads(out.stdout) == []
+    assert [o["server"] for o in json.loads(out.stdout)] == ["time"], "only the ttlMs 0 list is re-listed"
 
     path.write_text(json.dumps(edited))
     async with meta_client(cfg) as c:
         # Still searchable while stale...
-        hits = (await c.call_tool("search_tools", {"query": "current time"})).structured_content["hits"]
-        assert hits[0]["name"] == "time__get_current_time"
+        hits = (await c.call_tool("search_tools", {"query": "read the entire knowledge graph"})).structured_content["hits"]
+        assert hits[0]["name"] == "memory__read_graph"
         # ...and re-listed once its server connects.
-        await c.call_tool("call_tool", {"name": "time__get_current_time", "arguments": {"timezone": "UTC"}})
+        await c.call_tool("call_tool", {"name": "memory__read_graph", "arguments": {}})
 
         async def fresh():
-            return catalog(tmp_path, "time")["configFingerprint"] == good
+            return catalog(tmp_path, "memory")["configFingerprint"] == good
         await eventually(fresh, "the stale catalog to be re-listed")
 
 

@@ -64,9 +64,11 @@ async def test_lists_come_from_the_catalog_with_nothing_started(everything, tran
         assert listed[0] == "meta-server://results/{resourceId}", "meta-server's own stays listed"
         assert TEXT_TEMPLATE in listed and "demo://resource/dynamic/blob/{resourceId}" in listed
         if mode != "legacy":
-            # The shortest idleTimeoutSecs (300 s by default): see passthrough::list_ttl.
+            # The shortest idleTimeoutSecs (300 s by default), bounded by the servers' own ttlMs:
+            # time, spoken to at 2026-07-28, gives its tool list ttlMs 0 (see passthrough::list_ttl).
+            assert json.loads((everything.parent / "catalogs" / "time.json").read_text())["ttlMs"] == 0
             for listing in (prompts, resources, templates):
-                assert (listing.ttl_ms, listing.cache_scope) == (300_000, "public")
+                assert (listing.ttl_ms, listing.cache_scope) == (0, "public")
         assert children(me) == [], "listing starts no upstream"
 
 

@@ -43,7 +43,8 @@ fn index_writes_catalogs_and_reports_failures_without_stopping() {
             .unwrap();
     assert_eq!(catalog["format"], 1);
     assert_eq!(catalog["server"], "time");
-    assert_eq!(catalog["protocolVersion"], "2025-11-25");
+    // time is dual-era: it answers `server/discover`, so it is spoken to at 2026-07-28.
+    assert_eq!(catalog["protocolVersion"], "2026-07-28");
     assert_eq!(catalog["tools"][0]["name"], "get_current_time");
     assert!(catalog["configFingerprint"].as_str().unwrap().len() == 64);
     assert!(!dir.path().join("cat/broken.json").exists());

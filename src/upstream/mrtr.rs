@@ -1,0 +1,84 @@
+//! Multi round-trip requests (SEP-2322) of 2026-07-28 upstreams. Such a server answers a
+//! `tools/call` that needs input (sampling, elicitation, roots) with an `InputRequiredResult`;
+//! the call is sent again, as a new request, with the answers and the `requestState` echoed
+//! unchanged. The answers come from meta-server's own handler of upstream requests, as the same
+//! requests of a 2025-11-25 server do.
+
+use std::time::Duration;
+
+use rmcp::Service;
+use rmcp::model::{
+    ErrorData, InputRequest, InputRequests, InputRequiredResult, InputResponses, RequestId,
+    ServerRequest,
+};
+use rmcp::service::{Peer, RequestContext, RoleClient, ServiceError};
+
+use super::UpstreamClient;
+
+/// Rounds one call may take before it fails (rmcp's high-level client allows as many).
+pub(super) const MAX_ROUNDS: usize = rmcp::model::DEFAULT_MRTR_MAX_ROUNDS;
+
+/// What the retry of a call carries after `asked`: the answers to its input requests (if it
+/// made any) and its request state. `rounds_without_input` counts retries that carried only
+/// state; those wait a little longer each time (50 ms doubling to 250 ms), as rmcp's do.
+pub(super) async fn answer(
+    client: &UpstreamClient,
+    peer: &Peer<RoleClient>,
+    asked: InputRequiredResult,
+    rounds_without_input: &mut u32,
+) -> Result<(Option<InputResponses>, Option<String>), ServiceError> {
+    let requests = asked.input_requests.unwrap_or_default();
+    if requests.is_empty() && asked.request_state.is_none() {
+        return Err(ServiceError::UnexpectedResponse);
+    }
+    if requests.is_empty() {
+        let millis = (50u64 << (*rounds_without_input).min(3)).min(250);
+        tokio::time::sleep(Duration::from_millis(millis)).await;
+        *rounds_without_input += 1;
+        return Ok((None, asked.request_state));
+    }
+    *rounds_without_input = 0;
+    let answers = responses(client, peer, requests).await?;
+    Ok((Some(answers), asked.request_state))
+}
+
+async fn responses(
+    client: &UpstreamClient,
+    peer: &Peer<RoleClient>,
+    requests: InputRequests,
+) -> Result<InputResponses, ServiceError> {
+    let answers = requests.into_iter().map(|(key, request)| async move {
+        let (what, request) = match request {
+            InputRequest::CreateMessage(r) => ("sampling", ServerRequest::CreateMessageRequest(r)),
+            InputRequest::Elicitation(r) => ("elicitation", ServerRequest::ElicitRequest(r)),
+            InputRequest::ListRoots(r) => ("roots", ServerRequest::ListRootsRequest(r)),
+            _ => {
+                return Err(refused(
+                    &key,
+                    "input",
+                    "meta-server does not know this kind",
+                ));
+            }
+        };
+        let cx = RequestContext::new(RequestId::String(key.clone().into()), peer.clone());
+        let result = client
+            .handle_request(request, cx)
+            .await
+            .map_err(|e| refused(&key, what, &e.message))?;
+        let value =
+            serde_json::to_value(result).map_err(|e| refused(&key, what, &e.to_string()))?;
+        Ok((key, value))
+    });
+    futures::future::try_join_all(answers)
+        .await
+        .map(|answers| answers.into_iter().collect())
+}
+
+fn refused(key: &str, what: &str, why: &str) -> ServiceError {
+    ServiceError::McpError(ErrorData::internal_error(
+        format!(
+            "it asked for {what} (input request \"{key}\") that meta-server could not give: {why}"
+        ),
+        None,
+    ))
+}
