@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use rmcp::Service;
 use rmcp::model::{
-    ErrorData, InputRequest, InputRequests, InputRequiredResult, InputResponses, RequestId,
-    ServerRequest,
+    ClientResult, ElicitResult, ElicitationAction, ErrorData, InputRequest, InputRequests,
+    InputRequiredResult, InputResponses, RequestId, ServerRequest,
 };
 use rmcp::service::{Peer, RequestContext, RoleClient, ServiceError};
 
@@ -60,11 +60,18 @@ async fn responses(
                 ));
             }
         };
+        let elicitation = matches!(request, ServerRequest::ElicitRequest(_));
         let cx = RequestContext::new(RequestId::String(key.clone().into()), peer.clone());
-        let result = client
-            .handle_request(request, cx)
-            .await
-            .map_err(|e| refused(&key, what, &e.message))?;
+        let result = match client.handle_request(request, cx).await {
+            Ok(result) => result,
+            // An elicitation nobody can answer is declined, an answer the server expects and
+            // handles; why is told in the call's result (see `relay.rs`).
+            Err(e) if elicitation => {
+                tracing::debug!(key, "elicitation declined: {}", e.message);
+                ClientResult::ElicitResult(ElicitResult::new(ElicitationAction::Decline))
+            }
+            Err(e) => return Err(refused(&key, what, &e.message)),
+        };
         let value =
             serde_json::to_value(result).map_err(|e| refused(&key, what, &e.to_string()))?;
         Ok((key, value))
