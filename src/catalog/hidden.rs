@@ -23,9 +23,9 @@ pub fn is_hidden(c: char) -> bool {
 }
 
 /// Whether the JSON text may hold a hidden character, literally or as a `\u` escape; false
-/// for most texts, read without parsing them.
+/// for most texts (other non-ASCII text included), read without parsing them.
 fn may_hide(text: &str) -> bool {
-    !text.is_ascii() || text.contains("\\u")
+    text.contains("\\u") || text.chars().any(is_hidden)
 }
 
 /// `raw` without hidden characters in any string or key but its `name` (which calls the
