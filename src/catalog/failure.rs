@@ -57,6 +57,12 @@ impl Failure {
         let _ = std::fs::remove_file(Self::path(dir, server));
     }
 
+    /// [`Self::note`] of each of `servers`, in one line.
+    pub fn notes(dir: &Path, servers: &[String]) -> String {
+        let notes: Vec<String> = servers.iter().map(|s| Self::note(dir, s)).collect();
+        notes.join("; ")
+    }
+
     /// How commands mention a server without a catalog: why its listing failed, or that it
     /// was never listed.
     pub fn note(dir: &Path, server: &str) -> String {

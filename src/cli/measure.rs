@@ -116,14 +116,9 @@ pub fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
         report.meta_tokens, report.saving_percent, report.tokenizer
     );
     if !report.missing.is_empty() {
-        let notes: Vec<String> = report
-            .missing
-            .iter()
-            .map(|server| Failure::note(&settings.catalog_dir, server))
-            .collect();
         println!(
             "not counted, no catalog: {}",
-            super::terminal::escape(&notes.join("; "))
+            super::terminal::escape(&Failure::notes(&settings.catalog_dir, &report.missing))
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -42,14 +42,9 @@ pub fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
         eprintln!("warning: {}", escape(warning));
     }
     if !report.missing.is_empty() {
-        let notes: Vec<String> = report
-            .missing
-            .iter()
-            .map(|server| Failure::note(&settings.catalog_dir, server))
-            .collect();
         eprintln!(
             "note: not searchable, no catalog: {}",
-            escape(&notes.join("; "))
+            escape(&Failure::notes(&settings.catalog_dir, &report.missing))
         );
     }
     if let Some(embedder) = crate::library::embedder(&settings)
