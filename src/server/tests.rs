@@ -10,7 +10,7 @@ use rmcp::model::{CallToolResult, JsonObject};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::caller::Caller;
+use super::caller::{Caller, Introduced};
 use super::tools::builtin;
 use super::tools::request::Request;
 use super::{MetaServer, State, definitions};
@@ -78,6 +78,11 @@ fn rig() -> &'static Rig {
 
 /// Calls `name` of `tools/list` as a Codex session would.
 fn call(name: &str, arguments: Value) -> CallToolResult {
+    call_in(name, arguments, Default::default())
+}
+
+/// [`call`] in a session that remembers the servers it was `introduced` to.
+fn call_in(name: &str, arguments: Value, introduced: Introduced) -> CallToolResult {
     let rig = rig();
     let caller = Caller {
         client_limit: Some(CLIENT_LIMIT),
@@ -86,6 +91,7 @@ fn call(name: &str, arguments: Value) -> CallToolResult {
         cancelled: CancellationToken::new(),
         progress_to: None,
         origin: crate::upstream::Origin::Detached,
+        introduced,
     };
     let arguments: JsonObject = match arguments {
         Value::Object(map) => map,
@@ -341,6 +347,31 @@ fn snapshot_details() {
         json!({"names": ["time__convert_time", "time__get_curent_time"]}),
     );
     snapshot!("get_tool_details", model_view(&result));
+}
+
+#[test]
+fn a_servers_own_instructions_come_with_its_first_details_in_a_session() {
+    let session = Introduced::per_session();
+    let details = |names: Value, introduced: &Introduced| {
+        let result = call_in(
+            definitions::GET_TOOL_DETAILS,
+            json!({ "names": names }),
+            introduced.clone(),
+        );
+        result.structured_content.expect("details")["serverInstructions"].clone()
+    };
+    // The time server has none; server-everything's come once, whole.
+    assert_eq!(details(json!(["time__convert_time"]), &session), Value::Null);
+    let first = details(json!(["everything__echo", "time__convert_time"]), &session);
+    let everything = first["everything"].as_str().expect("everything's instructions");
+    assert!(everything.starts_with("# Everything Server"), "{everything}");
+    assert_eq!(first.as_object().map(|o| o.len()), Some(1));
+    assert_eq!(details(json!(["everything__get-sum"]), &session), Value::Null);
+    // Where no session remembers (2026-07-28, the command line): every time.
+    let stateless = Introduced::default();
+    for _ in 0..2 {
+        assert!(details(json!(["everything__echo"]), &stateless)["everything"].is_string());
+    }
 }
 
 #[test]

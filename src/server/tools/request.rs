@@ -119,7 +119,7 @@ impl Request {
             }
             Self::Details(args) => {
                 let route = Route::GetToolDetails;
-                let result = details::run(state, soft(&route), args);
+                let result = details::run(state, soft(&route), args, Some(&caller.introduced));
                 (GET_TOOL_DETAILS.to_owned(), route, result)
             }
             Self::Tool(args) => {

@@ -220,6 +220,7 @@ impl Host for ServerHost {
             cancelled: self.scope.clone(),
             progress_to: None,
             origin: self.origin.clone(),
+            introduced: Default::default(),
         };
         let progress = self.progress.clone();
         let dispatch = self.dispatch;
@@ -256,7 +257,7 @@ impl Host for ServerHost {
             let mut args = serde_json::Map::new();
             args.insert("names".into(), json!([name]));
             let args = reply::parse_args(GET_TOOL_DETAILS, args)?;
-            let details = script::script_value(&details::run(&state, soft, args))?;
+            let details = script::script_value(&details::run(&state, soft, args, None))?;
             if let Some(tool) = details["tools"].get(0) {
                 return Ok(tool.clone());
             }
