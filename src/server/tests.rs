@@ -111,7 +111,7 @@ fn output_schema(tool: &str, arguments: &Value) -> Option<Arc<jsonschema::Valida
         let meta = definitions::definitions().iter().filter_map(|t| {
             Some((
                 t.name.to_string(),
-                Value::Object((**t.output_schema.as_ref()?).clone()),
+                definitions::result_schema(&t.name)?.clone(),
             ))
         });
         let builtin = builtin::catalog().tools.iter().filter_map(|t| {
@@ -454,6 +454,30 @@ fn hundreds_of_unavailable_servers_leave_room_for_the_hits_and_the_one_that_matt
         text.contains("\"broken-250\" cannot be used: its command is not installed"),
         "{text}"
     );
+}
+
+#[test]
+fn the_surface_stays_within_4000_characters_whatever_the_number_of_servers() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tools = json!({"tools": definitions()}).to_string();
+    let mut sizes = Vec::new();
+    for count in [0, 4, 70, 1000] {
+        let servers: serde_json::Map<String, Value> = (0..count)
+            .map(|i| {
+                let about = "Reads, writes and searches the records of one team's service in detail";
+                (format!("team-service-{i:04}"), json!({"command": "x", "description": about}))
+            })
+            .collect();
+        let config = json!({"metaServer": {"skillsDirs": []}, "mcpServers": servers});
+        let settings =
+            Settings::parse(&root.join("config.json"), &config.to_string()).expect("config");
+        let (library, _) = super::load_library(&settings).expect("library");
+        let overview = super::overview(&settings, &library);
+        sizes.push(tools.chars().count() + overview.chars().count());
+    }
+    assert!(sizes.iter().all(|&n| n <= 4_000), "{sizes:?}");
+    // Capped: from 70 to 1,000 servers only the count of the servers left out grows a digit.
+    assert!(sizes[3] <= sizes[2] + 1, "{sizes:?}");
 }
 
 #[test]

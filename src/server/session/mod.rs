@@ -4,7 +4,7 @@
 
 mod handler;
 pub(in crate::server) mod http;
-mod instructions;
+pub(in crate::server) mod instructions;
 mod login_offer;
 mod principal;
 mod revision;
@@ -12,6 +12,7 @@ pub(in crate::server) mod start;
 mod stdio;
 
 pub use handler::MetaServer;
+pub use instructions::overview;
 pub use http::{
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, HttpError, HttpOptions,
     HttpServer, PATH as HTTP_PATH, Token,
