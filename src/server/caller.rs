@@ -47,7 +47,9 @@ impl Introduced {
 
     /// Whether `server`'s instructions are still to be given.
     pub fn is_new(&self, server: &str) -> bool {
-        self.0.as_ref().is_none_or(|given| !given.lock().contains(server))
+        self.0
+            .as_ref()
+            .is_none_or(|given| !given.lock().contains(server))
     }
 
     /// Records that `servers`' instructions were given.

@@ -361,12 +361,23 @@ fn a_servers_own_instructions_come_with_its_first_details_in_a_session() {
         result.structured_content.expect("details")["serverInstructions"].clone()
     };
     // The time server has none; server-everything's come once, whole.
-    assert_eq!(details(json!(["time__convert_time"]), &session), Value::Null);
+    assert_eq!(
+        details(json!(["time__convert_time"]), &session),
+        Value::Null
+    );
     let first = details(json!(["everything__echo", "time__convert_time"]), &session);
-    let everything = first["everything"].as_str().expect("everything's instructions");
-    assert!(everything.starts_with("# Everything Server"), "{everything}");
+    let everything = first["everything"]
+        .as_str()
+        .expect("everything's instructions");
+    assert!(
+        everything.starts_with("# Everything Server"),
+        "{everything}"
+    );
     assert_eq!(first.as_object().map(|o| o.len()), Some(1));
-    assert_eq!(details(json!(["everything__get-sum"]), &session), Value::Null);
+    assert_eq!(
+        details(json!(["everything__get-sum"]), &session),
+        Value::Null
+    );
     // Where no session remembers (2026-07-28, the command line): every time.
     let stateless = Introduced::default();
     for _ in 0..2 {
@@ -464,8 +475,12 @@ fn the_surface_stays_within_4000_characters_whatever_the_number_of_servers() {
     for count in [0, 4, 70, 1000] {
         let servers: serde_json::Map<String, Value> = (0..count)
             .map(|i| {
-                let about = "Reads, writes and searches the records of one team's service in detail";
-                (format!("team-service-{i:04}"), json!({"command": "x", "description": about}))
+                let about =
+                    "Reads, writes and searches the records of one team's service in detail";
+                (
+                    format!("team-service-{i:04}"),
+                    json!({"command": "x", "description": about}),
+                )
             })
             .collect();
         let config = json!({"metaServer": {"skillsDirs": []}, "mcpServers": servers});
@@ -478,6 +493,42 @@ fn the_surface_stays_within_4000_characters_whatever_the_number_of_servers() {
     assert!(sizes.iter().all(|&n| n <= 4_000), "{sizes:?}");
     // Capped: from 70 to 1,000 servers only the count of the servers left out grows a digit.
     assert!(sizes[3] <= sizes[2] + 1, "{sizes:?}");
+}
+
+#[test]
+fn a_weak_search_while_a_server_is_indexed_points_at_that_server_not_the_query() {
+    let rig = rig();
+    let state = &rig.server.state;
+    let library = state.library();
+    let search = |indexing: &[&str], query: &str| {
+        let scope = super::tools::search::Scope {
+            library: &library,
+            servers: vec!["time", "slow"],
+            boosted: Default::default(),
+            indexing: indexing.iter().map(|s| s.to_string()).collect(),
+            unavailable: Vec::new(),
+            results: &state.results,
+            soft: CLIENT_LIMIT,
+        };
+        let args = serde_json::from_value(json!({ "query": query })).unwrap();
+        let out = super::tools::search::answer(&scope, args)
+            .structured_content
+            .unwrap();
+        out["hint"].as_str().unwrap_or_default().to_owned()
+    };
+    let hint = search(&["slow"], "zebra husbandry");
+    assert!(
+        hint.starts_with(
+            "No tool matched \"zebra husbandry\" well yet: server \"slow\" is still being indexed"
+        ) && hint.contains("with \"server\": \"slow\"")
+            && !hint.contains("Rephrase"),
+        "{hint}"
+    );
+    assert!(search(&["slow", "other"], "zebra husbandry").contains("servers slow, other are"));
+    assert!(
+        search(&[], "zebra husbandry").contains("Rephrase"),
+        "nothing indexing: rephrase"
+    );
 }
 
 #[test]

@@ -63,7 +63,9 @@ fn listed(mut raw: Value, qualified: &str) -> Option<Tool> {
     let name = listed_name(qualified);
     let fields = raw.as_object_mut()?;
     if name != qualified {
-        let meta = fields.entry("_meta").or_insert_with(|| serde_json::json!({}));
+        let meta = fields
+            .entry("_meta")
+            .or_insert_with(|| serde_json::json!({}));
         meta.as_object_mut()?
             .insert(QUALIFIED_KEY.into(), qualified.into());
     }
@@ -126,7 +128,11 @@ mod tests {
             assert!(qualified.starts_with(&tool.name[..55]));
             assert_eq!(tool.name, listed_name(qualified), "the same on every start");
             assert_eq!(resolve(&listed, &tool.name).as_ref(), Some(qualified));
-            assert_eq!(tool.meta.as_ref().unwrap()["x"], 1, "the server's own _meta is kept");
+            assert_eq!(
+                tool.meta.as_ref().unwrap()["x"],
+                1,
+                "the server's own _meta is kept"
+            );
         }
         assert_ne!(listed[0].name, listed[1].name);
         assert_eq!(listed_name("é".repeat(65).as_str()).chars().count(), 64);

@@ -12,10 +12,10 @@ pub(in crate::server) mod start;
 mod stdio;
 
 pub use handler::MetaServer;
-pub use instructions::overview;
 pub use http::{
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, HttpError, HttpOptions,
     HttpServer, PATH as HTTP_PATH, Token,
 };
+pub use instructions::overview;
 pub use start::StartError;
 pub use stdio::{StdioError, serve_stdio};

@@ -17,7 +17,9 @@ static DEFINITIONS: LazyLock<Vec<Tool>> = LazyLock::new(|| {
     let mut tools: Vec<Tool> = serde_json::from_str(include_str!("definitions.json"))
         .expect("meta-tool definitions parse");
     for tool in &mut tools {
-        tool.output_schema = RESULTS.get(tool.name.as_ref()).map(|s| Arc::new(outline(s)));
+        tool.output_schema = RESULTS
+            .get(tool.name.as_ref())
+            .map(|s| Arc::new(outline(s)));
     }
     tools
 });

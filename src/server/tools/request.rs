@@ -41,10 +41,12 @@ impl Request {
             SEARCH_TOOLS => reply::parse_args(name, arguments).map(Self::Search),
             GET_TOOL_DETAILS => reply::parse_args(name, arguments).map(Self::Details),
             CALL_TOOL => reply::parse_args(name, arguments).map(Self::Tool),
-            tool if let Some(qualified) = resolve_listed(listed, tool) => Ok(Self::Tool(call::Args {
-                name: qualified,
-                arguments: Some(arguments),
-            })),
+            tool if let Some(qualified) = resolve_listed(listed, tool) => {
+                Ok(Self::Tool(call::Args {
+                    name: qualified,
+                    arguments: Some(arguments),
+                }))
+            }
             other => {
                 return Err(McpError::invalid_params(
                     format!(
