@@ -125,8 +125,8 @@ pub enum ScriptError {
         "the script made more than {max} tools.search and tools.describe requests (the limit per run) and was stopped; search once with a broader query, and describe only the tools you call"
     )]
     Lookups { max: usize },
-    #[error("{0}")]
-    Busy(String),
+    #[error(transparent)]
+    Busy(admit::Full),
     #[error("the script was cancelled by the client")]
     Cancelled,
     #[error("the script does not parse: {0}")]
