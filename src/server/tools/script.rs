@@ -19,7 +19,7 @@ use super::{details, search};
 use crate::budget::Route;
 use crate::config::RESERVED_SERVER;
 use crate::result::Owner;
-use crate::script::{self, CallRecord, Host, HostFuture, Limits, Report};
+use crate::script::{self, CallRecord, Host, HostFuture, Limits, Rejection, Report};
 use crate::server::State;
 use crate::server::caller::Caller;
 use crate::upstream::Origin;
@@ -236,7 +236,7 @@ impl Host for ServerHost {
         })
     }
 
-    fn search(&self, query: String, limit: Option<u32>) -> HostFuture<Result<Value, String>> {
+    fn search(&self, query: String, limit: Option<u32>) -> HostFuture<Result<Value, Rejection>> {
         let state = self.state.clone();
         let soft = self.soft(&Route::SearchTools);
         Box::pin(async move {
@@ -250,7 +250,7 @@ impl Host for ServerHost {
         })
     }
 
-    fn describe(&self, name: String) -> HostFuture<Result<Value, String>> {
+    fn describe(&self, name: String) -> HostFuture<Result<Value, Rejection>> {
         let state = self.state.clone();
         let soft = self.soft(&Route::GetToolDetails);
         Box::pin(async move {
@@ -269,7 +269,7 @@ impl Host for ServerHost {
                 let near: Vec<&str> = near.iter().filter_map(Value::as_str).collect();
                 message.push_str(&format!(" Did you mean: {}?", near.join(", ")));
             }
-            Err(message)
+            Err(message.into())
         })
     }
 }
