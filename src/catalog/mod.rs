@@ -20,7 +20,7 @@ use crate::checksum::{self, Checksum};
 use crate::config::ServerConfig;
 
 pub use failure::Failure;
-pub use fingerprint::{config_fingerprint, tools_hash};
+pub use fingerprint::{config_fingerprint, tool_fingerprint, tools_hash};
 pub use raw::RawTool;
 pub use refresh::fetch;
 pub use tool::{ToolDef, ToolError};
