@@ -168,10 +168,11 @@ pub fn observe(mode: TrustMode, dir: &Path, fresh: &Catalog) -> Result<Vec<Strin
         .collect())
 }
 
-/// The one line `index` and the refresh while serving give about new quarantines of `server`.
-pub fn notice(server: &str, quarantined: &[String]) -> String {
+/// The one line `index` and the refresh while serving give about new quarantines (qualified
+/// tool names).
+pub fn notice(quarantined: &[String]) -> String {
     format!(
-        "{} tool(s) of {server} wait for approval ({}): see `meta-server tools review`",
+        "{} tool(s) wait for approval, quarantined until then ({}): see `meta-server tools review`",
         quarantined.len(),
         quarantined.join(", ")
     )
