@@ -4,6 +4,7 @@
 mod failure;
 mod fingerprint;
 pub mod hidden;
+mod injection;
 mod raw;
 mod refresh;
 mod tool;
