@@ -123,7 +123,10 @@ mod tests {
         let tool = |v: Value| tool_fingerprint(&RawTool::from(v));
         let base = json!({"name": "x", "description": "d", "inputSchema": {"type": "object"}});
         let same = tool(base.clone());
-        assert_eq!(same, tool(json!({"inputSchema": {"type": "object"}, "description": "d", "name": "x"})));
+        assert_eq!(
+            same,
+            tool(json!({"inputSchema": {"type": "object"}, "description": "d", "name": "x"}))
+        );
         let mut meta = base.clone();
         meta["_meta"] = json!({"v": 2});
         assert_eq!(same, tool(meta), "_meta is not pinned");
@@ -131,7 +134,10 @@ mod tests {
             ("name", json!("y")),
             ("title", json!("T")),
             ("description", json!("d\u{E0041}")),
-            ("inputSchema", json!({"type": "object", "properties": {"a": {}}})),
+            (
+                "inputSchema",
+                json!({"type": "object", "properties": {"a": {}}}),
+            ),
             ("outputSchema", json!({"type": "object"})),
             ("annotations", json!({"destructiveHint": true})),
         ] {

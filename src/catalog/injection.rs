@@ -85,7 +85,9 @@ mod tests {
     use crate::catalog::{Catalog, RawTool, ToolDef};
 
     fn corpus(name: &str) -> Vec<String> {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/injection").join(name);
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/injection")
+            .join(name);
         std::fs::read_to_string(path)
             .unwrap()
             .lines()

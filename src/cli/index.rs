@@ -127,10 +127,12 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
                 let result = match catalog::fetch(&manager, server).await {
                     Ok(catalog) => {
                         match crate::trust::observe(settings.trust, &dir, &catalog) {
-                            Ok(held) => quarantined = held
-                                .iter()
-                                .map(|tool| crate::library::qualified_name(&server.name, tool))
-                                .collect(),
+                            Ok(held) => {
+                                quarantined = held
+                                    .iter()
+                                    .map(|tool| crate::library::qualified_name(&server.name, tool))
+                                    .collect()
+                            }
                             Err(e) => eprintln!("warning: {e}"),
                         }
                         catalog

@@ -223,8 +223,7 @@ fn approve(settings: &Settings, args: ApproveArgs) -> anyhow::Result<ExitCode> {
             }
             bail!(no_catalog(&config.name));
         };
-        let approved =
-            crate::trust::approve(&settings.catalog_dir, &catalog, tools.as_deref())?;
+        let approved = crate::trust::approve(&settings.catalog_dir, &catalog, tools.as_deref())?;
         let names: Vec<String> = approved
             .iter()
             .map(|t| qualified_name(&config.name, t))

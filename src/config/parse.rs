@@ -20,8 +20,8 @@ use super::{
     ConfigError, DEFAULT_CALL_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_INDEX_CONCURRENCY,
     DEFAULT_MAX_MESSAGE, DEFAULT_RESULT_MEMORY, DEFAULT_RESULT_TTL, DEFAULT_STORE_MAX_RESULT,
     DEFAULT_STORE_TTL, OAuthConfig, ResultSettings, ServerConfig, Settings, SkippedServer,
-    StoreSettings, Tokenizer, ToolFilter, TrustMode, TransportConfig, default_catalog_dir, default_embed_dir,
-    default_skills_dirs, server_identifier,
+    StoreSettings, Tokenizer, ToolFilter, TransportConfig, TrustMode, default_catalog_dir,
+    default_embed_dir, default_skills_dirs, server_identifier,
 };
 
 /// `metaServer`: options for meta-server itself. Unknown keys are errors (they are typos).

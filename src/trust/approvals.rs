@@ -71,11 +71,10 @@ impl Approvals {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(source) => return Err(TrustError::Read { path, source }),
         };
-        let approvals: Self =
-            serde_json::from_str(&text).map_err(|e| TrustError::Invalid {
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
+        let approvals: Self = serde_json::from_str(&text).map_err(|e| TrustError::Invalid {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
         if approvals.format != FORMAT || approvals.server != server {
             return Err(TrustError::Invalid {
                 path,

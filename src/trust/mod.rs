@@ -279,7 +279,9 @@ impl Trust {
         let stamp = std::fs::metadata(Approvals::path(&self.dir, &catalog.server))
             .ok()
             .and_then(|m| Some((m.modified().ok()?, m.len())));
-        let fresh = |held: &Held| Some(&held.tools_hash) == catalog.tools_hash.as_ref() && held.stamp == stamp;
+        let fresh = |held: &Held| {
+            Some(&held.tools_hash) == catalog.tools_hash.as_ref() && held.stamp == stamp
+        };
         if let Some(held) = self.held.lock().get(&catalog.server).filter(|h| fresh(h)) {
             return held.tools.clone();
         }

@@ -33,10 +33,16 @@ fn first_use_approves_the_first_listing_and_holds_what_changes_or_appears_after(
     assert_eq!(list(mode, dir.path(), &second), ["b", "c"]);
     let b = trust.quarantine(&second, "b").unwrap();
     assert!(matches!(b.reason, Reason::Changed { .. }), "{b:?}");
-    assert!(b.refusal("s__b").contains("`meta-server tools approve s__b`"));
+    assert!(
+        b.refusal("s__b")
+            .contains("`meta-server tools approve s__b`")
+    );
     let c = trust.quarantine(&second, "c").unwrap();
     assert!(matches!(c.reason, Reason::New { .. }), "{c:?}");
-    assert!(c.flag("s__c").contains("appeared after its server was approved at 20"));
+    assert!(
+        c.flag("s__c")
+            .contains("appeared after its server was approved at 20")
+    );
     assert_eq!(trust.quarantine(&second, "a"), None);
     assert_eq!(
         list(mode, dir.path(), &second),
@@ -55,8 +61,15 @@ fn first_use_approves_the_first_listing_and_holds_what_changes_or_appears_after(
         approve(dir.path(), &second, Some(&["c".to_owned()])).unwrap(),
         ["c"]
     );
-    assert_eq!(trust.quarantine(&second, "c"), None, "seen without a restart");
-    assert!(trust.quarantine(&second, "b").is_some(), "nothing else approved");
+    assert_eq!(
+        trust.quarantine(&second, "c"),
+        None,
+        "seen without a restart"
+    );
+    assert!(
+        trust.quarantine(&second, "b").is_some(),
+        "nothing else approved"
+    );
     assert!(matches!(
         approve(dir.path(), &second, Some(&["zz".to_owned()])),
         Err(TrustError::NoSuchTool { .. })
@@ -76,7 +89,10 @@ fn review_holds_a_new_server_and_off_holds_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let first = catalog(&[("a", "adds")]);
     assert!(list(TrustMode::Off, dir.path(), &first).is_empty());
-    assert!(!Approvals::path(dir.path(), "s").exists(), "off records nothing");
+    assert!(
+        !Approvals::path(dir.path(), "s").exists(),
+        "off records nothing"
+    );
     let changed = catalog(&[("a", "changed")]);
     assert!(list(TrustMode::Off, dir.path(), &changed).is_empty());
     assert_eq!(
