@@ -594,6 +594,28 @@ mod tests {
         err.to_string()
     }
 
+    #[test]
+    fn trust_mode_defaults_to_first_use_and_names_the_choices() {
+        let mode = |v: &str| {
+            parse_str(&format!(
+                r#"{{"metaServer": {{"trust": {v}}}, "mcpServers": {{}}}}"#
+            ))
+            .map(|s| s.trust)
+        };
+        assert_eq!(
+            parse_str(r#"{"mcpServers": {}}"#).unwrap().trust,
+            TrustMode::FirstUse
+        );
+        assert_eq!(mode(r#""first-use""#).unwrap(), TrustMode::FirstUse);
+        assert_eq!(mode(r#""review""#).unwrap(), TrustMode::Review);
+        assert_eq!(mode(r#""off""#).unwrap(), TrustMode::Off);
+        let e = invalid(r#"{"metaServer": {"trust": "always"}, "mcpServers": {}}"#);
+        assert!(
+            e.contains("metaServer.trust") && e.contains("\"review\""),
+            "{e}"
+        );
+    }
+
     /// The reason an entry was skipped; the config itself loads.
     fn skipped(text: &str) -> String {
         let settings = parse_str(text).unwrap();
