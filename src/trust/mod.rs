@@ -99,13 +99,12 @@ pub fn assess(
     approvals: &Result<Option<Approvals>, TrustError>,
     catalog: &Catalog,
 ) -> BTreeMap<String, Quarantine> {
-    if mode == TrustMode::Off {
+    if mode == TrustMode::Off || (mode == TrustMode::FirstUse && matches!(approvals, Ok(None))) {
         return BTreeMap::new();
     }
     let reason_of = |tool: &RawTool, fingerprint: &str| match approvals {
         Err(e) => Some(Reason::Unreadable(e.to_string())),
-        Ok(None) if mode == TrustMode::Review => Some(Reason::NewServer),
-        Ok(None) => None,
+        Ok(None) => Some(Reason::NewServer),
         Ok(Some(approvals)) => {
             let name = approvals::name_of(tool)?;
             match approvals.tools.get(&name) {
