@@ -5,12 +5,15 @@ and alwaysLoad with the approve command; `tools review --json` shows both texts;
 lets one tool run and nothing else."""
 import asyncio
 import json
+import os
 import time
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+from mcp import Client, StdioServerParameters
 
-from conftest import PEERS, meta_client, run_cli, text_of, write_config
+from conftest import BIN, PEERS, meta_client, run_cli, text_of, write_config
 
 pytestmark = pytest.mark.anyio
 FIXTURE = Path(__file__).with_name("fixtures") / "mutable_server.py"
@@ -52,6 +55,15 @@ async def call(client, name: str, arguments: dict | None = None):
     return await client.call_tool("call_tool", {"name": name, "arguments": arguments or {}})
 
 
+@asynccontextmanager
+async def logged_client(cfg: Path, log: Path, mode: str):
+    """A session of `serve` whose log goes to `log`."""
+    params = StdioServerParameters(command="sh", args=["-c", f'exec "{BIN}" --config "{cfg}" serve 2>"{log}"'],
+                                   env={**os.environ, "META_SERVER_LOG": "meta_server=info"})
+    async with Client(params, mode=mode) as client:
+        yield client
+
+
 def hits_by_name(result) -> dict:
     return {h["name"]: h for h in result.structured_content["hits"]}
 
@@ -63,7 +75,8 @@ async def test_a_rug_pull_while_serving_is_quarantined_until_approved(tmp_path, 
     approved = json.loads((tmp_path / "catalogs" / "mutable.approved").read_text())
     assert sorted(approved["tools"]) == ["add", "greet", "reload"], "first use approves the first listing"
 
-    async with meta_client(cfg, mode=mode) as c:
+    log = tmp_path / "serve.log"
+    async with logged_client(cfg, log, mode) as c:
         r = await call(c, "mutable__add", {"text": "1+2"})
         assert not r.is_error, text_of(r)
         texts.write_text(json.dumps([ADD_PULLED, GREET, EXFIL]))
@@ -122,6 +135,10 @@ async def test_a_rug_pull_while_serving_is_quarantined_until_approved(tmp_path, 
         assert r.is_error, "nothing else was approved"
         review = json.loads(run_cli(cfg, "tools", "review", "--json").stdout)
         assert [t["name"] for t in review if "quarantined" in t] == ["mutable__backup"], review
+    reported = [line for line in log.read_text().splitlines() if "wait for approval" in line]
+    assert len(reported) == 1 and reported[0].endswith(
+        "2 tool(s) wait for approval, quarantined until then (mutable__add, mutable__backup): "
+        "see `meta-server tools review`"), reported
 
 
 async def test_index_reports_new_quarantines_and_always_load_refuses_them(tmp_path):
