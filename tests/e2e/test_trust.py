@@ -93,6 +93,7 @@ async def test_a_rug_pull_while_serving_is_quarantined_until_approved(tmp_path, 
         assert any("instruction" in f for f in backup["flags"]), "injection-like text is flagged too"
 
         r = await c.call_tool("search_tools", {"query": "add two numbers"})
+        assert "  flag: quarantined: its text changed" in text_of(r), "the text twin says so too"
         add = hits_by_name(r)["mutable__add"]
         assert any(f.startswith("quarantined: its text changed since the version approved at "
                                 + approved["tools"]["add"]["approvedAt"]) for f in add["flags"]), add

@@ -464,6 +464,11 @@ fn render(out: &Output) -> String {
             text.push_str(desc);
         }
         text.push('\n');
+        for flag in &hit.flags {
+            text.push_str("  flag: ");
+            text.push_str(flag);
+            text.push('\n');
+        }
         if let Some(schema) = &hit.input_schema {
             text.push_str("  inputSchema: ");
             text.push_str(&schema.to_string());
