@@ -22,4 +22,5 @@ pub mod server;
 pub mod skills;
 pub mod store;
 pub mod surrogates;
+pub mod trust;
 pub mod upstream;

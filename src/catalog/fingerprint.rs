@@ -1,5 +1,5 @@
 //! Hashes that tell whether a catalog still matches its server: the launch config (without
-//! secrets) and the tool list.
+//! secrets) and the tool list; and each tool's own, which pins what the user approved.
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -37,6 +37,27 @@ pub fn tools_hash(tools: &[RawTool]) -> String {
     ))
 }
 
+/// The fields of a tool that say what it is and does; its fingerprint covers these alone.
+const PINNED: [&str; 6] = [
+    "name",
+    "title",
+    "description",
+    "inputSchema",
+    "outputSchema",
+    "annotations",
+];
+
+/// SHA-256 of a tool's name, title, description, input and output schema and annotations as
+/// received (hidden characters included), as canonical JSON; other keys (`_meta`, `icons`) aside.
+pub fn tool_fingerprint(tool: &RawTool) -> String {
+    let value = tool.value();
+    let pinned: serde_json::Map<String, Value> = PINNED
+        .iter()
+        .filter_map(|k| Some(((*k).to_owned(), canonical(value.get(*k)?))))
+        .collect();
+    hex_sha256(&Value::Object(pinned))
+}
+
 fn canonical(value: &Value) -> Value {
     match value {
         Value::Object(map) => {
@@ -60,6 +81,7 @@ fn hex_sha256(value: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use std::collections::BTreeMap;
 
     fn server(env_value: &str) -> ServerConfig {
@@ -94,6 +116,35 @@ mod tests {
             args.push("--flag".into());
         }
         assert_ne!(config_fingerprint(&server("a")), config_fingerprint(&other));
+    }
+
+    #[test]
+    fn a_tool_fingerprint_covers_what_it_does_and_only_that() {
+        let tool = |v: Value| tool_fingerprint(&RawTool::from(v));
+        let base = json!({"name": "x", "description": "d", "inputSchema": {"type": "object"}});
+        let same = tool(base.clone());
+        assert_eq!(
+            same,
+            tool(json!({"inputSchema": {"type": "object"}, "description": "d", "name": "x"}))
+        );
+        let mut meta = base.clone();
+        meta["_meta"] = json!({"v": 2});
+        assert_eq!(same, tool(meta), "_meta is not pinned");
+        for (key, value) in [
+            ("name", json!("y")),
+            ("title", json!("T")),
+            ("description", json!("d\u{E0041}")),
+            (
+                "inputSchema",
+                json!({"type": "object", "properties": {"a": {}}}),
+            ),
+            ("outputSchema", json!({"type": "object"})),
+            ("annotations", json!({"destructiveHint": true})),
+        ] {
+            let mut changed = base.clone();
+            changed[key] = value;
+            assert_ne!(same, tool(changed), "{key}");
+        }
     }
 
     #[test]

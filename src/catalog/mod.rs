@@ -4,6 +4,7 @@
 mod failure;
 mod fingerprint;
 pub mod hidden;
+mod injection;
 mod raw;
 mod refresh;
 mod tool;
@@ -20,7 +21,7 @@ use crate::checksum::{self, Checksum};
 use crate::config::ServerConfig;
 
 pub use failure::Failure;
-pub use fingerprint::{config_fingerprint, tools_hash};
+pub use fingerprint::{config_fingerprint, tool_fingerprint, tools_hash};
 pub use raw::RawTool;
 pub use refresh::fetch;
 pub use tool::{ToolDef, ToolError};

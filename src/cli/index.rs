@@ -57,6 +57,9 @@ struct Outcome {
     catalog: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+    /// Tools quarantined by this listing (qualified names), waiting for `tools approve`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    quarantined: Vec<String>,
 }
 
 pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
@@ -120,11 +123,23 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
             let dir = settings.catalog_dir.clone();
             async move {
                 let started = Instant::now();
+                let mut quarantined = Vec::new();
                 let result = match catalog::fetch(&manager, server).await {
-                    Ok(catalog) => catalog
-                        .write(&dir)
-                        .map(|path| (catalog.tools.len(), path))
-                        .map_err(|e| e.to_string()),
+                    Ok(catalog) => {
+                        match crate::trust::observe(settings.trust, &dir, &catalog) {
+                            Ok(held) => {
+                                quarantined = held
+                                    .iter()
+                                    .map(|tool| crate::library::qualified_name(&server.name, tool))
+                                    .collect()
+                            }
+                            Err(e) => eprintln!("warning: {e}"),
+                        }
+                        catalog
+                            .write(&dir)
+                            .map(|path| (catalog.tools.len(), path))
+                            .map_err(|e| e.to_string())
+                    }
                     Err(e) => Err(e.to_string()),
                 };
                 if let Err(reason) = &result {
@@ -142,6 +157,7 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
                         millis,
                         catalog: Some(path.display().to_string()),
                         error: None,
+                        quarantined,
                     },
                     Err(error) => Outcome {
                         server: server.name.clone(),
@@ -150,6 +166,7 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
                         millis,
                         catalog: None,
                         error: Some(error),
+                        quarantined,
                     },
                 }
             }
@@ -267,5 +284,12 @@ fn report(outcomes: &[Outcome], settings: &Settings, json: bool) -> anyhow::Resu
         outcomes.len(),
         settings.catalog_dir.display()
     );
+    let quarantined: Vec<String> = outcomes
+        .iter()
+        .flat_map(|o| o.quarantined.iter().cloned())
+        .collect();
+    if !quarantined.is_empty() {
+        println!("{}", terminal::escape(&crate::trust::notice(&quarantined)));
+    }
     Ok(())
 }

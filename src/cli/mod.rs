@@ -10,6 +10,7 @@ mod measure;
 mod search;
 mod serve;
 pub mod terminal;
+mod tools;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -64,6 +65,7 @@ pub enum Command {
     Search(search::Args),
     Call(call::Args),
     Auth(auth::Args),
+    Tools(tools::Args),
     Measure(measure::Args),
     Import(import::Args),
     Install(install::Args),
@@ -152,6 +154,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         | Command::Search(_)
         | Command::Call(_)
         | Command::Auth(_)
+        | Command::Tools(_)
         | Command::Measure(_) => {}
     }
     let settings = Settings::load(&config, cli.catalog_dir.clone())?;
@@ -188,6 +191,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Command::Search(args) => search::run(settings, args),
             Command::Call(args) => call::run(settings, args).await,
             Command::Auth(args) => auth::run(settings, args).await,
+            Command::Tools(args) => tools::run(settings, args),
             Command::Measure(args) => measure::run(settings, args),
             Command::Eval(_)
             | Command::Import(_)

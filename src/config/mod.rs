@@ -107,6 +107,8 @@ pub struct Settings {
     /// The shared store of `serve` replicas (`metaServer.store`, `META_SERVER_STORE_URL`);
     /// `None`: results in memory and on local disk, sessions and catalogs of this process only.
     pub store: Option<StoreSettings>,
+    /// How upstream tools are pinned (`metaServer.trust`).
+    pub trust: TrustMode,
     /// Enabled servers, sorted by name.
     pub servers: Vec<ServerConfig>,
     /// Entries that cannot be served as written, in file order; the rest still work.
@@ -155,6 +157,19 @@ impl std::fmt::Debug for StoreSettings {
             .field("max_result_bytes", &self.max_result_bytes)
             .finish_non_exhaustive()
     }
+}
+
+/// How upstream tools are pinned (`metaServer.trust`): which tools wait for the user's
+/// approval before they can be called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TrustMode {
+    /// A server's tools are approved when it is first listed; later changes and additions wait.
+    #[default]
+    FirstUse,
+    /// Like `FirstUse`, and a new server's tools wait too.
+    Review,
+    /// No pinning.
+    Off,
 }
 
 /// How result tokens are counted (`metaServer.tokenizer`).

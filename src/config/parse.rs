@@ -20,8 +20,8 @@ use super::{
     ConfigError, DEFAULT_CALL_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_INDEX_CONCURRENCY,
     DEFAULT_MAX_MESSAGE, DEFAULT_RESULT_MEMORY, DEFAULT_RESULT_TTL, DEFAULT_STORE_MAX_RESULT,
     DEFAULT_STORE_TTL, OAuthConfig, ResultSettings, ServerConfig, Settings, SkippedServer,
-    StoreSettings, Tokenizer, ToolFilter, TransportConfig, default_catalog_dir, default_embed_dir,
-    default_skills_dirs, server_identifier,
+    StoreSettings, Tokenizer, ToolFilter, TransportConfig, TrustMode, default_catalog_dir,
+    default_embed_dir, default_skills_dirs, server_identifier,
 };
 
 /// `metaServer`: options for meta-server itself. Unknown keys are errors (they are typos).
@@ -45,6 +45,7 @@ struct Global {
     tokenizer: Option<Str>,
     /// [`Store`], read by [`read`].
     store: Option<Value>,
+    trust: Option<Str>,
 }
 
 /// `metaServer.embeddings`.
@@ -258,6 +259,19 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
             ));
         }
     };
+    let trust = match global.trust.as_ref().map(|t| t.0.as_str()) {
+        None | Some("first-use") => TrustMode::FirstUse,
+        Some("review") => TrustMode::Review,
+        Some("off") => TrustMode::Off,
+        Some(other) => {
+            return Err(invalid(
+                "metaServer.trust",
+                format!(
+                    "\"{other}\" is not a trust mode; use \"first-use\" (approve a server's tools when first listed), \"review\" (approve every server yourself) or \"off\""
+                ),
+            ));
+        }
+    };
     let embeddings: Option<Embeddings> = global
         .embeddings
         .map(|e| read("metaServer.embeddings", e))
@@ -350,6 +364,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
             tokenizer,
         },
         store,
+        trust,
         servers: out,
         skipped,
     })
@@ -577,6 +592,28 @@ mod tests {
             "{err:?}"
         );
         err.to_string()
+    }
+
+    #[test]
+    fn trust_mode_defaults_to_first_use_and_names_the_choices() {
+        let mode = |v: &str| {
+            parse_str(&format!(
+                r#"{{"metaServer": {{"trust": {v}}}, "mcpServers": {{}}}}"#
+            ))
+            .map(|s| s.trust)
+        };
+        assert_eq!(
+            parse_str(r#"{"mcpServers": {}}"#).unwrap().trust,
+            TrustMode::FirstUse
+        );
+        assert_eq!(mode(r#""first-use""#).unwrap(), TrustMode::FirstUse);
+        assert_eq!(mode(r#""review""#).unwrap(), TrustMode::Review);
+        assert_eq!(mode(r#""off""#).unwrap(), TrustMode::Off);
+        let e = invalid(r#"{"metaServer": {"trust": "always"}, "mcpServers": {}}"#);
+        assert!(
+            e.contains("metaServer.trust") && e.contains("\"review\""),
+            "{e}"
+        );
     }
 
     /// The reason an entry was skipped; the config itself loads.

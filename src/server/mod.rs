@@ -9,6 +9,8 @@
 
 mod caller;
 mod catalogs;
+#[cfg(test)]
+mod integrity_tests;
 pub mod metrics;
 mod passthrough;
 mod session;

@@ -39,6 +39,8 @@ pub struct State {
     /// The store shared with other replicas, if one is configured.
     pub shared: Option<Valkey>,
     pub metrics: Metrics,
+    /// Which tools wait for the user's approval (`metaServer.trust`).
+    pub trust: crate::trust::Trust,
     /// Per server: tool lists fetched by this process, catalogs taken from the shared store.
     catalog_counts: Mutex<BTreeMap<String, (u64, u64)>>,
     /// The version of each shared catalog this process has (by `<server>:<fingerprint>`).
@@ -105,6 +107,7 @@ impl State {
             results: result_handler(&settings, shared.as_ref()),
             shared,
             metrics: Metrics::default(),
+            trust: crate::trust::Trust::new(settings.trust, settings.catalog_dir.clone()),
             catalog_counts: Mutex::new(BTreeMap::new()),
             shared_versions: Mutex::new(HashMap::new()),
             settings,
@@ -379,6 +382,16 @@ impl State {
     /// Per server: (tool lists fetched by this process, catalogs taken from the shared store).
     pub fn catalog_counts(&self) -> BTreeMap<String, (u64, u64)> {
         self.catalog_counts.lock().clone()
+    }
+
+    /// The quarantine of `entry`'s tool, if it waits for the user's approval.
+    pub fn quarantine(
+        &self,
+        library: &Library,
+        entry: &crate::library::Entry,
+    ) -> Option<crate::trust::Quarantine> {
+        let catalog = library.catalogs.get(&entry.server)?;
+        self.trust.quarantine(catalog, &entry.def.name)
     }
 
     /// The current library (a snapshot; cheap to hold across a call).

@@ -63,6 +63,10 @@ async def test_list_changed_updates_search_and_catalog_but_not_the_meta_surface(
         await eventually(found, "the new tool to become searchable")
         assert "zebra_feeder" in [t["name"] for t in catalog(tmp_path, "dynamic")["tools"]]
         await others_kept(c)
+        # A tool that appeared after the server was first listed waits for approval (trust).
+        r = await c.call_tool("call_tool", {"name": "dynamic__zebra_feeder", "arguments": {"x": 3}})
+        assert r.is_error and "tools approve dynamic__zebra_feeder" in text_of(r), text_of(r)
+        run_cli(cfg, "tools", "approve", "dynamic__zebra_feeder")
         r = await c.call_tool("call_tool", {"name": "dynamic__zebra_feeder", "arguments": {"x": 3}})
         assert text_of(r) == "zebra_feeder(3)"
 

@@ -1,7 +1,8 @@
 //! `alwaysLoad` servers: connected at start-up, their tools listed in `tools/list` under
-//! qualified names after the three meta-tools. Fixed for the life of the process, so the
-//! client's prompt cache stays valid; a change needs a restart. A qualified name longer than
-//! model providers accept (64 characters) is listed shortened (see [`listed_name`]).
+//! qualified names after the three meta-tools (but those quarantined, see [`crate::trust`]).
+//! Fixed for the life of the process, so the client's prompt cache stays valid; a change needs
+//! a restart. A qualified name longer than model providers accept (64 characters) is listed
+//! shortened (see [`listed_name`]).
 
 use std::sync::Arc;
 
@@ -48,6 +49,14 @@ pub(in crate::server) async fn prepare(state: &Arc<State>) -> Vec<Tool> {
                 .entries
                 .values()
                 .filter(move |e| e.server == server)
+                // Unapproved text never enters the fixed prefix; call_tool refuses the tool.
+                .filter(|e| {
+                    let held = state.quarantine(&library, e);
+                    if let Some(q) = &held {
+                        tracing::warn!(tool = %e.qualified, "alwaysLoad tool left out of tools/list: {}", q.why());
+                    }
+                    held.is_none()
+                })
                 .filter_map(|e| listed(e.def.value(), &e.qualified))
         })
         .collect()

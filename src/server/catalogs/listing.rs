@@ -32,6 +32,7 @@ pub(super) fn install(state: &Arc<State>, fresh: Catalog) -> Result<(), RefreshE
         }
         old => log_changes(&server, old, &fresh),
     }
+    observe(state.settings.trust, &state.settings.catalog_dir, &fresh);
     if let Err(e) = fresh.write(&state.settings.catalog_dir) {
         tracing::warn!(server, "{e}");
     }
@@ -39,6 +40,21 @@ pub(super) fn install(state: &Arc<State>, fresh: Catalog) -> Result<(), RefreshE
     state.embed_in_background();
     state.save_index_in_background();
     Ok(())
+}
+
+/// Records `fresh` with pinning (before it is written) and logs its new quarantines in one line.
+pub(super) fn observe(mode: crate::config::TrustMode, dir: &std::path::Path, fresh: &Catalog) {
+    match crate::trust::observe(mode, dir, fresh) {
+        Ok(held) if !held.is_empty() => {
+            let names: Vec<String> = held
+                .iter()
+                .map(|tool| crate::library::qualified_name(&fresh.server, tool))
+                .collect();
+            tracing::warn!("{}", crate::trust::notice(&names));
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(server = %fresh.server, "{e}"),
+    }
 }
 
 fn log_changes(server: &str, old: Option<&Catalog>, fresh: &Catalog) {

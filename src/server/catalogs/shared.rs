@@ -64,6 +64,7 @@ pub(in crate::server) async fn pull(
         if local.is_none_or(|l| {
             !l.lists_same(&catalog) || l.is_stale(config, std::time::SystemTime::now())
         }) {
+            listing::observe(settings.trust, &settings.catalog_dir, &catalog);
             if let Err(e) = catalog.write(&settings.catalog_dir) {
                 tracing::warn!(server = %config.name, "{e}");
                 continue;

@@ -72,6 +72,9 @@ pub(in crate::server) async fn dispatch(
         message.push_str(" Use search_tools to find tools; names are <server>__<tool>.");
         return reply::error(message);
     };
+    if let Some(held) = state.quarantine(&library, &entry) {
+        return reply::error(held.refusal(&entry.qualified));
+    }
     drop(library);
     if let Some(validator) = entry.validator() {
         let instance = Value::Object(arguments.clone());

@@ -107,7 +107,7 @@ pub(in crate::server) fn run(
                 tool.insert(key.into(), v.clone());
             }
         }
-        let flags = entry.def.flags();
+        let flags = super::search::flags(&library, &state.trust, entry);
         if !flags.is_empty() {
             tool.insert("flags".into(), flags.into());
         }

@@ -33,8 +33,10 @@ pub fn search_tools(
     args: SearchArgs,
 ) -> rmcp::model::CallToolResult {
     let results = crate::server::state::result_handler(settings, None);
+    let trust = crate::trust::Trust::new(settings.trust, settings.catalog_dir.clone());
     let scope = search::Scope {
         library,
+        trust: &trust,
         servers: settings.servers.iter().map(|s| s.name.as_str()).collect(),
         boosted: Default::default(),
         indexing: Vec::new(),

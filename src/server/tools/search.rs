@@ -6,8 +6,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::{RESERVED_SERVER, SKILL_SERVER};
-use crate::library::Library;
+use crate::library::{Entry, Library};
 use crate::result::ResultHandler;
+use crate::trust::Trust;
 
 use super::reply::{self, Reply};
 use crate::server::State;
@@ -126,6 +127,8 @@ const NAMES_SHOWN: usize = 20;
 /// the budget its result must keep within.
 pub struct Scope<'a> {
     pub library: &'a Library,
+    /// Which tools wait for approval; they are flagged.
+    pub trust: &'a Trust,
     /// Configured servers, with or without a catalog yet.
     pub servers: Vec<&'a str>,
     /// Servers whose tools rank higher because a skill that needs them was read.
@@ -147,6 +150,7 @@ pub(in crate::server) async fn run(state: &State, soft: usize, args: Args) -> Re
     let library = state.library();
     let scope = Scope {
         library: &library,
+        trust: &state.trust,
         servers: state
             .settings
             .servers
@@ -180,7 +184,7 @@ pub fn answer(scope: &Scope, args: Args) -> Reply {
         Ok(found) => found,
         Err(e) => return reply::error(e.to_string()),
     };
-    let hits = project(library, &found, args.detail);
+    let hits = project(library, scope.trust, &found, args.detail);
     let confident = crate::search::confident(&found);
     let close: Vec<&str> = found
         .iter()
@@ -293,7 +297,12 @@ fn validate<'a>(scope: &Scope<'a>, args: &Args) -> Result<Vec<&'a str>, Box<Repl
 }
 
 /// The hits as the result shows them, at the asked `detail`.
-fn project(library: &Library, found: &[crate::search::Hit], detail: Detail) -> Vec<Hit> {
+fn project(
+    library: &Library,
+    trust: &Trust,
+    found: &[crate::search::Hit],
+    detail: Detail,
+) -> Vec<Hit> {
     found
         .iter()
         .filter_map(|h| library.get(&h.key).map(|e| (h, e)))
@@ -313,8 +322,21 @@ fn project(library: &Library, found: &[crate::search::Hit], detail: Detail) -> V
                 .then(|| hints(&e.def.value()))
                 .flatten(),
             input_schema: (detail == Detail::Full).then(|| Value::Object(e.def.input_schema())),
-            flags: e.def.flags(),
+            flags: flags(library, trust, e),
         })
+        .collect()
+}
+
+/// What the model should know before it trusts `entry`: its quarantine, if it waits for
+/// approval, then what its texts show (see [`crate::catalog::ToolDef::flags`]).
+pub(in crate::server) fn flags(library: &Library, trust: &Trust, entry: &Entry) -> Vec<String> {
+    let held = library
+        .catalogs
+        .get(&entry.server)
+        .and_then(|catalog| trust.quarantine(catalog, &entry.def.name));
+    held.map(|q| q.flag(&entry.qualified))
+        .into_iter()
+        .chain(entry.def.flags())
         .collect()
 }
 
@@ -465,6 +487,11 @@ fn render(out: &Output) -> String {
             text.push_str(desc);
         }
         text.push('\n');
+        for flag in &hit.flags {
+            text.push_str("  flag: ");
+            text.push_str(flag);
+            text.push('\n');
+        }
         if let Some(schema) = &hit.input_schema {
             text.push_str("  inputSchema: ");
             text.push_str(&schema.to_string());
