@@ -14,6 +14,7 @@ pub mod clients;
 pub mod config;
 pub mod echo;
 pub mod library;
+pub mod policy;
 pub mod redact;
 pub mod result;
 pub mod script;

@@ -5,6 +5,7 @@
 
 mod expand;
 mod parse;
+mod policy;
 mod tools;
 mod values;
 
@@ -13,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use expand::{Unset, expand};
+pub use policy::{AuditSettings, DEFAULT_AUDIT_MAX_BYTES, Destructive, Policy};
 pub use tools::{GlobError, ToolFilter};
 
 /// Idle time after which an unused upstream is stopped.
@@ -107,6 +109,10 @@ pub struct Settings {
     /// The shared store of `serve` replicas (`metaServer.store`, `META_SERVER_STORE_URL`);
     /// `None`: results in memory and on local disk, sessions and catalogs of this process only.
     pub store: Option<StoreSettings>,
+    /// `metaServer.policy`: the call policy of servers without their own keys.
+    pub policy: Policy,
+    /// `metaServer.audit`: where every tool call is recorded, if anywhere.
+    pub audit: Option<AuditSettings>,
     /// Enabled servers, sorted by name.
     pub servers: Vec<ServerConfig>,
     /// Entries that cannot be served as written, in file order; the rest still work.
@@ -289,6 +295,8 @@ pub struct ServerConfig {
     pub max_message_bytes: usize,
     /// OAuth client settings of a remote server (`oauth`, or Cursor's `auth`).
     pub oauth: Option<OAuthConfig>,
+    /// Its own `policy` block, over `metaServer.policy` ([`Settings::policy`]).
+    pub policy: Policy,
 }
 
 /// How meta-server logs in to a remote server that needs OAuth. Everything is optional:
@@ -370,6 +378,7 @@ impl ServerConfig {
             max_result_tokens: None,
             max_message_bytes: DEFAULT_MAX_MESSAGE,
             oauth: None,
+            policy: Policy::default(),
         }
     }
 
@@ -625,6 +634,7 @@ mod tests {
             max_result_tokens: None,
             max_message_bytes: DEFAULT_MAX_MESSAGE,
             oauth: None,
+            policy: Policy::default(),
         };
         let lookup = |v: &str| (v == "TOKEN").then(|| "s3cret".to_owned());
         assert_eq!(

@@ -15,6 +15,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::policy::{AuditBlock, PolicyBlock};
 use super::values::{Flag, HttpUrl, MessageMb, Port, Positive, Str, StrMap, Strs, wrong};
 use super::{
     ConfigError, DEFAULT_CALL_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_INDEX_CONCURRENCY,
@@ -45,6 +46,10 @@ struct Global {
     tokenizer: Option<Str>,
     /// [`Store`], read by [`read`].
     store: Option<Value>,
+    /// [`PolicyBlock`], read by [`read`].
+    policy: Option<Value>,
+    /// [`AuditBlock`], read by [`read`].
+    audit: Option<Value>,
 }
 
 /// `metaServer.embeddings`.
@@ -125,6 +130,8 @@ struct Entry {
     oauth: Option<Value>,
     /// Cursor's [`CursorAuth`], taken when it is an object and there is no `oauth`.
     auth: Option<Value>,
+    /// [`PolicyBlock`], read by [`read`].
+    policy: Option<Value>,
 }
 
 /// A remote server's `oauth` block (meta-server's and Claude Code's keys).
@@ -273,6 +280,23 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
         .map(|s| read::<Store>("metaServer.store", s).and_then(Store::settings))
         .transpose()
         .map_err(|e| e.in_file(path))?;
+    let policy = global
+        .policy
+        .map(|p| read::<PolicyBlock>("metaServer.policy", p))
+        .transpose()
+        .map_err(|e| e.in_file(path))?
+        .map(Into::into)
+        .unwrap_or_default();
+    let base = path.parent().unwrap_or(Path::new("."));
+    let audit = global
+        .audit
+        .map(|a| {
+            read::<AuditBlock>("metaServer.audit", a)?
+                .settings(base)
+                .map_err(|message| Invalid::new("metaServer.audit", message))
+        })
+        .transpose()
+        .map_err(|e| e.in_file(path))?;
     let (section, servers) = match (root.remove("mcpServers"), root.remove("servers")) {
         (Some(servers), _) => ("mcpServers", servers),
         (None, Some(servers)) => ("servers", servers),
@@ -316,7 +340,6 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
 
-    let base = path.parent().unwrap_or(Path::new("."));
     Ok(Settings {
         source: path.to_owned(),
         catalog_dir: global
@@ -350,6 +373,8 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
             tokenizer,
         },
         store,
+        policy,
+        audit,
         servers: out,
         skipped,
     })
@@ -454,6 +479,12 @@ fn server(
             "applies to remote servers only (\"url\"); a stdio server gets its credentials from \"env\"",
         ));
     }
+    let policy = entry
+        .policy
+        .map(|p| read::<PolicyBlock>(&format!("{at}.policy"), p))
+        .transpose()?
+        .map(Into::into)
+        .unwrap_or_default();
     let tools = ToolFilter::new(entry.allow_tools.0, entry.deny_tools.0)
         .map_err(|e| Invalid::new(format!("{at}.{}[{}]", e.key, e.index), e.message))?;
     Ok(ServerConfig {
@@ -477,6 +508,7 @@ fn server(
             .max_message_mb
             .map_or(defaults.max_message_bytes, |mb| mb.0 << 20),
         oauth,
+        policy,
     })
 }
 
