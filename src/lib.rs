@@ -5,6 +5,7 @@
 //! upstreams are started only when one of their tools is called. See `ARCHITECTURE.md`.
 
 pub mod atomic_file;
+pub mod audit;
 pub mod auth;
 pub mod budget;
 pub mod catalog;

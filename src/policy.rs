@@ -42,7 +42,7 @@ impl Hints {
 }
 
 /// The config key of `name` in server `server`'s `policy` block.
-fn server_key(settings: &Settings, server: &str, name: &str) -> String {
+pub fn server_key(settings: &Settings, server: &str, name: &str) -> String {
     let key = settings.server(server).map_or(server, |s| s.key.as_str());
     format!("mcpServers.\"{key}\".policy.{name}")
 }
@@ -86,11 +86,16 @@ pub fn judge(settings: &Settings, server: &str, qualified: &str, hints: Hints) -
 /// [`SUMMARY_CHARS`] characters, with control and invisible characters written as `\u{..}`
 /// so nothing in them hides from the user.
 pub fn summary(arguments: &Map<String, Value>) -> String {
-    let json = Value::Object(arguments.clone()).to_string();
+    shown(&Value::Object(arguments.clone()).to_string())
+}
+
+/// `text` as a confirmation shows it: at most [`SUMMARY_CHARS`] characters, control and
+/// invisible characters written as `\u{..}`.
+pub fn shown(text: &str) -> String {
     let mut out = String::new();
-    for (i, c) in json.chars().enumerate() {
+    for (i, c) in text.chars().enumerate() {
         if i == SUMMARY_CHARS {
-            out.push_str(&format!("… ({} characters)", json.chars().count()));
+            out.push_str(&format!("… ({} characters)", text.chars().count()));
             break;
         }
         if c.is_control() || crate::catalog::hidden::is_hidden(c) {

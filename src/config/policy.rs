@@ -117,3 +117,39 @@ impl AuditBlock {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Settings;
+
+    fn parse(text: &str) -> Result<Settings, String> {
+        Settings::parse(Path::new("/cfg/config.json"), text).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_audit_block() {
+        assert_eq!(parse(r#"{"mcpServers": {}}"#).unwrap().audit, None);
+        let s = parse(r#"{"metaServer": {"audit": {"path": "logs/audit.jsonl"}}, "mcpServers": {}}"#)
+            .unwrap();
+        assert_eq!(
+            s.audit,
+            Some(AuditSettings {
+                path: PathBuf::from("/cfg/logs/audit.jsonl"),
+                arguments: false,
+                max_bytes: DEFAULT_AUDIT_MAX_BYTES,
+            })
+        );
+        let s = parse(
+            r#"{"metaServer": {"audit": {"path": "/var/a", "arguments": true, "maxBytes": 1000}}, "mcpServers": {}}"#,
+        )
+        .unwrap();
+        let audit = s.audit.unwrap();
+        assert!(audit.arguments && audit.max_bytes == 1000 && audit.path == Path::new("/var/a"));
+        let e = parse(r#"{"metaServer": {"audit": {}}, "mcpServers": {}}"#).unwrap_err();
+        assert!(e.contains("metaServer.audit: needs \"path\""), "{e}");
+        let e = parse(r#"{"metaServer": {"audit": {"path": "a", "maxbytes": 1}}, "mcpServers": {}}"#)
+            .unwrap_err();
+        assert!(e.contains("metaServer.audit.maxbytes") && e.contains("maxBytes"), "{e}");
+    }
+}

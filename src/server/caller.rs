@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use rmcp::model::ProgressToken;
-use rmcp::service::{Peer, RoleServer};
+use rmcp::service::{Peer, RequestContext, RoleServer};
+use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use crate::result::Owner;
@@ -26,4 +27,53 @@ pub(in crate::server) struct Caller {
     pub progress_to: ProgressTo,
     /// Where an upstream's requests for the client (sampling, elicitation, roots) go.
     pub origin: Origin,
+    /// Who is behind the call: what the audit log records, whom the call policy asks.
+    pub who: Who,
+}
+
+/// Who is behind a call, a script's nested calls included.
+#[derive(Clone, Default)]
+pub(in crate::server) struct Who {
+    /// The client's own name (`clientInfo.name`).
+    pub client: Option<Arc<str>>,
+    /// Its session: over HTTP a digest of the MCP session id (never the id), over stdio the
+    /// process; `None` for a 2026-07-28 request or no client.
+    pub session: Option<Arc<str>>,
+    /// How the user is asked to confirm a call.
+    pub user: User,
+}
+
+impl Who {
+    /// Who sent this request; `stateless` for a 2026-07-28 request.
+    pub(in crate::server) fn of(cx: &RequestContext<RoleServer>, stateless: bool) -> Self {
+        let session = match cx.extensions.get::<http::request::Parts>() {
+            _ if stateless => None,
+            Some(parts) => parts
+                .headers
+                .get("mcp-session-id")
+                .map(|id| format!("s-{}", &crate::checksum::hex(&Sha256::digest(id.as_bytes()))[..16]).into()),
+            None => Some(format!("stdio-{}", std::process::id()).into()),
+        };
+        Self {
+            client: cx.client_info().map(|c| c.name.into()),
+            session,
+            user: if stateless {
+                User::Stateless
+            } else {
+                User::Session(cx.peer.clone())
+            },
+        }
+    }
+}
+
+/// How the user behind a call is reached.
+#[derive(Clone, Default)]
+pub(in crate::server) enum User {
+    /// Through this 2025-11-25 session, if its client takes elicitation.
+    Session(Peer<RoleServer>),
+    /// A 2026-07-28 request: no session to send an elicitation on.
+    Stateless,
+    /// No client at all (`meta-server call`).
+    #[default]
+    Nobody,
 }

@@ -39,6 +39,8 @@ pub struct State {
     /// The store shared with other replicas, if one is configured.
     pub shared: Option<Valkey>,
     pub metrics: Metrics,
+    /// The audit log (`metaServer.audit`), if one is configured.
+    pub audit: Option<crate::audit::AuditLog>,
     /// Per server: tool lists fetched by this process, catalogs taken from the shared store.
     catalog_counts: Mutex<BTreeMap<String, (u64, u64)>>,
     /// The version of each shared catalog this process has (by `<server>:<fingerprint>`).
@@ -105,6 +107,7 @@ impl State {
             results: result_handler(&settings, shared.as_ref()),
             shared,
             metrics: Metrics::default(),
+            audit: settings.audit.clone().map(crate::audit::AuditLog::new),
             catalog_counts: Mutex::new(BTreeMap::new()),
             shared_versions: Mutex::new(HashMap::new()),
             settings,

@@ -86,6 +86,7 @@ fn call(name: &str, arguments: Value) -> CallToolResult {
         cancelled: CancellationToken::new(),
         progress_to: None,
         origin: crate::upstream::Origin::Detached,
+        who: Default::default(),
     };
     let arguments: JsonObject = match arguments {
         Value::Object(map) => map,

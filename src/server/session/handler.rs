@@ -25,7 +25,7 @@ use crate::result::Owner;
 use super::principal::{ANONYMOUS, Principal};
 use super::{instructions, login_offer, revision};
 use crate::server::State;
-use crate::server::caller::Caller;
+use crate::server::caller::{Caller, Who};
 use crate::server::catalogs::always;
 use crate::server::passthrough::{self, Passthrough};
 use crate::server::tools::request::Request;
@@ -364,7 +364,9 @@ impl ServerHandler for MetaServer {
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let started = std::time::Instant::now();
+        let who = Who::of(&cx, revision::is_stateless(&cx));
         let caller = Caller {
+            who,
             // From this request's `_meta` (2026-07-28) or its session's `initialize`.
             client_limit: cx
                 .client_info()

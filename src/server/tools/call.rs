@@ -11,12 +11,14 @@ use serde_json::{Map, Value};
 
 use super::definitions::definitions;
 use super::reply::{self, Reply};
-use super::{builtin, script, skill};
+use super::{audit, builtin, policy, script, skill};
+use crate::audit::Outcome;
 use crate::budget::Route;
 use crate::config::RESERVED_SERVER;
 use crate::server::State;
 use crate::server::caller::Caller;
 use crate::server::catalogs::first_run;
+use crate::upstream::UpstreamError;
 
 /// `call_tool` arguments; alwaysLoad tools listed by their own name are these too.
 #[derive(Deserialize)]
@@ -48,19 +50,36 @@ pub(in crate::server) async fn run(state: &Arc<State>, caller: &Caller, args: Ar
     .await
 }
 
-/// Calls tool `name` (qualified): first run, allow/deny, argument validation, lazy connect,
-/// timeouts, progress relay and result handling.
+/// Calls tool `name` (qualified): first run, allow/deny, argument validation, call policy,
+/// lazy connect, timeouts, progress relay and result handling; one audit line for it.
 pub(in crate::server) async fn dispatch(
     state: &Arc<State>,
     caller: &Caller,
     name: &str,
     arguments: Map<String, Value>,
 ) -> Reply {
+    let started = std::time::Instant::now();
+    let Some(log) = &state.audit else {
+        return attempt(state, caller, name, arguments).await.0;
+    };
+    let recorded = log.with_arguments().then(|| arguments.clone());
+    let (reply, outcome) = attempt(state, caller, name, arguments).await;
+    audit::record(log, caller, name, recorded.as_ref(), outcome, &reply, started);
+    reply
+}
+
+/// [`dispatch`] without the audit line: the result and how the call ended.
+async fn attempt(
+    state: &Arc<State>,
+    caller: &Caller,
+    name: &str,
+    arguments: Map<String, Value>,
+) -> (Reply, Outcome) {
     // A configured server without a catalog is listed first (a script's calls included).
     if let Some((server, _)) = name.split_once(crate::library::SEPARATOR)
         && let Err(failed) = first_run::ensure(state, server).await
     {
-        return reply::foreign_error(failed.to_string());
+        return (reply::foreign_error(failed.to_string()), Outcome::Error);
     }
     let library = state.library();
     let Some(entry) = library.get(name).cloned() else {
@@ -70,7 +89,7 @@ pub(in crate::server) async fn dispatch(
             message.push_str(&format!(" Did you mean: {}?", suggestions.join(", ")));
         }
         message.push_str(" Use search_tools to find tools; names are <server>__<tool>.");
-        return reply::error(message);
+        return (reply::error(message), Outcome::Error);
     };
     drop(library);
     if let Some(validator) = entry.validator() {
@@ -85,16 +104,20 @@ pub(in crate::server) async fn dispatch(
             })
             .collect();
         if !problems.is_empty() {
-            return reply::error(format!(
+            let message = format!(
                 "arguments for {} do not match its input schema:\n{}\nSee get_tool_details {{\"names\": [\"{}\"]}} for the schema.",
                 entry.qualified,
                 problems.join("\n"),
                 entry.qualified
-            ));
+            );
+            return (reply::error(message), Outcome::Error);
         }
     }
+    if let Err(refused) = policy::check(state, caller, &entry, &arguments).await {
+        return (refused.reply, refused.outcome);
+    }
     if let Some(skill) = &entry.skill {
-        return skill::run(state, skill);
+        return audit::ended(skill::run(state, skill));
     }
     let started = std::time::Instant::now();
     let result = if entry.server == RESERVED_SERVER && entry.def.name == script::TOOL {
@@ -118,12 +141,16 @@ pub(in crate::server) async fn dispatch(
                     Ok(result) => break result,
                     Err(e) => {
                         state.metrics.tool_call(&entry.server, false, started.elapsed());
-                        return reply::foreign_error(e.to_string());
+                        let outcome = match e {
+                            UpstreamError::Timeout { .. } | UpstreamError::ConnectTimeout { .. } => Outcome::Timeout,
+                            _ => Outcome::Error,
+                        };
+                        return (reply::foreign_error(e.to_string()), outcome);
                     }
                 },
                 () = caller.cancelled.cancelled() => {
                     state.metrics.tool_call(&entry.server, false, started.elapsed());
-                    return reply::error("cancelled by the client");
+                    return (reply::error("cancelled by the client"), Outcome::Error);
                 }
                 Some(mut update) = progress.recv() => {
                     if let Some((peer, token)) = &caller.progress_to {
@@ -142,7 +169,7 @@ pub(in crate::server) async fn dispatch(
     state
         .metrics
         .tool_call(&entry.server, ok, started.elapsed());
-    result
+    audit::ended(result)
 }
 
 /// [`dispatch`] as the handle a script's nested calls take (a function of its own, so the

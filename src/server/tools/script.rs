@@ -21,7 +21,7 @@ use crate::config::RESERVED_SERVER;
 use crate::result::Owner;
 use crate::script::{self, CallRecord, Host, HostFuture, Limits, Report};
 use crate::server::State;
-use crate::server::caller::Caller;
+use crate::server::caller::{Caller, Who};
 use crate::upstream::Origin;
 
 /// The built-in tool's name under the `meta` server.
@@ -89,6 +89,7 @@ pub(in crate::server) async fn run(
         owner: caller.owner.clone(),
         principal: caller.principal.clone(),
         origin: caller.origin.in_script(),
+        who: caller.who.clone(),
         scope,
         progress: caller.progress_to.clone().map(|(peer, token)| {
             Arc::new(Progress {
@@ -168,6 +169,8 @@ struct ServerHost {
     principal: Option<Arc<str>>,
     /// The script's session, which its nested calls cannot ask for input.
     origin: Origin,
+    /// The script's caller: its nested calls are its calls.
+    who: Who,
     scope: CancellationToken,
     progress: Option<Arc<Progress>>,
 }
@@ -220,6 +223,7 @@ impl Host for ServerHost {
             cancelled: self.scope.clone(),
             progress_to: None,
             origin: self.origin.clone(),
+            who: self.who.clone(),
         };
         let progress = self.progress.clone();
         let dispatch = self.dispatch;
