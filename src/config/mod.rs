@@ -6,6 +6,7 @@
 mod expand;
 mod parse;
 mod policy;
+mod tokens;
 mod tools;
 mod values;
 
@@ -15,6 +16,7 @@ use std::time::Duration;
 
 pub use expand::{Unset, expand};
 pub use policy::{AuditSettings, DEFAULT_AUDIT_MAX_BYTES, Destructive, Policy};
+pub use tokens::TokenConfig;
 pub use tools::{GlobError, ToolFilter};
 
 /// Idle time after which an unused upstream is stopped.
@@ -113,6 +115,8 @@ pub struct Settings {
     pub policy: Policy,
     /// `metaServer.audit`: where every tool call is recorded, if anywhere.
     pub audit: Option<AuditSettings>,
+    /// `metaServer.http.tokens`: named tokens of `serve --http`, each limited to its servers.
+    pub http_tokens: Vec<TokenConfig>,
     /// Enabled servers, sorted by name.
     pub servers: Vec<ServerConfig>,
     /// Entries that cannot be served as written, in file order; the rest still work.

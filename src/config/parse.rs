@@ -16,6 +16,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::policy::{AuditBlock, PolicyBlock};
+use super::tokens::HttpBlock;
 use super::values::{Flag, HttpUrl, MessageMb, Port, Positive, Str, StrMap, Strs, wrong};
 use super::{
     ConfigError, DEFAULT_CALL_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_INDEX_CONCURRENCY,
@@ -50,6 +51,8 @@ struct Global {
     policy: Option<Value>,
     /// [`AuditBlock`], read by [`read`].
     audit: Option<Value>,
+    /// [`HttpBlock`], read by [`read`].
+    http: Option<Value>,
 }
 
 /// `metaServer.embeddings`.
@@ -297,6 +300,11 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
         })
         .transpose()
         .map_err(|e| e.in_file(path))?;
+    let http: Option<HttpBlock> = global
+        .http
+        .map(|h| read("metaServer.http", h))
+        .transpose()
+        .map_err(|e| e.in_file(path))?;
     let (section, servers) = match (root.remove("mcpServers"), root.remove("servers")) {
         (Some(servers), _) => ("mcpServers", servers),
         (None, Some(servers)) => ("servers", servers),
@@ -339,6 +347,11 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
         }
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
+    let http_tokens = http
+        .map(|h| h.tokens(&out))
+        .transpose()
+        .map_err(|(key, message)| invalid(&format!("metaServer.http.{key}"), message))?
+        .unwrap_or_default();
 
     Ok(Settings {
         source: path.to_owned(),
@@ -375,6 +388,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
         store,
         policy,
         audit,
+        http_tokens,
         servers: out,
         skipped,
     })
