@@ -50,7 +50,10 @@ pub fn server_key(settings: &Settings, server: &str, name: &str) -> String {
 /// Judges a call of `qualified` (a tool of `server` with `hints`): a server's own keys first,
 /// then `metaServer.policy`'s; `readOnly` before `destructive`.
 pub fn judge(settings: &Settings, server: &str, qualified: &str, hints: Hints) -> Verdict {
-    let own = settings.server(server).map(|s| s.policy).unwrap_or_default();
+    let own = settings
+        .server(server)
+        .map(|s| s.policy)
+        .unwrap_or_default();
     let read_only = match (own.read_only, settings.policy.read_only) {
         (Some(on), _) => on.then(|| server_key(settings, server, "readOnly")),
         (None, Some(true)) => Some("metaServer.policy.readOnly".to_owned()),
@@ -214,12 +217,13 @@ mod tests {
             e.contains("metaServer.policy.readonly") && e.contains("readOnly"),
             "{e}"
         );
-        let s = settings(
-            r#"{"mcpServers": {"s": {"command": "x", "policy": {"destructive": 1}}}}"#,
-        );
+        let s =
+            settings(r#"{"mcpServers": {"s": {"command": "x", "policy": {"destructive": 1}}}}"#);
         assert_eq!(s.skipped.len(), 1);
         assert!(
-            s.skipped[0].reason.contains("mcpServers.\"s\".policy.destructive")
+            s.skipped[0]
+                .reason
+                .contains("mcpServers.\"s\".policy.destructive")
                 && s.skipped[0].reason.contains("found a number"),
             "{:?}",
             s.skipped

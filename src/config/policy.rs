@@ -130,8 +130,9 @@ mod tests {
     #[test]
     fn the_audit_block() {
         assert_eq!(parse(r#"{"mcpServers": {}}"#).unwrap().audit, None);
-        let s = parse(r#"{"metaServer": {"audit": {"path": "logs/audit.jsonl"}}, "mcpServers": {}}"#)
-            .unwrap();
+        let s =
+            parse(r#"{"metaServer": {"audit": {"path": "logs/audit.jsonl"}}, "mcpServers": {}}"#)
+                .unwrap();
         assert_eq!(
             s.audit,
             Some(AuditSettings {
@@ -148,8 +149,12 @@ mod tests {
         assert!(audit.arguments && audit.max_bytes == 1000 && audit.path == Path::new("/var/a"));
         let e = parse(r#"{"metaServer": {"audit": {}}, "mcpServers": {}}"#).unwrap_err();
         assert!(e.contains("metaServer.audit: needs \"path\""), "{e}");
-        let e = parse(r#"{"metaServer": {"audit": {"path": "a", "maxbytes": 1}}, "mcpServers": {}}"#)
-            .unwrap_err();
-        assert!(e.contains("metaServer.audit.maxbytes") && e.contains("maxBytes"), "{e}");
+        let e =
+            parse(r#"{"metaServer": {"audit": {"path": "a", "maxbytes": 1}}, "mcpServers": {}}"#)
+                .unwrap_err();
+        assert!(
+            e.contains("metaServer.audit.maxbytes") && e.contains("maxBytes"),
+            "{e}"
+        );
     }
 }

@@ -151,7 +151,10 @@ mod tests {
         };
         assert_eq!(ci.servers.as_deref(), Some(&["Fs-Server".to_owned()][..]));
         assert_eq!(ci.token, "${CI_TOKEN}");
-        assert!(!ci.deny_tools.allows("Fs-Server__write_file") && ci.deny_tools.allows("Fs-Server__read"));
+        assert!(
+            !ci.deny_tools.allows("Fs-Server__write_file")
+                && ci.deny_tools.allows("Fs-Server__read")
+        );
         assert_eq!(ops.servers, None);
         assert!(!format!("{ci:?}").contains("CI_TOKEN"), "never printed");
     }
@@ -159,9 +162,17 @@ mod tests {
     #[test]
     fn bad_tokens_stop_the_config_naming_the_key() {
         let e = parse(r#"[{"name": "ci", "token": "${T}", "servers": ["github"]}]"#).unwrap_err();
-        assert!(e.contains("metaServer.http.tokens[0].servers") && e.contains("\"github\" is not a configured server"), "{e}");
-        let e = parse(r#"[{"name": "a", "token": "${A}"}, {"name": "a", "token": "${B}"}]"#).unwrap_err();
-        assert!(e.contains("tokens[1].name") && e.contains("names two tokens"), "{e}");
+        assert!(
+            e.contains("metaServer.http.tokens[0].servers")
+                && e.contains("\"github\" is not a configured server"),
+            "{e}"
+        );
+        let e = parse(r#"[{"name": "a", "token": "${A}"}, {"name": "a", "token": "${B}"}]"#)
+            .unwrap_err();
+        assert!(
+            e.contains("tokens[1].name") && e.contains("names two tokens"),
+            "{e}"
+        );
         let e = parse(r#"[{"name": "anonymous", "token": "${A}"}]"#).unwrap_err();
         assert!(e.contains("meta-server gives itself"), "{e}");
         let e = parse(r#"[{"name": "a b", "token": "${A}"}]"#).unwrap_err();

@@ -8,6 +8,7 @@ use rmcp::service::{Peer, RequestContext, RoleServer};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
+use super::access::Access;
 use crate::result::Owner;
 use crate::upstream::Origin;
 
@@ -41,17 +42,27 @@ pub(in crate::server) struct Who {
     pub session: Option<Arc<str>>,
     /// How the user is asked to confirm a call.
     pub user: User,
+    /// What its principal may see and call.
+    pub access: Access,
 }
 
 impl Who {
-    /// Who sent this request; `stateless` for a 2026-07-28 request.
-    pub(in crate::server) fn of(cx: &RequestContext<RoleServer>, stateless: bool) -> Self {
+    /// Who sent this request, whose principal has `access`; `stateless` for a 2026-07-28
+    /// request.
+    pub(in crate::server) fn of(
+        cx: &RequestContext<RoleServer>,
+        stateless: bool,
+        access: Access,
+    ) -> Self {
         let session = match cx.extensions.get::<http::request::Parts>() {
             _ if stateless => None,
-            Some(parts) => parts
-                .headers
-                .get("mcp-session-id")
-                .map(|id| format!("s-{}", &crate::checksum::hex(&Sha256::digest(id.as_bytes()))[..16]).into()),
+            Some(parts) => parts.headers.get("mcp-session-id").map(|id| {
+                format!(
+                    "s-{}",
+                    &crate::checksum::hex(&Sha256::digest(id.as_bytes()))[..16]
+                )
+                .into()
+            }),
             None => Some(format!("stdio-{}", std::process::id()).into()),
         };
         Self {
@@ -62,6 +73,7 @@ impl Who {
             } else {
                 User::Session(cx.peer.clone())
             },
+            access,
         }
     }
 }

@@ -25,6 +25,7 @@ use crate::result::Owner;
 use super::principal::{ANONYMOUS, Principal};
 use super::{instructions, login_offer, revision};
 use crate::server::State;
+use crate::server::access::Access;
 use crate::server::caller::{Caller, Who};
 use crate::server::catalogs::always;
 use crate::server::passthrough::{self, Passthrough};
@@ -142,6 +143,14 @@ fn principal(extensions: &rmcp::model::Extensions) -> Option<Arc<str>> {
         .get::<Principal>()
         .map_or(ANONYMOUS, |p| p.name());
     Some(name.into())
+}
+
+/// What the principal of a request may see and call (everything over stdio).
+fn access(extensions: &rmcp::model::Extensions) -> Access {
+    extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Principal>())
+        .map_or_else(Access::default, |p| p.access().clone())
 }
 
 impl ServerHandler for MetaServer {
@@ -364,7 +373,7 @@ impl ServerHandler for MetaServer {
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let started = std::time::Instant::now();
-        let who = Who::of(&cx, revision::is_stateless(&cx));
+        let who = Who::of(&cx, revision::is_stateless(&cx), access(&cx.extensions));
         let caller = Caller {
             who,
             // From this request's `_meta` (2026-07-28) or its session's `initialize`.
@@ -392,7 +401,7 @@ impl ServerHandler for MetaServer {
         let request = Request::read(&request.name, arguments, &self.tools)?;
         let servers = request.servers();
         // Servers without a catalog that this call needs are listed first (first run).
-        let result = match request.prepare(&self.state).await {
+        let result = match request.prepare(&self.state, &caller.who.access).await {
             Err(failed) => reply::error(failed.to_string()),
             Ok(()) => request.run(&self.state, &caller).await,
         };

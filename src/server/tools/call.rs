@@ -64,7 +64,15 @@ pub(in crate::server) async fn dispatch(
     };
     let recorded = log.with_arguments().then(|| arguments.clone());
     let (reply, outcome) = attempt(state, caller, name, arguments).await;
-    audit::record(log, caller, name, recorded.as_ref(), outcome, &reply, started);
+    audit::record(
+        log,
+        caller,
+        name,
+        recorded.as_ref(),
+        outcome,
+        &reply,
+        started,
+    );
     reply
 }
 
@@ -75,23 +83,20 @@ async fn attempt(
     name: &str,
     arguments: Map<String, Value>,
 ) -> (Reply, Outcome) {
+    let access = &caller.who.access;
+    // A tool the caller's token may not see is unknown to it, and its server is not started.
+    if !access.sees(name) {
+        return (unknown(state, caller, name), Outcome::Denied);
+    }
     // A configured server without a catalog is listed first (a script's calls included).
     if let Some((server, _)) = name.split_once(crate::library::SEPARATOR)
         && let Err(failed) = first_run::ensure(state, server).await
     {
         return (reply::foreign_error(failed.to_string()), Outcome::Error);
     }
-    let library = state.library();
-    let Some(entry) = library.get(name).cloned() else {
-        let suggestions = library.suggestions(name, 3);
-        let mut message = format!("unknown tool \"{}\".", reply::echo(name));
-        if !suggestions.is_empty() {
-            message.push_str(&format!(" Did you mean: {}?", suggestions.join(", ")));
-        }
-        message.push_str(" Use search_tools to find tools; names are <server>__<tool>.");
-        return (reply::error(message), Outcome::Error);
+    let Some(entry) = state.library().get(name).cloned() else {
+        return (unknown(state, caller, name), Outcome::Error);
     };
-    drop(library);
     if let Some(validator) = entry.validator() {
         let instance = Value::Object(arguments.clone());
         let problems: Vec<String> = validator
@@ -140,7 +145,7 @@ async fn attempt(
                 result = &mut call => match result {
                     Ok(result) => break result,
                     Err(e) => {
-                        state.metrics.tool_call(&entry.server, false, started.elapsed());
+                        state.metrics.tool_call(&entry.server, caller.principal.as_deref(), false, started.elapsed());
                         let outcome = match e {
                             UpstreamError::Timeout { .. } | UpstreamError::ConnectTimeout { .. } => Outcome::Timeout,
                             _ => Outcome::Error,
@@ -149,7 +154,7 @@ async fn attempt(
                     }
                 },
                 () = caller.cancelled.cancelled() => {
-                    state.metrics.tool_call(&entry.server, false, started.elapsed());
+                    state.metrics.tool_call(&entry.server, caller.principal.as_deref(), false, started.elapsed());
                     return (reply::error("cancelled by the client"), Outcome::Error);
                 }
                 Some(mut update) = progress.recv() => {
@@ -166,10 +171,24 @@ async fn attempt(
     };
     let result = state.shape(&entry.qualified, route, caller, result).await;
     let ok = result.is_error != Some(true);
-    state
-        .metrics
-        .tool_call(&entry.server, ok, started.elapsed());
+    state.metrics.tool_call(
+        &entry.server,
+        caller.principal.as_deref(),
+        ok,
+        started.elapsed(),
+    );
     audit::ended(result)
+}
+
+/// The error result for a tool `caller` does not know, with the names it may mean.
+fn unknown(state: &State, caller: &Caller, name: &str) -> Reply {
+    let suggestions = caller.who.access.suggestions(&state.library(), name, 3);
+    let mut message = format!("unknown tool \"{}\".", reply::echo(name));
+    if !suggestions.is_empty() {
+        message.push_str(&format!(" Did you mean: {}?", suggestions.join(", ")));
+    }
+    message.push_str(" Use search_tools to find tools; names are <server>__<tool>.");
+    reply::error(message)
 }
 
 /// [`dispatch`] as the handle a script's nested calls take (a function of its own, so the

@@ -5,6 +5,7 @@ use serde_json::{Map, Value};
 
 use super::reply::{self, Reply};
 use crate::server::State;
+use crate::server::access::Access;
 
 /// `get_tool_details` arguments.
 #[derive(Deserialize)]
@@ -44,8 +45,9 @@ const MAX_NAMES: usize = 20;
 
 /// Full definitions of the named tools, within `soft` tokens: tools that do not fit are listed
 /// as `omitted` (ask for them alone); one tool that alone does not fit is given in the text,
-/// where result handling cuts it and keeps it whole for reading back.
-pub(in crate::server) fn run(state: &State, soft: usize, args: Args) -> Reply {
+/// where result handling cuts it and keeps it whole for reading back. Tools `access` hides
+/// are not found.
+pub(in crate::server) fn run(state: &State, access: &Access, soft: usize, args: Args) -> Reply {
     if args.names.is_empty() || args.names.len() > MAX_NAMES {
         return reply::error(format!(
             "names must hold 1 to {MAX_NAMES} qualified tool names, got {}",
@@ -56,9 +58,9 @@ pub(in crate::server) fn run(state: &State, soft: usize, args: Args) -> Reply {
     let mut tools: Vec<(String, Value)> = Vec::new();
     let mut not_found = Vec::new();
     for name in args.names {
-        let Some(entry) = library.get(&name) else {
+        let Some(entry) = library.get(&name).filter(|_| access.sees(&name)) else {
             not_found.push(NotFound {
-                suggestions: library.suggestions(&name, 3),
+                suggestions: access.suggestions(&library, &name, 3),
                 name: reply::echo(&name),
             });
             continue;

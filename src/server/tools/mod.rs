@@ -49,6 +49,7 @@ pub fn search_tools(
         soft: crate::server::state::budgets(settings)
             .limits(&crate::budget::Route::SearchTools, None)
             .soft,
+        access: &Default::default(),
     };
     search::answer(&scope, args)
 }

@@ -241,6 +241,7 @@ impl Host for ServerHost {
 
     fn search(&self, query: String, limit: Option<u32>) -> HostFuture<Result<Value, String>> {
         let state = self.state.clone();
+        let access = self.who.access.clone();
         let soft = self.soft(&Route::SearchTools);
         Box::pin(async move {
             let mut args = serde_json::Map::new();
@@ -249,18 +250,19 @@ impl Host for ServerHost {
                 args.insert("limit".into(), limit.into());
             }
             let args = reply::parse_args(SEARCH_TOOLS, args)?;
-            script::script_value(&search::run(&state, soft, args).await)
+            script::script_value(&search::run(&state, &access, soft, args).await)
         })
     }
 
     fn describe(&self, name: String) -> HostFuture<Result<Value, String>> {
         let state = self.state.clone();
+        let access = self.who.access.clone();
         let soft = self.soft(&Route::GetToolDetails);
         Box::pin(async move {
             let mut args = serde_json::Map::new();
             args.insert("names".into(), json!([name]));
             let args = reply::parse_args(GET_TOOL_DETAILS, args)?;
-            let details = script::script_value(&details::run(&state, soft, args))?;
+            let details = script::script_value(&details::run(&state, &access, soft, args))?;
             if let Some(tool) = details["tools"].get(0) {
                 return Ok(tool.clone());
             }
