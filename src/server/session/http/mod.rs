@@ -580,6 +580,43 @@ mod tests {
     }
 
     #[test]
+    fn named_tokens_are_expanded_and_never_shared() {
+        let settings = Settings::parse(
+            std::path::Path::new("/cfg/c.json"),
+            r#"{"metaServer": {"http": {"tokens": [{"name": "a", "token": "${A}"}, {"name": "b", "token": "${B}"}]}}, "mcpServers": {}}"#,
+        )
+        .unwrap();
+        let env = |a: &'static str, b: &'static str| {
+            move |var: &str| match var {
+                "A" => Some(a.to_owned()),
+                "B" => Some(b.to_owned()),
+                _ => None,
+            }
+        };
+        let tokens = NamedToken::expand(&settings.http_tokens, None, &env("x1", " x2 ")).unwrap();
+        assert_eq!(
+            (tokens[0].token.0.as_str(), tokens[1].token.0.as_str()),
+            ("x1", "x2")
+        );
+        let e = NamedToken::expand(&settings.http_tokens, None, &env("x1", "x1")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "metaServer.http.tokens \"b\": its token is the same as \"a\"'s; give each holder its own"
+        );
+        let unnamed = Token::new("x1".into());
+        let e = NamedToken::expand(&settings.http_tokens, Some(&unnamed), &env("x1", "x2"))
+            .unwrap_err();
+        assert!(e.to_string().contains("META_SERVER_TOKEN"), "{e}");
+        let e = NamedToken::expand(&settings.http_tokens, None, &|_| None).unwrap_err();
+        assert!(e.to_string().contains("${A}, which is not set"), "{e}");
+        let e = NamedToken::expand(&settings.http_tokens, None, &env("", "x")).unwrap_err();
+        assert!(matches!(e, TokenError::Empty { .. }), "{e}");
+        let mut only_named = options("0.0.0.0:1", true, false);
+        only_named.named_tokens = tokens;
+        assert!(only_named.check().is_ok(), "a named token is a token");
+    }
+
+    #[test]
     fn token_is_not_printed() {
         assert_eq!(format!("{:?}", Token::new("secret".into())), "Token(..)");
     }
