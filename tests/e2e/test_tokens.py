@@ -7,6 +7,7 @@ import http.client
 import json
 
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from conftest import children, processes, run_cli, server_entries, text_of, write_config
 from test_http import http_server, sdk_client
@@ -16,6 +17,7 @@ pytestmark = pytest.mark.anyio
 LIMITED = "limited-token-8c1d2e77"
 OPS = "ops-token-41aa90f3"
 UNNAMED = "unnamed-token-0b7c55e1"
+STATIC = "demo://resource/static/document/architecture.md"
 
 
 @pytest.fixture
@@ -25,12 +27,12 @@ def anyio_backend():
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    """filesystem, memory and time indexed; `fs-only` sees filesystem less its write tools,
+    """everything (prompts and resources), filesystem, memory and time indexed; `fs-only` sees filesystem less its write tools,
     `ops` everything; META_SERVER_TOKEN is the third, unnamed token."""
     tmp = tmp_path_factory.mktemp("tokens")
     (tmp / "files").mkdir()
     entries = server_entries(tmp / "files")
-    servers = {name: entries[name] for name in ("filesystem", "memory", "time")}
+    servers = {name: entries[name] for name in ("everything", "filesystem", "memory", "time")}
     cfg = write_config(tmp, servers, audit={"path": "audit.jsonl"}, http={"tokens": [
         {"name": "fs-only", "token": "${LIMITED_TOKEN}", "servers": ["filesystem"], "denyTools": ["filesystem__write_*"]},
         {"name": "ops", "token": "${OPS_TOKEN}"},
@@ -103,7 +105,22 @@ async def test_a_limited_token_neither_finds_nor_calls_other_servers(served):
         assert 'unknown tool "time__get_current_time"' in out["call"] and "unknown tool" in out["describe"], out
         assert set(out["found"]) <= {"filesystem", "meta"}, out
     started = " ".join(processes()[p][1] for p in children(proc.pid))
-    assert "server-memory" not in started and "mcp-server-time" not in started, "nothing of other servers started"
+    assert not any(other in started for other in ("server-memory", "mcp-server-time", "server-everything")), started
+
+
+async def test_a_limited_token_sees_no_prompts_or_resources_of_other_servers(served):
+    _, url, _ = served
+    async with sdk_client(url, OPS, []) as c:
+        assert "everything__args-prompt" in [p.name for p in (await c.list_prompts()).prompts]
+        assert STATIC in [str(r.uri) for r in (await c.list_resources()).resources]
+    async with sdk_client(url, LIMITED, []) as c:
+        assert (await c.list_prompts()).prompts == []
+        assert not any(str(r.uri).startswith("demo://") for r in (await c.list_resources()).resources)
+        assert not any(t.uri_template.startswith("demo://") for t in (await c.list_resource_templates()).resource_templates)
+        with pytest.raises(MCPError, match="unknown prompt"):
+            await c.get_prompt("everything__args-prompt", {"city": "Paris"})
+        with pytest.raises(MCPError, match="unknown resource"):
+            await c.read_resource(STATIC)
 
 
 async def test_unrestricted_tokens_call_everything_and_names_are_recorded_never_values(served):

@@ -227,7 +227,7 @@ impl ServerHandler for MetaServer {
             r.mime_type = Some("text/markdown".into());
             r
         });
-        let routes = self.passthrough.routes(&self.state);
+        let routes = (self.passthrough).routes(&self.state, &access(&cx.extensions));
         let resources = skills.chain(routes.resources().iter().cloned()).collect();
         let mut list = ListResourcesResult::with_all_items(resources);
         if let Some((ttl, scope)) = self.catalog_list_hints(&cx) {
@@ -250,7 +250,7 @@ impl ServerHandler for MetaServer {
         template.description = Some(
             "The whole result behind a TRUNCATION NOTICE; resourceId is the notice's resourceId (r- and 32 hex digits).".into(),
         );
-        let routes = self.passthrough.routes(&self.state);
+        let routes = (self.passthrough).routes(&self.state, &access(&cx.extensions));
         let templates = std::iter::once(template)
             .chain(routes.templates().iter().cloned())
             .collect();
@@ -267,7 +267,7 @@ impl ServerHandler for MetaServer {
         _request: Option<PaginatedRequestParams>,
         cx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        let routes = self.passthrough.routes(&self.state);
+        let routes = (self.passthrough).routes(&self.state, &access(&cx.extensions));
         let mut list = ListPromptsResult::with_all_items(routes.prompts().to_vec());
         if let Some((ttl, scope)) = self.catalog_list_hints(&cx) {
             list = list.with_ttl_ms(ttl).with_cache_scope(scope);
@@ -282,7 +282,7 @@ impl ServerHandler for MetaServer {
     ) -> Result<GetPromptResponse, McpError> {
         let result = self
             .passthrough
-            .get_prompt(&self.state, request, &cx.ct)
+            .get_prompt(&self.state, &access(&cx.extensions), request, &cx.ct)
             .await?;
         Ok(GetPromptResponse::Complete(result))
     }
@@ -293,7 +293,7 @@ impl ServerHandler for MetaServer {
         cx: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
         self.passthrough
-            .complete(&self.state, request, &cx.ct)
+            .complete(&self.state, &access(&cx.extensions), request, &cx.ct)
             .await
     }
 
@@ -329,7 +329,12 @@ impl ServerHandler for MetaServer {
         if !is_own(&request.uri)
             && let Some(read) = self
                 .passthrough
-                .read(&self.state, request.clone(), &cx.ct)
+                .read(
+                    &self.state,
+                    &access(&cx.extensions),
+                    request.clone(),
+                    &cx.ct,
+                )
                 .await
         {
             return Ok(read?.into());
