@@ -41,7 +41,8 @@ pub struct Line<'a> {
     pub time: String,
     /// The HTTP token's name (`anonymous` without one); `None` over stdio.
     pub principal: Option<&'a str>,
-    /// The client's session (see [`crate::server`]'s callers); `None` when it has none.
+    /// The client's session: over HTTP a digest of its MCP session id, over stdio
+    /// `stdio-<pid>`; `None` when it has none (an MCP 2026-07-28 request, no client).
     pub session: Option<&'a str>,
     /// The client's own name (`clientInfo.name`).
     pub client: Option<&'a str>,

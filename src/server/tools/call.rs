@@ -50,8 +50,9 @@ pub(in crate::server) async fn run(state: &Arc<State>, caller: &Caller, args: Ar
     .await
 }
 
-/// Calls tool `name` (qualified): first run, allow/deny, argument validation, call policy,
-/// lazy connect, timeouts, progress relay and result handling; one audit line for it.
+/// Calls tool `name` (qualified): the token's access, first run, allow/deny, argument
+/// validation, call policy, lazy connect, timeouts, progress relay and result handling; one
+/// audit line for it.
 pub(in crate::server) async fn dispatch(
     state: &Arc<State>,
     caller: &Caller,
@@ -83,9 +84,8 @@ async fn attempt(
     name: &str,
     arguments: Map<String, Value>,
 ) -> (Reply, Outcome) {
-    let access = &caller.who.access;
     // A tool the caller's token may not see is unknown to it, and its server is not started.
-    if !access.sees(name) {
+    if !caller.who.access.sees(name) {
         return (unknown(state, caller, name), Outcome::Denied);
     }
     // A configured server without a catalog is listed first (a script's calls included).
