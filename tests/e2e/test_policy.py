@@ -188,3 +188,15 @@ async def test_the_audit_log_has_a_line_per_call_without_argument_values(home):
     assert first["resultBytes"] > 0 and first["cut"] is False and isinstance(first["durationMs"], int)
     assert first["time"].endswith("Z") and "arguments" not in first
     assert os.stat(log).st_mode & 0o777 == 0o600
+
+
+async def test_the_audit_log_takes_argument_values_only_when_asked(home):
+    cfg = configure(home, "audit-args.json", audit={"path": "audit-args.jsonl", "arguments": True, "maxBytes": 400})
+    async with asking(cfg, None) as (c, _):
+        for i in range(3):
+            assert not (await call(c, "memory__search_nodes", {"query": f"needle-{i}"})).is_error
+    # A line is about 300 bytes: each rotation leaves the previous line alone in FILE.1.
+    [(older,), (last,)] = [[json.loads(line) for line in (home / name).read_text().splitlines()]
+                           for name in ("audit-args.jsonl.1", "audit-args.jsonl")]
+    assert (older["arguments"], last["arguments"]) == ({"query": "needle-1"}, {"query": "needle-2"})
+    assert (home / "audit-args.jsonl").stat().st_size <= 400
