@@ -1,5 +1,6 @@
 //! What the session knows about one tool call: the client's limit, whose results it makes,
-//! its cancellation and where its progress goes. Shared by every path a call takes.
+//! its cancellation, where its progress goes, and who is behind it (client, session, how its
+//! user is asked, what its principal may see). Shared by every path a call takes.
 
 use std::sync::Arc;
 
