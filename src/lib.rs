@@ -5,6 +5,7 @@
 //! upstreams are started only when one of their tools is called. See `ARCHITECTURE.md`.
 
 pub mod atomic_file;
+pub mod audit;
 pub mod auth;
 pub mod budget;
 pub mod catalog;
@@ -14,6 +15,7 @@ pub mod clients;
 pub mod config;
 pub mod echo;
 pub mod library;
+pub mod policy;
 pub mod redact;
 pub mod result;
 pub mod script;

@@ -102,6 +102,7 @@ mod tests {
             max_result_tokens: None,
             max_message_bytes: crate::config::DEFAULT_MAX_MESSAGE,
             oauth: None,
+            policy: Default::default(),
         }
     }
 

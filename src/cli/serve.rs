@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use crate::config::Settings;
 use crate::server::{
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, HTTP_PATH, HttpOptions,
-    HttpServer, Token,
+    HttpServer, NamedToken, Token,
 };
 
 /// The environment variable holding the bearer token for `--http`.
@@ -78,10 +78,14 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     };
     let token = read_token(std::env::var(TOKEN_ENV).ok(), args.token_file.as_deref())?;
+    let named_tokens = NamedToken::expand(&settings.http_tokens, token.as_ref(), &|var| {
+        std::env::var(var).ok()
+    })?;
     let options = HttpOptions {
         addr,
         allow_remote: args.allow_remote,
         token,
+        named_tokens,
         extra_hosts: args.allowed_hosts,
         share_results: args.share_results,
         max_sessions: args.max_sessions as usize,

@@ -5,6 +5,8 @@
 
 mod expand;
 mod parse;
+mod policy;
+mod tokens;
 mod tools;
 mod values;
 
@@ -13,6 +15,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use expand::{Unset, expand};
+pub use policy::{AuditSettings, DEFAULT_AUDIT_MAX_BYTES, Destructive, Policy};
+pub use tokens::TokenConfig;
 pub use tools::{GlobError, ToolFilter};
 
 /// Idle time after which an unused upstream is stopped.
@@ -109,6 +113,12 @@ pub struct Settings {
     pub store: Option<StoreSettings>,
     /// How upstream tools are pinned (`metaServer.trust`).
     pub trust: TrustMode,
+    /// `metaServer.policy`: the call policy of servers without their own keys.
+    pub policy: Policy,
+    /// `metaServer.audit`: where every tool call is recorded, if anywhere.
+    pub audit: Option<AuditSettings>,
+    /// `metaServer.http.tokens`: named tokens of `serve --http`, each limited to its servers.
+    pub http_tokens: Vec<TokenConfig>,
     /// Enabled servers, sorted by name.
     pub servers: Vec<ServerConfig>,
     /// Entries that cannot be served as written, in file order; the rest still work.
@@ -304,6 +314,8 @@ pub struct ServerConfig {
     pub max_message_bytes: usize,
     /// OAuth client settings of a remote server (`oauth`, or Cursor's `auth`).
     pub oauth: Option<OAuthConfig>,
+    /// Its own `policy` block, over `metaServer.policy` ([`Settings::policy`]).
+    pub policy: Policy,
 }
 
 /// How meta-server logs in to a remote server that needs OAuth. Everything is optional:
@@ -385,6 +397,7 @@ impl ServerConfig {
             max_result_tokens: None,
             max_message_bytes: DEFAULT_MAX_MESSAGE,
             oauth: None,
+            policy: Policy::default(),
         }
     }
 
@@ -640,6 +653,7 @@ mod tests {
             max_result_tokens: None,
             max_message_bytes: DEFAULT_MAX_MESSAGE,
             oauth: None,
+            policy: Policy::default(),
         };
         let lookup = |v: &str| (v == "TOKEN").then(|| "s3cret".to_owned());
         assert_eq!(

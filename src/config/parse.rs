@@ -15,6 +15,8 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::policy::{AuditBlock, PolicyBlock};
+use super::tokens::HttpBlock;
 use super::values::{Flag, HttpUrl, MessageMb, Port, Positive, Str, StrMap, Strs, wrong};
 use super::{
     ConfigError, DEFAULT_CALL_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_INDEX_CONCURRENCY,
@@ -46,6 +48,12 @@ struct Global {
     /// [`Store`], read by [`read`].
     store: Option<Value>,
     trust: Option<Str>,
+    /// [`PolicyBlock`], read by [`read`].
+    policy: Option<Value>,
+    /// [`AuditBlock`], read by [`read`].
+    audit: Option<Value>,
+    /// [`HttpBlock`], read by [`read`].
+    http: Option<Value>,
 }
 
 /// `metaServer.embeddings`.
@@ -126,6 +134,8 @@ struct Entry {
     oauth: Option<Value>,
     /// Cursor's [`CursorAuth`], taken when it is an object and there is no `oauth`.
     auth: Option<Value>,
+    /// [`PolicyBlock`], read by [`read`].
+    policy: Option<Value>,
 }
 
 /// A remote server's `oauth` block (meta-server's and Claude Code's keys).
@@ -287,6 +297,28 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
         .map(|s| read::<Store>("metaServer.store", s).and_then(Store::settings))
         .transpose()
         .map_err(|e| e.in_file(path))?;
+    let policy = global
+        .policy
+        .map(|p| read::<PolicyBlock>("metaServer.policy", p))
+        .transpose()
+        .map_err(|e| e.in_file(path))?
+        .map(Into::into)
+        .unwrap_or_default();
+    let base = path.parent().unwrap_or(Path::new("."));
+    let audit = global
+        .audit
+        .map(|a| {
+            read::<AuditBlock>("metaServer.audit", a)?
+                .settings(base)
+                .map_err(|message| Invalid::new("metaServer.audit", message))
+        })
+        .transpose()
+        .map_err(|e| e.in_file(path))?;
+    let http: Option<HttpBlock> = global
+        .http
+        .map(|h| read("metaServer.http", h))
+        .transpose()
+        .map_err(|e| e.in_file(path))?;
     let (section, servers) = match (root.remove("mcpServers"), root.remove("servers")) {
         (Some(servers), _) => ("mcpServers", servers),
         (None, Some(servers)) => ("servers", servers),
@@ -329,8 +361,12 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
         }
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
+    let http_tokens = http
+        .map(|h| h.tokens(&out))
+        .transpose()
+        .map_err(|(key, message)| invalid(&format!("metaServer.http.{key}"), message))?
+        .unwrap_or_default();
 
-    let base = path.parent().unwrap_or(Path::new("."));
     Ok(Settings {
         source: path.to_owned(),
         catalog_dir: global
@@ -365,6 +401,9 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
         },
         store,
         trust,
+        policy,
+        audit,
+        http_tokens,
         servers: out,
         skipped,
     })
@@ -469,6 +508,12 @@ fn server(
             "applies to remote servers only (\"url\"); a stdio server gets its credentials from \"env\"",
         ));
     }
+    let policy = entry
+        .policy
+        .map(|p| read::<PolicyBlock>(&format!("{at}.policy"), p))
+        .transpose()?
+        .map(Into::into)
+        .unwrap_or_default();
     let tools = ToolFilter::new(entry.allow_tools.0, entry.deny_tools.0)
         .map_err(|e| Invalid::new(format!("{at}.{}[{}]", e.key, e.index), e.message))?;
     Ok(ServerConfig {
@@ -492,6 +537,7 @@ fn server(
             .max_message_mb
             .map_or(defaults.max_message_bytes, |mb| mb.0 << 20),
         oauth,
+        policy,
     })
 }
 

@@ -1,5 +1,6 @@
 //! What the session knows about one tool call: the client's limit, whose results it makes,
-//! its cancellation and where its progress goes. Shared by every path a call takes.
+//! its cancellation, where its progress goes, and who is behind it (client, session, how its
+//! user is asked, what its principal may see). Shared by every path a call takes.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -7,9 +8,11 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use rmcp::model::ProgressToken;
-use rmcp::service::{Peer, RoleServer};
+use rmcp::service::{Peer, RequestContext, RoleServer};
+use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
+use super::access::Access;
 use crate::result::Owner;
 use crate::upstream::Origin;
 
@@ -31,6 +34,8 @@ pub(in crate::server) struct Caller {
     pub origin: Origin,
     /// The servers whose own instructions the client was given.
     pub introduced: Introduced,
+    /// Who is behind the call: what the audit log records, whom the call policy asks.
+    pub who: Who,
 }
 
 /// The servers whose own instructions (from their catalogs) a client has been given with
@@ -58,4 +63,62 @@ impl Introduced {
             given.lock().extend(servers.into_iter().map(str::to_owned));
         }
     }
+}
+
+/// Who is behind a call, a script's nested calls included.
+#[derive(Clone, Default)]
+pub(in crate::server) struct Who {
+    /// The client's own name (`clientInfo.name`).
+    pub client: Option<Arc<str>>,
+    /// Its session: over HTTP a digest of the MCP session id (never the id), over stdio the
+    /// process; `None` for a 2026-07-28 request or no client.
+    pub session: Option<Arc<str>>,
+    /// How the user is asked to confirm a call.
+    pub user: User,
+    /// What its principal may see and call.
+    pub access: Access,
+}
+
+impl Who {
+    /// Who sent this request, whose principal has `access`; `stateless` for a 2026-07-28
+    /// request.
+    pub(in crate::server) fn of(
+        cx: &RequestContext<RoleServer>,
+        stateless: bool,
+        access: Access,
+    ) -> Self {
+        let session = match cx.extensions.get::<http::request::Parts>() {
+            _ if stateless => None,
+            Some(parts) => parts.headers.get("mcp-session-id").map(|id| {
+                format!(
+                    "s-{}",
+                    &crate::checksum::hex(&Sha256::digest(id.as_bytes()))[..16]
+                )
+                .into()
+            }),
+            None => Some(format!("stdio-{}", std::process::id()).into()),
+        };
+        Self {
+            client: cx.client_info().map(|c| c.name.into()),
+            session,
+            user: if stateless {
+                User::Stateless
+            } else {
+                User::Session(cx.peer.clone())
+            },
+            access,
+        }
+    }
+}
+
+/// How the user behind a call is reached.
+#[derive(Clone, Default)]
+pub(in crate::server) enum User {
+    /// Through this 2025-11-25 session, if its client takes elicitation.
+    Session(Peer<RoleServer>),
+    /// A 2026-07-28 request: no session to send an elicitation on.
+    Stateless,
+    /// No client at all (`meta-server call`).
+    #[default]
+    Nobody,
 }

@@ -110,6 +110,8 @@ proptest! {
             cancelled: CancellationToken::new(),
             progress_to: None,
             origin: crate::upstream::Origin::Detached,
+            introduced: Default::default(),
+            who: Default::default(),
         };
         let call = |name: &str, arguments: Value| {
             let Value::Object(arguments) = arguments else { unreachable!() };

@@ -49,13 +49,15 @@ impl Metrics {
             .inc();
     }
 
-    /// One call of a tool of `server` that took `took`; `ok` unless its result is an error.
-    pub fn tool_call(&self, server: &str, ok: bool, took: Duration) {
+    /// One call of a tool of `server` by `principal` (a token's name; `None` over stdio) that
+    /// took `took`; `ok` unless its result is an error.
+    pub fn tool_call(&self, server: &str, principal: Option<&str>, ok: bool, took: Duration) {
         let outcome = if ok { "ok" } else { "error" };
         self.tool_calls
             .get_or_create(&vec![
                 ("server", server.to_owned()),
                 ("outcome", outcome.to_owned()),
+                ("principal", principal.unwrap_or("local").to_owned()),
             ])
             .inc();
         self.tool_seconds
@@ -73,7 +75,7 @@ impl Metrics {
         );
         registry.register(
             "tool_calls",
-            "Tool calls through call_tool, by server and outcome",
+            "Tool calls through call_tool, by server, outcome and principal (a token's name)",
             self.tool_calls.clone(),
         );
         registry.register(

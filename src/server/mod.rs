@@ -7,6 +7,7 @@
 //! run, freshness, shared catalogs, alwaysLoad); beneath them `state` (what one process shares),
 //! `caller` (what a session knows about a call) and `metrics`.
 
+mod access;
 mod caller;
 mod catalogs;
 #[cfg(test)]
@@ -21,7 +22,8 @@ mod tools;
 
 pub use session::{
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, HTTP_PATH, HttpError,
-    HttpOptions, HttpServer, MetaServer, StartError, StdioError, Token, overview, serve_stdio,
+    HttpOptions, HttpServer, MetaServer, NamedToken, StartError, StdioError, Token, TokenError,
+    overview, serve_stdio,
 };
 pub use state::State;
 pub use tools::{

@@ -41,6 +41,8 @@ pub struct State {
     pub metrics: Metrics,
     /// Which tools wait for the user's approval (`metaServer.trust`).
     pub trust: crate::trust::Trust,
+    /// The audit log (`metaServer.audit`), if one is configured.
+    pub audit: Option<crate::audit::AuditLog>,
     /// Per server: tool lists fetched by this process, catalogs taken from the shared store.
     catalog_counts: Mutex<BTreeMap<String, (u64, u64)>>,
     /// The version of each shared catalog this process has (by `<server>:<fingerprint>`).
@@ -108,6 +110,7 @@ impl State {
             shared,
             metrics: Metrics::default(),
             trust: crate::trust::Trust::new(settings.trust, settings.catalog_dir.clone()),
+            audit: settings.audit.clone().map(crate::audit::AuditLog::new),
             catalog_counts: Mutex::new(BTreeMap::new()),
             shared_versions: Mutex::new(HashMap::new()),
             settings,

@@ -92,6 +92,7 @@ fn call_in(name: &str, arguments: Value, introduced: Introduced) -> CallToolResu
         progress_to: None,
         origin: crate::upstream::Origin::Detached,
         introduced,
+        who: Default::default(),
     };
     let arguments: JsonObject = match arguments {
         Value::Object(map) => map,
@@ -509,6 +510,8 @@ fn a_weak_search_while_a_server_is_indexed_points_at_that_server_not_the_query()
             unavailable: Vec::new(),
             results: &state.results,
             soft: CLIENT_LIMIT,
+            trust: &state.trust,
+            access: &Default::default(),
         };
         let args = serde_json::from_value(json!({ "query": query })).unwrap();
         let out = super::tools::search::answer(&scope, args)

@@ -19,6 +19,7 @@ use rmcp::model::{
 use tokio_util::sync::CancellationToken;
 
 use super::State;
+use super::access::Access;
 use super::catalogs::first_run;
 use crate::library::{Library, SEPARATOR};
 use crate::upstream::{Answer, UpstreamError};
@@ -46,9 +47,14 @@ impl Passthrough {
         }
     }
 
-    /// The routes of `state`'s library now.
-    pub(in crate::server) fn routes(&self, state: &State) -> Arc<Routes> {
+    /// The routes of `state`'s library now, of the servers `access` sees.
+    pub(in crate::server) fn routes(&self, state: &State, access: &Access) -> Arc<Routes> {
         let library = state.library();
+        if access.is_limited() {
+            let mut servers = state.settings.servers.clone();
+            servers.retain(|s| access.sees_server(&s.name));
+            return Arc::new(Routes::build(&servers, &library.catalogs, self.own).0);
+        }
         let mut current = self.current.lock();
         if let Some((of, routes)) = current.as_ref()
             && std::ptr::eq(of.as_ptr(), Arc::as_ptr(&library))
@@ -75,20 +81,22 @@ impl Passthrough {
     }
 
     /// `prompts/get` of a prompt by its qualified name, forwarded under its own name. A
-    /// configured server without a catalog is listed first.
+    /// configured server without a catalog (that `access` sees) is listed first.
     pub(in crate::server) async fn get_prompt(
         &self,
         state: &Arc<State>,
+        access: &Access,
         mut params: GetPromptRequestParams,
         cancelled: &CancellationToken,
     ) -> Result<GetPromptResult, McpError> {
         let qualified = params.name.clone();
         if let Some((server, _)) = qualified.split_once(SEPARATOR)
+            && access.sees_server(server)
             && let Err(e) = first_run::ensure(state, server).await
         {
             return Err(McpError::internal_error(e.to_string(), None));
         }
-        let routes = self.routes(state);
+        let routes = self.routes(state, access);
         let Some((server, name)) = routes.prompt(&qualified) else {
             return Err(McpError::invalid_params(
                 format!(
@@ -111,10 +119,11 @@ impl Passthrough {
     pub(in crate::server) async fn read(
         &self,
         state: &Arc<State>,
+        access: &Access,
         mut params: ReadResourceRequestParams,
         cancelled: &CancellationToken,
     ) -> Option<Result<ReadResourceResult, McpError>> {
-        let routes = self.routes(state);
+        let routes = self.routes(state, access);
         let server = routes.resource(&params.uri)?;
         params.meta = None;
         let answer = state.manager.read_resource(server, params);
@@ -134,10 +143,11 @@ impl Passthrough {
     pub(in crate::server) async fn complete(
         &self,
         state: &Arc<State>,
+        access: &Access,
         mut params: CompleteRequestParams,
         cancelled: &CancellationToken,
     ) -> Result<CompleteResult, McpError> {
-        let routes = self.routes(state);
+        let routes = self.routes(state, access);
         let server = match &params.r#ref {
             Reference::Prompt(prompt) => {
                 let (server, name) = routes.prompt(&prompt.name).ok_or_else(|| {

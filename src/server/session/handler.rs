@@ -25,7 +25,8 @@ use crate::result::Owner;
 use super::principal::{ANONYMOUS, Principal};
 use super::{instructions, login_offer, revision};
 use crate::server::State;
-use crate::server::caller::{Caller, Introduced};
+use crate::server::access::Access;
+use crate::server::caller::{Caller, Introduced, Who};
 use crate::server::catalogs::always;
 use crate::server::passthrough::{self, Passthrough};
 use crate::server::tools::request::Request;
@@ -148,6 +149,14 @@ fn principal(extensions: &rmcp::model::Extensions) -> Option<Arc<str>> {
     Some(name.into())
 }
 
+/// What the principal of a request may see and call (everything over stdio).
+fn access(extensions: &rmcp::model::Extensions) -> Access {
+    extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Principal>())
+        .map_or_else(Access::default, |p| p.access().clone())
+}
+
 impl ServerHandler for MetaServer {
     #[expect(deprecated, reason = "logging, for 2025-11-25 clients")]
     fn get_info(&self) -> ServerConfig {
@@ -222,7 +231,7 @@ impl ServerHandler for MetaServer {
             r.mime_type = Some("text/markdown".into());
             r
         });
-        let routes = self.passthrough.routes(&self.state);
+        let routes = (self.passthrough).routes(&self.state, &access(&cx.extensions));
         let resources = skills.chain(routes.resources().iter().cloned()).collect();
         let mut list = ListResourcesResult::with_all_items(resources);
         if let Some((ttl, scope)) = self.catalog_list_hints(&cx) {
@@ -245,7 +254,7 @@ impl ServerHandler for MetaServer {
         template.description = Some(
             "The whole result behind a TRUNCATION NOTICE; resourceId is the notice's resourceId (r- and 32 hex digits).".into(),
         );
-        let routes = self.passthrough.routes(&self.state);
+        let routes = (self.passthrough).routes(&self.state, &access(&cx.extensions));
         let templates = std::iter::once(template)
             .chain(routes.templates().iter().cloned())
             .collect();
@@ -262,7 +271,7 @@ impl ServerHandler for MetaServer {
         _request: Option<PaginatedRequestParams>,
         cx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        let routes = self.passthrough.routes(&self.state);
+        let routes = (self.passthrough).routes(&self.state, &access(&cx.extensions));
         let mut list = ListPromptsResult::with_all_items(routes.prompts().to_vec());
         if let Some((ttl, scope)) = self.catalog_list_hints(&cx) {
             list = list.with_ttl_ms(ttl).with_cache_scope(scope);
@@ -277,7 +286,7 @@ impl ServerHandler for MetaServer {
     ) -> Result<GetPromptResponse, McpError> {
         let result = self
             .passthrough
-            .get_prompt(&self.state, request, &cx.ct)
+            .get_prompt(&self.state, &access(&cx.extensions), request, &cx.ct)
             .await?;
         Ok(GetPromptResponse::Complete(result))
     }
@@ -288,7 +297,7 @@ impl ServerHandler for MetaServer {
         cx: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
         self.passthrough
-            .complete(&self.state, request, &cx.ct)
+            .complete(&self.state, &access(&cx.extensions), request, &cx.ct)
             .await
     }
 
@@ -324,7 +333,12 @@ impl ServerHandler for MetaServer {
         if !is_own(&request.uri)
             && let Some(read) = self
                 .passthrough
-                .read(&self.state, request.clone(), &cx.ct)
+                .read(
+                    &self.state,
+                    &access(&cx.extensions),
+                    request.clone(),
+                    &cx.ct,
+                )
                 .await
         {
             return Ok(read?.into());
@@ -368,7 +382,9 @@ impl ServerHandler for MetaServer {
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let started = std::time::Instant::now();
+        let who = Who::of(&cx, revision::is_stateless(&cx), access(&cx.extensions));
         let caller = Caller {
+            who,
             // From this request's `_meta` (2026-07-28) or its session's `initialize`.
             client_limit: cx
                 .client_info()
@@ -400,7 +416,7 @@ impl ServerHandler for MetaServer {
         let request = Request::read(&request.name, arguments, &self.tools)?;
         let servers = request.servers();
         // Servers without a catalog that this call needs are listed first (first run).
-        let result = match request.prepare(&self.state).await {
+        let result = match request.prepare(&self.state, &caller.who.access).await {
             Err(failed) => reply::error(failed.to_string()),
             Ok(()) => request.run(&self.state, &caller).await,
         };

@@ -14,7 +14,7 @@ mod stdio;
 pub use handler::MetaServer;
 pub use http::{
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, HttpError, HttpOptions,
-    HttpServer, PATH as HTTP_PATH, Token,
+    HttpServer, NamedToken, PATH as HTTP_PATH, Token, TokenError,
 };
 pub use instructions::overview;
 pub use start::StartError;

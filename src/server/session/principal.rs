@@ -1,21 +1,39 @@
-//! Who sent a request over HTTP: what the token middleware marks a request with and what a
-//! session's stored results are bound to.
+//! Who sent a request over HTTP: what the token middleware marks a request with, what a
+//! session's stored results are bound to, and what it may see and call.
 
 use std::sync::Arc;
+
+use crate::server::access::Access;
 
 /// The principal of requests without a token (a server without one is loopback-only).
 pub(crate) const ANONYMOUS: &str = "anonymous";
 
-/// Who sent a request: today one bearer token is one principal.
+/// Who sent a request: one bearer token is one principal.
 #[derive(Debug, Clone)]
-pub(crate) struct Principal(Arc<str>);
+pub(crate) struct Principal {
+    name: Arc<str>,
+    access: Access,
+}
 
 impl Principal {
+    /// A principal that sees and calls everything.
     pub(crate) fn new(name: String) -> Self {
-        Self(name.into())
+        Self::limited(name, Access::default())
+    }
+
+    /// A principal that sees and calls what `access` lets it.
+    pub(crate) fn limited(name: String, access: Access) -> Self {
+        Self {
+            name: name.into(),
+            access,
+        }
     }
 
     pub(crate) fn name(&self) -> &str {
-        &self.0
+        &self.name
+    }
+
+    pub(crate) fn access(&self) -> &Access {
+        &self.access
     }
 }

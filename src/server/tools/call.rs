@@ -11,12 +11,14 @@ use serde_json::{Map, Value};
 
 use super::definitions::definitions;
 use super::reply::{self, Reply};
-use super::{builtin, script, skill};
+use super::{audit, builtin, policy, script, skill};
+use crate::audit::Outcome;
 use crate::budget::Route;
 use crate::config::RESERVED_SERVER;
 use crate::server::State;
 use crate::server::caller::Caller;
 use crate::server::catalogs::first_run;
+use crate::upstream::UpstreamError;
 
 /// `call_tool` arguments; alwaysLoad tools listed by their own name are these too.
 #[derive(Deserialize)]
@@ -48,34 +50,59 @@ pub(in crate::server) async fn run(state: &Arc<State>, caller: &Caller, args: Ar
     .await
 }
 
-/// Calls tool `name` (qualified): first run, allow/deny, argument validation, lazy connect,
-/// timeouts, progress relay and result handling.
+/// Calls tool `name` (qualified): the token's access, first run, allow/deny, argument
+/// validation, call policy, lazy connect, timeouts, progress relay and result handling; one
+/// audit line for it.
 pub(in crate::server) async fn dispatch(
     state: &Arc<State>,
     caller: &Caller,
     name: &str,
     arguments: Map<String, Value>,
 ) -> Reply {
+    let started = std::time::Instant::now();
+    let Some(log) = &state.audit else {
+        return attempt(state, caller, name, arguments).await.0;
+    };
+    let recorded = log.with_arguments().then(|| arguments.clone());
+    let (reply, outcome) = attempt(state, caller, name, arguments).await;
+    audit::record(
+        log,
+        caller,
+        name,
+        recorded.as_ref(),
+        outcome,
+        &reply,
+        started,
+    );
+    reply
+}
+
+/// [`dispatch`] without the audit line: the result and how the call ended.
+async fn attempt(
+    state: &Arc<State>,
+    caller: &Caller,
+    name: &str,
+    arguments: Map<String, Value>,
+) -> (Reply, Outcome) {
+    // A tool the caller's token may not see is unknown to it, and its server is not started.
+    if !caller.who.access.sees(name) {
+        return (unknown(state, caller, name), Outcome::Denied);
+    }
     // A configured server without a catalog is listed first (a script's calls included).
     if let Some((server, _)) = name.split_once(crate::library::SEPARATOR)
         && let Err(failed) = first_run::ensure(state, server).await
     {
-        return reply::foreign_error(failed.to_string());
+        return (reply::foreign_error(failed.to_string()), Outcome::Error);
     }
-    let library = state.library();
-    let Some(entry) = library.get(name).cloned() else {
-        let suggestions = library.suggestions(name, 3);
-        let mut message = format!("unknown tool \"{}\".", reply::echo(name));
-        if !suggestions.is_empty() {
-            message.push_str(&format!(" Did you mean: {}?", suggestions.join(", ")));
-        }
-        message.push_str(" Use search_tools to find tools; names are <server>__<tool>.");
-        return reply::error(message);
+    let Some(entry) = state.library().get(name).cloned() else {
+        return (unknown(state, caller, name), Outcome::Error);
     };
-    if let Some(held) = state.quarantine(&library, &entry) {
-        return reply::error(held.refusal(&entry.qualified));
+    if let Some(held) = state.quarantine(&state.library(), &entry) {
+        return (
+            reply::error(held.refusal(&entry.qualified)),
+            Outcome::Quarantined,
+        );
     }
-    drop(library);
     if let Some(validator) = entry.validator() {
         let instance = Value::Object(arguments.clone());
         let problems: Vec<String> = validator
@@ -88,16 +115,20 @@ pub(in crate::server) async fn dispatch(
             })
             .collect();
         if !problems.is_empty() {
-            return reply::error(format!(
+            let message = format!(
                 "arguments for {} do not match its input schema:\n{}\nSee get_tool_details {{\"names\": [\"{}\"]}} for the schema.",
                 entry.qualified,
                 problems.join("\n"),
                 entry.qualified
-            ));
+            );
+            return (reply::error(message), Outcome::Error);
         }
     }
+    if let Err(refused) = policy::check(state, caller, &entry, &arguments).await {
+        return (refused.reply, refused.outcome);
+    }
     if let Some(skill) = &entry.skill {
-        return skill::run(state, skill);
+        return audit::ended(skill::run(state, skill));
     }
     let started = std::time::Instant::now();
     let result = if entry.server == RESERVED_SERVER && entry.def.name == script::TOOL {
@@ -120,13 +151,17 @@ pub(in crate::server) async fn dispatch(
                 result = &mut call => match result {
                     Ok(result) => break result,
                     Err(e) => {
-                        state.metrics.tool_call(&entry.server, false, started.elapsed());
-                        return reply::foreign_error(e.to_string());
+                        state.metrics.tool_call(&entry.server, caller.principal.as_deref(), false, started.elapsed());
+                        let outcome = match e {
+                            UpstreamError::Timeout { .. } | UpstreamError::ConnectTimeout { .. } => Outcome::Timeout,
+                            _ => Outcome::Error,
+                        };
+                        return (reply::foreign_error(e.to_string()), outcome);
                     }
                 },
                 () = caller.cancelled.cancelled() => {
-                    state.metrics.tool_call(&entry.server, false, started.elapsed());
-                    return reply::error("cancelled by the client");
+                    state.metrics.tool_call(&entry.server, caller.principal.as_deref(), false, started.elapsed());
+                    return (reply::error("cancelled by the client"), Outcome::Error);
                 }
                 Some(mut update) = progress.recv() => {
                     if let Some((peer, token)) = &caller.progress_to {
@@ -142,10 +177,24 @@ pub(in crate::server) async fn dispatch(
     };
     let result = state.shape(&entry.qualified, route, caller, result).await;
     let ok = result.is_error != Some(true);
-    state
-        .metrics
-        .tool_call(&entry.server, ok, started.elapsed());
-    result
+    state.metrics.tool_call(
+        &entry.server,
+        caller.principal.as_deref(),
+        ok,
+        started.elapsed(),
+    );
+    audit::ended(result)
+}
+
+/// The error result for a tool `caller` does not know, with the names it may mean.
+fn unknown(state: &State, caller: &Caller, name: &str) -> Reply {
+    let suggestions = caller.who.access.suggestions(&state.library(), name, 3);
+    let mut message = format!("unknown tool \"{}\".", reply::echo(name));
+    if !suggestions.is_empty() {
+        message.push_str(&format!(" Did you mean: {}?", suggestions.join(", ")));
+    }
+    message.push_str(" Use search_tools to find tools; names are <server>__<tool>.");
+    reply::error(message)
 }
 
 /// [`dispatch`] as the handle a script's nested calls take (a function of its own, so the

@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 use super::reply::{self, Reply};
 use crate::catalog::hidden;
 use crate::server::State;
+use crate::server::access::Access;
 use crate::server::caller::Introduced;
 
 /// `get_tool_details` arguments.
@@ -54,10 +55,12 @@ const INSTRUCTIONS_CHARS: usize = 3_000;
 
 /// Full definitions of the named tools, within `soft` tokens: tools that do not fit are listed
 /// as `omitted` (ask for them alone); one tool that alone does not fit is given in the text,
-/// where result handling cuts it and keeps it whole for reading back. With `introduced`, the
-/// instructions of a shown tool's server come with it the first time (a script gets none).
+/// where result handling cuts it and keeps it whole for reading back. Tools `access` hides
+/// are not found. With `introduced`, the instructions of a shown tool's server come with it the
+/// first time (a script gets none).
 pub(in crate::server) fn run(
     state: &State,
+    access: &Access,
     soft: usize,
     args: Args,
     introduced: Option<&Introduced>,
@@ -72,9 +75,9 @@ pub(in crate::server) fn run(
     let mut tools: Vec<(String, Value)> = Vec::new();
     let mut not_found = Vec::new();
     for name in args.names {
-        let Some(entry) = library.get(&name) else {
+        let Some(entry) = library.get(&name).filter(|_| access.sees(&name)) else {
             not_found.push(NotFound {
-                suggestions: library.suggestions(&name, 3),
+                suggestions: access.suggestions(&library, &name, 3),
                 name: reply::echo(&name),
             });
             continue;

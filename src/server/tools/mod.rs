@@ -2,10 +2,12 @@
 //! tools, with the one call path every tool call takes (`call`): the client's own calls and a
 //! script's nested ones, which reach it through the dispatch handle `script` is given.
 
+mod audit;
 pub(in crate::server) mod builtin;
 pub(in crate::server) mod call;
 pub(in crate::server) mod definitions;
 pub(in crate::server) mod details;
+mod policy;
 pub(in crate::server) mod reply;
 pub(in crate::server) mod request;
 pub(in crate::server) mod script;
@@ -49,6 +51,7 @@ pub fn search_tools(
         soft: crate::server::state::budgets(settings)
             .limits(&crate::budget::Route::SearchTools, None)
             .soft,
+        access: &Default::default(),
     };
     search::answer(&scope, args)
 }
@@ -73,6 +76,7 @@ pub async fn call(
         progress_to: None,
         origin: crate::upstream::Origin::Detached,
         introduced: Default::default(),
+        who: Default::default(),
     };
     let args = call::Args {
         name: name.to_owned(),

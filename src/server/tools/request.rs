@@ -13,6 +13,7 @@ use crate::budget::Route;
 use crate::config::RESERVED_SERVER;
 use crate::library::SEPARATOR;
 use crate::server::State;
+use crate::server::access::Access;
 use crate::server::caller::Caller;
 use crate::server::catalogs::{RefreshError, first_run, resolve_listed};
 
@@ -78,15 +79,20 @@ impl Request {
         servers
     }
 
-    /// Lists the servers this search or description is about that have no catalog yet;
-    /// a tool call lists its server on its own path (a script's calls take it too). A search
-    /// goes on whatever happened (its result says which servers are unavailable); otherwise
-    /// the first failure is returned, as a message the model can act on.
-    pub(in crate::server) async fn prepare(&self, state: &Arc<State>) -> Result<(), RefreshError> {
+    /// Lists the servers this search or description is about that have no catalog yet (of
+    /// those `access` sees); a tool call lists its server on its own path (a script's calls
+    /// take it too). A search goes on whatever happened (its result says which servers are
+    /// unavailable); otherwise the first failure is returned, as a message the model can act on.
+    pub(in crate::server) async fn prepare(
+        &self,
+        state: &Arc<State>,
+        access: &Access,
+    ) -> Result<(), RefreshError> {
         if matches!(self, Self::Tool(_) | Self::Unreadable { .. }) {
             return Ok(());
         }
-        let servers = self.servers();
+        let mut servers = self.servers();
+        servers.retain(|s| access.sees_server(s));
         let listed =
             futures::future::join_all(servers.iter().map(|s| first_run::ensure(state, s))).await;
         match self {
@@ -116,12 +122,14 @@ impl Request {
             }
             Self::Search(args) => {
                 let route = Route::SearchTools;
-                let result = search::run(state, soft(&route), args).await;
+                let result = search::run(state, &caller.who.access, soft(&route), args).await;
                 (SEARCH_TOOLS.to_owned(), route, result)
             }
             Self::Details(args) => {
                 let route = Route::GetToolDetails;
-                let result = details::run(state, soft(&route), args, Some(&caller.introduced));
+                let introduced = Some(&caller.introduced);
+                let result =
+                    details::run(state, &caller.who.access, soft(&route), args, introduced);
                 (GET_TOOL_DETAILS.to_owned(), route, result)
             }
             Self::Tool(args) => {

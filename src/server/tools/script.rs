@@ -21,7 +21,7 @@ use crate::config::RESERVED_SERVER;
 use crate::result::Owner;
 use crate::script::{self, CallRecord, Host, HostFuture, Limits, Rejection, Report};
 use crate::server::State;
-use crate::server::caller::Caller;
+use crate::server::caller::{Caller, Who};
 use crate::upstream::Origin;
 
 /// The built-in tool's name under the `meta` server.
@@ -89,6 +89,7 @@ pub(in crate::server) async fn run(
         owner: caller.owner.clone(),
         principal: caller.principal.clone(),
         origin: caller.origin.in_script(),
+        who: caller.who.clone(),
         scope,
         progress: caller.progress_to.clone().map(|(peer, token)| {
             Arc::new(Progress {
@@ -168,6 +169,8 @@ struct ServerHost {
     principal: Option<Arc<str>>,
     /// The script's session, which its nested calls cannot ask for input.
     origin: Origin,
+    /// The script's caller: its nested calls are its calls.
+    who: Who,
     scope: CancellationToken,
     progress: Option<Arc<Progress>>,
 }
@@ -221,6 +224,7 @@ impl Host for ServerHost {
             progress_to: None,
             origin: self.origin.clone(),
             introduced: Default::default(),
+            who: self.who.clone(),
         };
         let progress = self.progress.clone();
         let dispatch = self.dispatch;
@@ -238,6 +242,7 @@ impl Host for ServerHost {
 
     fn search(&self, query: String, limit: Option<u32>) -> HostFuture<Result<Value, Rejection>> {
         let state = self.state.clone();
+        let access = self.who.access.clone();
         let soft = self.soft(&Route::SearchTools);
         Box::pin(async move {
             let mut args = serde_json::Map::new();
@@ -246,18 +251,19 @@ impl Host for ServerHost {
                 args.insert("limit".into(), limit.into());
             }
             let args = reply::parse_args(SEARCH_TOOLS, args)?;
-            script::script_value(&search::run(&state, soft, args).await)
+            script::script_value(&search::run(&state, &access, soft, args).await)
         })
     }
 
     fn describe(&self, name: String) -> HostFuture<Result<Value, Rejection>> {
         let state = self.state.clone();
+        let access = self.who.access.clone();
         let soft = self.soft(&Route::GetToolDetails);
         Box::pin(async move {
             let mut args = serde_json::Map::new();
             args.insert("names".into(), json!([name]));
             let args = reply::parse_args(GET_TOOL_DETAILS, args)?;
-            let details = script::script_value(&details::run(&state, soft, args, None))?;
+            let details = script::script_value(&details::run(&state, &access, soft, args, None))?;
             if let Some(tool) = details["tools"].get(0) {
                 return Ok(tool.clone());
             }

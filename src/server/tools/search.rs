@@ -12,6 +12,7 @@ use crate::trust::Trust;
 
 use super::reply::{self, Reply};
 use crate::server::State;
+use crate::server::access::Access;
 
 /// `search_tools` arguments, as its input schema declares them.
 #[derive(Deserialize)]
@@ -120,6 +121,10 @@ const SUMMARY_CHARS: usize = 160;
 /// fill every result (and make it slow to fit).
 pub(in crate::server) const SERVERS_SHOWN: usize = 8;
 
+/// Hits looked at when the caller does not see every tool, so that the best of those it sees
+/// are among them.
+const SCOPED_DEPTH: usize = 200;
+
 /// Server names a message lists in full; of more, the first this many and how many remain.
 const NAMES_SHOWN: usize = 20;
 
@@ -141,10 +146,18 @@ pub struct Scope<'a> {
     pub results: &'a ResultHandler,
     /// The result budget, in tokens.
     pub soft: usize,
+    /// What the caller may see (a named token's servers and tools).
+    pub(crate) access: &'a Access,
 }
 
-/// Runs a search for a session of `state`, within `soft` tokens.
-pub(in crate::server) async fn run(state: &State, soft: usize, args: Args) -> Reply {
+/// Runs a search for a session of `state` that sees what `access` lets it, within `soft`
+/// tokens.
+pub(in crate::server) async fn run(
+    state: &State,
+    access: &Access,
+    soft: usize,
+    args: Args,
+) -> Reply {
     // The first search of a hybrid start waits for the tool vectors (see `State::start_vectors`).
     state.start_vectors().await;
     let library = state.library();
@@ -156,12 +169,18 @@ pub(in crate::server) async fn run(state: &State, soft: usize, args: Args) -> Re
             .servers
             .iter()
             .map(|s| s.name.as_str())
+            .filter(|s| access.sees_server(s))
             .collect(),
         boosted: state.boosted.lock().clone(),
-        indexing: state.indexing(),
-        unavailable: state.unavailable(),
+        indexing: (state.indexing().into_iter())
+            .filter(|s| access.sees_server(s))
+            .collect(),
+        unavailable: (state.unavailable().into_iter())
+            .filter(|(s, _)| access.sees_server(s))
+            .collect(),
         results: &state.results,
         soft,
+        access,
     };
     answer(&scope, args)
 }
@@ -175,15 +194,24 @@ pub fn answer(scope: &Scope, args: Args) -> Reply {
         Err(refused) => return *refused,
     };
     let library = scope.library;
-    let found = match library.search_boosted(
-        &args.query,
-        args.limit,
-        args.server.as_deref(),
-        &scope.boosted,
-    ) {
-        Ok(found) => found,
-        Err(e) => return reply::error(e.to_string()),
+    // A caller that does not see every tool gets the best of those it sees.
+    let access = scope.access;
+    let depth = if access.is_limited() {
+        args.limit.max(SCOPED_DEPTH)
+    } else {
+        args.limit
     };
+    let mut found =
+        match library.search_boosted(&args.query, depth, args.server.as_deref(), &scope.boosted) {
+            Ok(found) => found,
+            Err(e) => return reply::error(e.to_string()),
+        };
+    found.retain(|h| {
+        library
+            .get(&h.key)
+            .is_some_and(|e| access.sees(&e.qualified))
+    });
+    found.truncate(args.limit);
     let hits = project(library, scope.trust, &found, args.detail);
     let confident = crate::search::confident(&found);
     let close: Vec<&str> = found
@@ -201,7 +229,7 @@ pub fn answer(scope: &Scope, args: Args) -> Reply {
     } else if !confident && args.server.is_none() && !scope.indexing.is_empty() {
         Some(indexing_hint(&args.query, &scope.indexing))
     } else {
-        (!confident).then(|| weak_hint(library, &args.query, &hits, &servers))
+        (!confident).then(|| weak_hint(scope, &args.query, &hits, &servers))
     };
     // Servers that matter to this search first: the filter's and the hits'.
     let relevant = |server: &str| {
@@ -418,7 +446,7 @@ fn indexing_hint(query: &str, indexing: &[String]) -> String {
 
 /// What to do when nothing matched well. With weak hits they are the near misses; without,
 /// tool names close to the query (did-you-mean) are.
-fn weak_hint(library: &Library, query: &str, hits: &[Hit], servers: &[&str]) -> String {
+fn weak_hint(scope: &Scope, query: &str, hits: &[Hit], servers: &[&str]) -> String {
     let shown = reply::echo(query);
     let mut hint = if hits.is_empty() {
         format!("No tool matched \"{shown}\".")
@@ -440,8 +468,8 @@ fn weak_hint(library: &Library, query: &str, hits: &[Hit], servers: &[&str]) -> 
         " Rephrase with what the tool does (e.g. \"read file\", \"create issue\"), or search one server only (servers: {}).",
         name_list(&ordered)
     ));
-    let near: Vec<String> = library
-        .suggestions(query, 3)
+    let near: Vec<String> = (scope.access)
+        .suggestions(scope.library, query, 3)
         .into_iter()
         .filter(|name| !hits.iter().any(|h| &h.name == name))
         .collect();

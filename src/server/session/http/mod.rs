@@ -27,7 +27,8 @@ use sha2::{Digest, Sha256};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Settings;
+use crate::config::{Settings, TokenConfig};
+use crate::server::access::Access;
 use crate::store::SharedSessions;
 
 use super::principal::Principal;
@@ -96,6 +97,66 @@ impl fmt::Debug for Token {
     }
 }
 
+/// A named token of `metaServer.http.tokens`, its value expanded.
+#[derive(Debug)]
+pub struct NamedToken {
+    pub token: Token,
+    pub config: TokenConfig,
+}
+
+/// Why a named token cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error(
+        "metaServer.http.tokens \"{name}\": the token uses ${{{var}}}, which is not set; export {var} (a long random string)"
+    )]
+    Unset { name: String, var: String },
+    #[error("metaServer.http.tokens \"{name}\": the token is empty; export a long random string")]
+    Empty { name: String },
+    #[error(
+        "metaServer.http.tokens \"{name}\": its token is the same as {other}'s; give each holder its own"
+    )]
+    Shared { name: String, other: String },
+}
+
+impl NamedToken {
+    /// The configured tokens with their values read from `lookup`; `unnamed` is
+    /// `META_SERVER_TOKEN`'s, which no named token may repeat.
+    pub fn expand(
+        tokens: &[TokenConfig],
+        unnamed: Option<&Token>,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Vec<Self>, TokenError> {
+        let mut out: Vec<Self> = Vec::new();
+        for config in tokens {
+            let name = config.name.clone();
+            let value = crate::config::expand(&config.token, lookup).map_err(
+                |crate::config::Unset(var)| TokenError::Unset {
+                    name: name.clone(),
+                    var,
+                },
+            )?;
+            let value = value.trim();
+            if value.is_empty() {
+                return Err(TokenError::Empty { name });
+            }
+            if unnamed.is_some_and(|t| t.0 == value) {
+                let other = "META_SERVER_TOKEN".to_owned();
+                return Err(TokenError::Shared { name, other });
+            }
+            if let Some(twin) = out.iter().find(|t| t.token.0 == value) {
+                let other = format!("\"{}\"", twin.config.name);
+                return Err(TokenError::Shared { name, other });
+            }
+            out.push(Self {
+                token: Token::new(value.to_owned()),
+                config: config.clone(),
+            });
+        }
+        Ok(out)
+    }
+}
+
 /// Where and how `serve --http` listens.
 #[derive(Debug)]
 pub struct HttpOptions {
@@ -104,6 +165,9 @@ pub struct HttpOptions {
     pub allow_remote: bool,
     /// When set, every request must carry `Authorization: Bearer <token>`.
     pub token: Option<Token>,
+    /// Named tokens (`metaServer.http.tokens`), expanded: each request must carry one of them
+    /// or `token`.
+    pub named_tokens: Vec<NamedToken>,
     /// Host header values accepted besides the loopback names and the bound address.
     pub extra_hosts: Vec<String>,
     /// Every session may read every stored result (otherwise only the session that made it).
@@ -126,7 +190,7 @@ impl HttpOptions {
         if !self.allow_remote {
             return Err(HttpError::RemoteNotAllowed { addr });
         }
-        if self.token.is_none() {
+        if self.token.is_none() && self.named_tokens.is_empty() {
             return Err(HttpError::RemoteWithoutToken { addr });
         }
         Ok(())
@@ -245,11 +309,14 @@ impl HttpServer {
                 sessions::limit_sessions,
             ))
             .route(METRICS_PATH, get(metrics));
-        if let Some(token) = &self.options.token {
-            let expected = Arc::new(TokenCheck::new(&token.0));
-            router = router.layer(middleware::from_fn_with_state(expected, require_token));
-        } else {
+        let mut expected: Vec<TokenCheck> =
+            self.options.token.iter().map(TokenCheck::unnamed).collect();
+        expected.extend(self.options.named_tokens.iter().map(TokenCheck::named));
+        if expected.is_empty() {
             tracing::info!("no token set: any local process can use this server");
+        } else {
+            let expected = Arc::new(expected);
+            router = router.layer(middleware::from_fn_with_state(expected, require_token));
         }
         let router = router
             .route(HEALTH_PATH, get(health))
@@ -377,16 +444,16 @@ fn digest(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
 }
 
-/// The expected token's digest and the principal it stands for.
+/// An expected token's digest and the principal it stands for.
 struct TokenCheck {
     digest: [u8; 32],
     principal: Principal,
 }
 
 impl TokenCheck {
-    fn new(token: &str) -> Self {
-        let digest = digest(token.as_bytes());
-        // Names the token without revealing it: a digest of its digest.
+    /// `META_SERVER_TOKEN`'s: unrestricted, named by a digest of its digest (never revealed).
+    fn unnamed(token: &Token) -> Self {
+        let digest = digest(token.0.as_bytes());
         let name = Sha256::digest(digest);
         let hex = crate::checksum::hex(&name[..8]);
         Self {
@@ -394,12 +461,20 @@ impl TokenCheck {
             principal: Principal::new(format!("token-{hex}")),
         }
     }
+
+    /// A named token's: its name, its servers and tools.
+    fn named(token: &NamedToken) -> Self {
+        Self {
+            digest: digest(token.token.0.as_bytes()),
+            principal: Principal::limited(token.config.name.clone(), Access::of(&token.config)),
+        }
+    }
 }
 
-/// Lets a request through only with the right bearer token (compared by digest, in constant
-/// time), marked with the token's principal.
+/// Lets a request through only with one of the expected bearer tokens (compared by digest, in
+/// constant time), marked with that token's principal.
 async fn require_token(
-    Extract(expected): Extract<Arc<TokenCheck>>,
+    Extract(expected): Extract<Arc<Vec<TokenCheck>>>,
     mut request: Request,
     next: Next,
 ) -> Response {
@@ -410,15 +485,17 @@ async fn require_token(
         .and_then(|v| v.split_once(' '))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, token)| token.trim());
-    let authorized = presented.is_some_and(|token| {
-        let got = digest(token.as_bytes());
-        got.iter()
-            .zip(expected.digest.iter())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0
+    let got = presented.map(|token| digest(token.as_bytes()));
+    let matched = got.and_then(|got| {
+        expected.iter().find(|check| {
+            got.iter()
+                .zip(check.digest.iter())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0
+        })
     });
-    if authorized {
-        request.extensions_mut().insert(expected.principal.clone());
+    if let Some(check) = matched {
+        request.extensions_mut().insert(check.principal.clone());
         return next.run(request).await;
     }
     let challenge = if presented.is_some() {
@@ -447,6 +524,7 @@ mod tests {
             addr: addr.parse().unwrap(),
             allow_remote,
             token: token.then(|| Token::new("t".into())),
+            named_tokens: Vec::new(),
             extra_hosts: vec![],
             share_results: false,
             max_sessions: DEFAULT_MAX_SESSIONS,
@@ -499,6 +577,43 @@ mod tests {
         let v6 = options("[::1]:1", false, false);
         assert_eq!(v6.allowed_hosts(), ["localhost", "127.0.0.1", "::1"]);
         assert_eq!(v6.allowed_origins().len(), LOOPBACK_ORIGINS.len());
+    }
+
+    #[test]
+    fn named_tokens_are_expanded_and_never_shared() {
+        let settings = Settings::parse(
+            std::path::Path::new("/cfg/c.json"),
+            r#"{"metaServer": {"http": {"tokens": [{"name": "a", "token": "${A}"}, {"name": "b", "token": "${B}"}]}}, "mcpServers": {}}"#,
+        )
+        .unwrap();
+        let env = |a: &'static str, b: &'static str| {
+            move |var: &str| match var {
+                "A" => Some(a.to_owned()),
+                "B" => Some(b.to_owned()),
+                _ => None,
+            }
+        };
+        let tokens = NamedToken::expand(&settings.http_tokens, None, &env("x1", " x2 ")).unwrap();
+        assert_eq!(
+            (tokens[0].token.0.as_str(), tokens[1].token.0.as_str()),
+            ("x1", "x2")
+        );
+        let e = NamedToken::expand(&settings.http_tokens, None, &env("x1", "x1")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "metaServer.http.tokens \"b\": its token is the same as \"a\"'s; give each holder its own"
+        );
+        let unnamed = Token::new("x1".into());
+        let e = NamedToken::expand(&settings.http_tokens, Some(&unnamed), &env("x1", "x2"))
+            .unwrap_err();
+        assert!(e.to_string().contains("META_SERVER_TOKEN"), "{e}");
+        let e = NamedToken::expand(&settings.http_tokens, None, &|_| None).unwrap_err();
+        assert!(e.to_string().contains("${A}, which is not set"), "{e}");
+        let e = NamedToken::expand(&settings.http_tokens, None, &env("", "x")).unwrap_err();
+        assert!(matches!(e, TokenError::Empty { .. }), "{e}");
+        let mut only_named = options("0.0.0.0:1", true, false);
+        only_named.named_tokens = tokens;
+        assert!(only_named.check().is_ok(), "a named token is a token");
     }
 
     #[test]

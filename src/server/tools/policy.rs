@@ -1,0 +1,140 @@
+//! The call policy applied to one call of an upstream tool ([`crate::policy`] judges it):
+//! refused, let through, or let through once the user confirmed it through an elicitation to
+//! the calling client. meta-server's own tools and skills are not judged (a script's nested
+//! calls are, each on its own).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
+use rmcp::service::ElicitationMode;
+use serde_json::{Map, Value};
+
+use super::reply::{self, Reply};
+use crate::audit::Outcome;
+use crate::config::RESERVED_SERVER;
+use crate::library::Entry;
+use crate::policy::{self, Hints, Verdict};
+use crate::server::State;
+use crate::server::caller::{Caller, User};
+
+/// How long the user has to answer a confirmation.
+const CONFIRM_WAIT: Duration = Duration::from_secs(300);
+
+/// Why a call did not run: its error result and how the audit log says it ended.
+pub(in crate::server) struct Refusal {
+    pub reply: Reply,
+    pub outcome: Outcome,
+}
+
+impl Refusal {
+    fn new(outcome: Outcome, message: String) -> Self {
+        Self {
+            reply: reply::error(message),
+            outcome,
+        }
+    }
+}
+
+/// Whether the policy lets `caller` call `entry` with `arguments`; asks the user when it says
+/// `confirm`.
+pub(in crate::server) async fn check(
+    state: &State,
+    caller: &Caller,
+    entry: &Entry,
+    arguments: &Map<String, Value>,
+) -> Result<(), Refusal> {
+    if entry.server == RESERVED_SERVER || entry.skill.is_some() {
+        return Ok(());
+    }
+    let hints = Hints::of(&entry.def.value());
+    match policy::judge(&state.settings, &entry.server, &entry.qualified, hints) {
+        Verdict::Allow => Ok(()),
+        Verdict::Deny(why) => Err(Refusal::new(Outcome::Denied, why)),
+        Verdict::Confirm { key } => confirm(state, caller, entry, arguments, &key).await,
+    }
+}
+
+/// Asks the user behind `caller` to confirm the call; refused unless they accept.
+async fn confirm(
+    state: &State,
+    caller: &Caller,
+    entry: &Entry,
+    arguments: &Map<String, Value>,
+    key: &str,
+) -> Result<(), Refusal> {
+    let qualified = &entry.qualified;
+    let cannot_ask = |why: &str| {
+        let allow = policy::server_key(&state.settings, &entry.server, "destructive");
+        Refusal::new(
+            Outcome::Denied,
+            format!(
+                "{qualified} may change or delete data and {key} is \"confirm\": the user must approve each call, but {why}. Nothing was done. To let such calls run without asking, the user can set {allow} to \"allow\"."
+            ),
+        )
+    };
+    let peer = match &caller.who.user {
+        User::Session(peer)
+            if peer
+                .supported_elicitation_modes()
+                .contains(&ElicitationMode::Form) =>
+        {
+            peer
+        }
+        User::Session(_) => {
+            return Err(cannot_ask(
+                "this client cannot be asked (it did not declare the elicitation capability)",
+            ));
+        }
+        User::Stateless => {
+            return Err(cannot_ask(
+                "meta-server cannot ask the user of an MCP 2026-07-28 request yet (a client that connects with protocol 2025-11-25 and offers elicitation can be asked)",
+            ));
+        }
+        User::Nobody => return Err(cannot_ask("no client is connected to ask")),
+    };
+    let server = state
+        .settings
+        .server(&entry.server)
+        .map_or(entry.server.as_str(), |s| s.key.as_str());
+    let message = format!(
+        "Allow this call? The tool may change or delete data.\nTool: {} (server \"{}\")\nArguments: {}\nAsked because {key} is \"confirm\".",
+        policy::shown(&entry.def.name),
+        policy::shown(server),
+        policy::summary(arguments),
+    );
+    let params = ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message,
+        requested_schema: ElicitationSchema::new(BTreeMap::new()),
+    };
+    let declined = |what: &str| {
+        Refusal::new(
+            Outcome::Declined,
+            format!(
+                "{qualified} was not run: {what}. Nothing was done; do not call it again unless the user asks for it."
+            ),
+        )
+    };
+    let answer = tokio::select! {
+        answer = peer.create_elicitation_with_timeout(params, Some(CONFIRM_WAIT)) => answer,
+        () = caller.cancelled.cancelled() => {
+            return Err(Refusal::new(Outcome::Error, "cancelled by the client".into()));
+        }
+    };
+    match answer {
+        Ok(answer) => match answer.action {
+            ElicitationAction::Accept => Ok(()),
+            ElicitationAction::Decline => Err(declined("the user declined it when asked")),
+            _ => Err(declined("the user cancelled it when asked")),
+        },
+        Err(rmcp::service::ServiceError::Timeout { .. }) => Err(declined(&format!(
+            "the user did not answer the confirmation within {}s",
+            CONFIRM_WAIT.as_secs()
+        ))),
+        Err(e) => Err(Refusal::new(
+            Outcome::Error,
+            format!("could not ask the user to confirm {qualified}: {e}. Nothing was done."),
+        )),
+    }
+}

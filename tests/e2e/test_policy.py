@@ -1,0 +1,202 @@
+"""The call policy end to end, from the real annotations of server-filesystem (write_file,
+edit_file and move_file are destructiveHint) and server-memory (its delete_* tools), driven by
+the official Python SDK with and without an elicitation callback: `confirm` asks and runs only
+what the user accepts, `deny` and `readOnly` refuse, the same from a script and for alwaysLoad
+tools; and the audit log has one line per call, refusals and declines included, without
+argument values."""
+import json
+import os
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters, types
+
+from conftest import BIN, meta_client, run_cli, server_entries, text_of
+
+pytestmark = pytest.mark.anyio
+
+FS_KEY = 'mcpServers."filesystem".policy.destructive'
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory) -> Path:
+    """filesystem (serving `files/`) and memory, indexed once; each test writes its own config
+    beside the catalogs."""
+    tmp = tmp_path_factory.mktemp("policy")
+    (tmp / "files").mkdir()
+    configure(tmp, "index.json")
+    run_cli(tmp / "index.json", "index")
+    catalog = json.loads((tmp / "catalogs" / "filesystem.json").read_text())
+    hints = {t["name"]: t.get("annotations", {}) for t in catalog["tools"]}
+    assert hints["write_file"]["destructiveHint"] and hints["create_directory"]["destructiveHint"] is False
+    return tmp
+
+
+def configure(tmp: Path, name: str, fs: dict | None = None, memory: dict | None = None, **meta) -> Path:
+    entries = server_entries(tmp / "files")
+    entries["memory"]["env"]["MEMORY_FILE_PATH"] = str(tmp / f"{name}.memory.jsonl")
+    servers = {"filesystem": {**entries["filesystem"], **(fs or {})}, "memory": {**entries["memory"], **(memory or {})}}
+    cfg = tmp / name
+    cfg.write_text(json.dumps({"metaServer": {"catalogDir": "catalogs", **meta}, "mcpServers": servers}))
+    return cfg
+
+
+@asynccontextmanager
+async def asking(cfg: Path, answer: str | None):
+    """A legacy (2025-11-25) session whose user answers every elicitation with `answer`
+    (`None`: a client without elicitation); yields the client and the questions asked."""
+    asked: list[str] = []
+
+    async def elicit(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action=answer, content={} if answer == "accept" else None)
+
+    callbacks = {} if answer is None else {"elicitation_callback": elicit}
+    params = StdioServerParameters(command=str(BIN), args=["--config", str(cfg), "serve"],
+                                   env={**os.environ, "META_SERVER_LOG": "meta_server=info"})
+    async with Client(params, mode="legacy", **callbacks) as c:
+        yield c, asked
+
+
+async def call(c, name: str, arguments: dict):
+    return await c.call_tool("call_tool", {"name": name, "arguments": arguments})
+
+
+async def script(c, code: str):
+    return await c.call_tool("call_tool", {"name": "meta__run_script", "arguments": {"code": code}})
+
+
+async def test_confirm_asks_and_runs_only_what_the_user_accepts(home):
+    cfg = configure(home, "confirm.json", fs={"policy": {"destructive": "confirm"}})
+    target = home / "files" / "confirmed.txt"
+    async with asking(cfg, "decline") as (c, asked):
+        r = await call(c, "filesystem__write_file", {"path": str(target), "content": "secret\u202eText"})
+        assert r.is_error and "the user declined it" in text_of(r), text_of(r)
+        assert not target.exists(), "declined: nothing written"
+        assert len(asked) == 1
+        question = asked[0]
+        assert "Tool: write_file" in question and 'server "filesystem"' in question, question
+        assert str(target) in question and "\\u{202e}" in question and "\u202e" not in question, question
+        assert FS_KEY in question
+        # Not destructive by its annotations: runs without a question.
+        r = await call(c, "filesystem__create_directory", {"path": str(home / "files" / "made")})
+        assert not r.is_error, text_of(r)
+        assert (home / "files" / "made").is_dir() and len(asked) == 1
+    async with asking(cfg, "cancel") as (c, asked):
+        r = await call(c, "filesystem__write_file", {"path": str(target), "content": "x"})
+        assert r.is_error and "cancelled" in text_of(r) and not target.exists()
+    async with asking(cfg, "accept") as (c, asked):
+        r = await call(c, "filesystem__write_file", {"path": str(target), "content": "approved"})
+        assert not r.is_error, text_of(r)
+        assert target.read_text() == "approved" and len(asked) == 1
+
+
+async def test_a_client_that_cannot_be_asked_is_told_which_key_allows_the_call(home):
+    cfg = configure(home, "unasked.json", policy={"destructive": "confirm"})
+    target = home / "files" / "unasked.txt"
+    async with asking(cfg, None) as (c, _):
+        r = await call(c, "filesystem__write_file", {"path": str(target), "content": "x"})
+        assert r.is_error
+        said = text_of(r)
+        assert 'metaServer.policy.destructive is "confirm"' in said, said
+        assert "did not declare the elicitation capability" in said and f'set {FS_KEY} to "allow"' in said, said
+        r = await call(c, "memory__delete_entities", {"entityNames": ["x"]})
+        assert r.is_error and 'mcpServers."memory".policy.destructive' in text_of(r)
+    async with meta_client(cfg, mode="2026-07-28") as c:
+        r = await call(c, "filesystem__write_file", {"path": str(target), "content": "x"})
+        assert r.is_error and "2026-07-28" in text_of(r), text_of(r)
+    assert not target.exists()
+
+
+async def test_deny_and_read_only_refuse_and_nothing_is_done(home):
+    cfg = configure(home, "deny.json", fs={"policy": {"readOnly": True}}, memory={"policy": {"destructive": "deny"}})
+    async with asking(cfg, "accept") as (c, asked):
+        r = await call(c, "memory__create_entities", {"entities": [{"name": "Ada", "entityType": "person", "observations": []}]})
+        assert not r.is_error, text_of(r)
+        r = await call(c, "memory__delete_entities", {"entityNames": ["Ada"]})
+        assert r.is_error and 'mcpServers."memory".policy.destructive is "deny"' in text_of(r), text_of(r)
+        graph = await call(c, "memory__read_graph", {})
+        assert "Ada" in text_of(graph), "deny: nothing deleted"
+        made = home / "files" / "read-only-dir"
+        r = await call(c, "filesystem__create_directory", {"path": str(made)})
+        assert r.is_error and 'mcpServers."filesystem".policy.readOnly is true' in text_of(r), text_of(r)
+        assert not made.exists()
+        r = await call(c, "filesystem__list_allowed_directories", {})
+        assert not r.is_error and str(home / "files") in text_of(r)
+        assert asked == [], "refusals ask nobody"
+
+
+async def test_a_script_and_an_always_loaded_tool_follow_the_same_policy(home):
+    cfg = configure(home, "script.json", fs={"alwaysLoad": True, "policy": {"destructive": "confirm"}})
+    target = home / "files" / "from-script.txt"
+    code = f"""
+    try {{ await tools.call("filesystem__write_file", {{path: {json.dumps(str(target))}, content: "by script"}}); return "written"; }}
+    catch (e) {{ return "refused: " + e.message; }}"""
+    async with asking(cfg, "decline") as (c, asked):
+        r = await script(c, code)
+        assert not r.is_error and "refused: " in r.structured_content["result"], text_of(r)
+        assert "the user declined it" in r.structured_content["result"]
+        assert not target.exists() and len(asked) == 1
+        listed = [t.name for t in (await c.list_tools()).tools]
+        assert "filesystem__write_file" in listed
+        r = await c.call_tool("filesystem__write_file", {"path": str(target), "content": "direct"})
+        assert r.is_error and "declined" in text_of(r) and not target.exists()
+        assert len(asked) == 2
+    async with asking(cfg, None) as (c, _):
+        r = await script(c, code)
+        assert "did not declare the elicitation capability" in r.structured_content["result"], text_of(r)
+        assert not target.exists()
+    async with asking(cfg, "accept") as (c, asked):
+        r = await script(c, code)
+        assert r.structured_content["result"] == "written", text_of(r)
+        assert target.read_text() == "by script" and len(asked) == 1
+
+
+async def test_the_audit_log_has_a_line_per_call_without_argument_values(home):
+    log = home / "audit.jsonl"
+    cfg = configure(home, "audit.json", memory={"policy": {"destructive": "deny"}},
+                    fs={"policy": {"destructive": "confirm"}}, audit={"path": "audit.jsonl"})
+    secret = "do-not-log-this-value"
+    async with asking(cfg, "decline") as (c, _):
+        assert not (await call(c, "memory__read_graph", {})).is_error
+        assert (await call(c, "memory__delete_entities", {"entityNames": [secret]})).is_error
+        assert (await call(c, "filesystem__write_file", {"path": str(home / "files" / secret), "content": secret})).is_error
+        assert (await call(c, "filesystem__no_such_tool", {"x": secret})).is_error
+        r = await script(c, f'return await tools.call("filesystem__list_allowed_directories", {{}}) && "{secret}".length;')
+        assert not r.is_error, text_of(r)
+        assert not (await c.call_tool("search_tools", {"query": secret})).is_error
+    text = log.read_text()
+    assert secret not in text, "no argument values by default"
+    lines = [json.loads(line) for line in text.splitlines()]
+    got = [(l["server"], l["tool"], l["outcome"], l["inScript"]) for l in lines]
+    assert got == [
+        ("memory", "read_graph", "ok", False),
+        ("memory", "delete_entities", "denied", False),
+        ("filesystem", "write_file", "declined", False),
+        ("filesystem", "no_such_tool", "error", False),
+        ("filesystem", "list_allowed_directories", "ok", True),
+        ("meta", "run_script", "ok", False),
+    ], "one line per tool call, nested ones first as they end; searches are no tool calls"
+    first = lines[0]
+    assert first["principal"] is None and first["session"].startswith("stdio-") and first["client"]
+    assert first["resultBytes"] > 0 and first["cut"] is False and isinstance(first["durationMs"], int)
+    assert first["time"].endswith("Z") and "arguments" not in first
+    assert os.stat(log).st_mode & 0o777 == 0o600
+
+
+async def test_the_audit_log_takes_argument_values_only_when_asked(home):
+    cfg = configure(home, "audit-args.json", audit={"path": "audit-args.jsonl", "arguments": True, "maxBytes": 400})
+    async with asking(cfg, None) as (c, _):
+        for i in range(3):
+            assert not (await call(c, "memory__search_nodes", {"query": f"needle-{i}"})).is_error
+    # A line is about 300 bytes: each rotation leaves the previous line alone in FILE.1.
+    [(older,), (last,)] = [[json.loads(line) for line in (home / name).read_text().splitlines()]
+                           for name in ("audit-args.jsonl.1", "audit-args.jsonl")]
+    assert (older["arguments"], last["arguments"]) == ({"query": "needle-1"}, {"query": "needle-2"})
+    assert (home / "audit-args.jsonl").stat().st_size <= 400
