@@ -7,6 +7,7 @@ mod diagnose;
 mod features;
 pub mod guardian;
 mod http;
+mod inputs;
 #[cfg(test)]
 pub(crate) mod in_process;
 mod listen;
@@ -48,6 +49,7 @@ const STDERR_SETTLE: Duration = Duration::from_millis(500);
 /// whatever a server sends, its errors stay small.
 const DETAIL_CHARS: usize = 1_000;
 pub use progress::ProgressSender;
+pub use inputs::{Inputs, PendingInput};
 pub use relay::{ClientId, LogLevel, Origin};
 
 /// What went wrong talking to an upstream; messages say what the model or user can do.

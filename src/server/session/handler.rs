@@ -23,6 +23,7 @@ use crate::budget;
 use crate::result::Owner;
 
 use super::principal::{ANONYMOUS, Principal};
+use super::input_required::{Made, Turn, Waiting};
 use super::{instructions, login_offer, revision};
 use crate::server::State;
 use crate::server::caller::Caller;
@@ -55,6 +56,8 @@ pub struct MetaServer {
     passthrough: Arc<Passthrough>,
     /// This session, to whose client an upstream's requests during its calls go.
     client: ClientId,
+    /// The 2026-07-28 calls of this process waiting for their client's input.
+    waiting: Arc<Waiting<CallToolResult>>,
     /// The log level this session's client asked for; upstream log messages at or above it
     /// reach the client.
     log_level: LogLevel,
@@ -80,6 +83,7 @@ impl MetaServer {
             passthrough: Arc::new(Passthrough::new(is_own)),
             client: ClientId::next(),
             log_level: LogLevel::default(),
+            waiting: Waiting::new(),
         }
     }
 
@@ -363,47 +367,104 @@ impl ServerHandler for MetaServer {
         request: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        if revision::is_stateless(&cx) {
+            return self.call_stateless(request, cx).await;
+        }
         let started = std::time::Instant::now();
-        let caller = Caller {
+        let origin = Origin::Client {
+            id: self.client,
+            peer: cx.peer.clone(),
+            log_level: self.log_level.clone(),
+        };
+        let caller = self.caller(&cx, origin, cx.ct.clone());
+        let arguments = request.arguments.unwrap_or_default();
+        let request = Request::read(&request.name, arguments, &self.tools)?;
+        let servers = request.servers();
+        let result = self.run(request, caller).await;
+        let mut result = self.offer_logins(&servers, result, &cx.peer, started);
+        // An upstream's result read from a 2025-11-25 server has no `resultType`; rmcp drops
+        // it again for a 2025-11-25 client.
+        result.result_type.get_or_insert(ResultType::COMPLETE);
+        Ok(result.into())
+    }
+}
+
+impl MetaServer {
+    /// What this session knows about a call of `cx` from `origin`, cancelled by `cancelled`.
+    fn caller(
+        &self,
+        cx: &RequestContext<RoleServer>,
+        origin: Origin,
+        cancelled: tokio_util::sync::CancellationToken,
+    ) -> Caller {
+        Caller {
             // From this request's `_meta` (2026-07-28) or its session's `initialize`.
             client_limit: cx
                 .client_info()
                 .and_then(|client| budget::client_limit(&client.name)),
             owner: self.owner(&cx.extensions),
             principal: principal(&cx.extensions),
-            cancelled: cx.ct.clone(),
+            cancelled,
             progress_to: cx
                 .meta
                 .get_progress_token()
                 .map(|token| (cx.peer.clone(), token)),
-            origin: if revision::is_stateless(&cx) {
-                Origin::Stateless(self.client)
-            } else {
-                Origin::Client {
-                    id: self.client,
-                    peer: cx.peer.clone(),
-                    log_level: self.log_level.clone(),
-                }
-            },
-        };
-        let arguments = request.arguments.unwrap_or_default();
-        let request = Request::read(&request.name, arguments, &self.tools)?;
-        let servers = request.servers();
-        // Servers without a catalog that this call needs are listed first (first run).
-        let result = match request.prepare(&self.state).await {
+            origin,
+        }
+    }
+
+    /// Runs a meta-tool call; servers without a catalog that it needs are listed first
+    /// (first run).
+    async fn run(&self, request: Request, caller: Caller) -> CallToolResult {
+        match request.prepare(&self.state).await {
             Err(failed) => reply::error(failed.to_string()),
             Ok(()) => request.run(&self.state, &caller).await,
+        }
+    }
+
+    /// A call of a 2026-07-28 client: run (or, with a `requestState`, resumed) as a call
+    /// that may ask its client for input (see `input_required.rs`). No login offer: an
+    /// elicitation cannot be sent to such a client outside its call.
+    async fn call_stateless(
+        &self,
+        request: CallToolRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let made = Made {
+            principal: principal(&cx.extensions),
+            request: serde_json::json!({"name": request.name, "arguments": request.arguments}),
         };
-        // A 2026-07-28 client cannot be sent an elicitation: no login offer (yet) for it.
-        let mut result = if revision::is_stateless(&cx) {
-            result
-        } else {
-            self.offer_logins(&servers, result, &cx.peer, started)
+        let turn = match request.request_state {
+            Some(state) => {
+                let answers = request.input_responses;
+                self.waiting.resume(&state, &made, answers, &cx.ct).await?
+            }
+            None => {
+                let arguments = request.arguments.unwrap_or_default();
+                let read = Request::read(&request.name, arguments, &self.tools)?;
+                let capabilities = cx.client_capabilities().unwrap_or_default();
+                let this = self.clone();
+                let cx_of_call = cx.clone();
+                let run = move |inputs, cancelled| async move {
+                    let origin = Origin::Stateless {
+                        id: ClientId::next(),
+                        inputs,
+                    };
+                    let caller = this.caller(&cx_of_call, origin, cancelled);
+                    this.run(read, caller).await
+                };
+                self.waiting.start(made, capabilities, &cx.ct, run).await?
+            }
         };
-        // An upstream's result read from a 2025-11-25 server has no `resultType`, which a
-        // 2026-07-28 client needs; rmcp drops it again for a 2025-11-25 one.
-        result.result_type.get_or_insert(ResultType::COMPLETE);
-        Ok(result.into())
+        Ok(match turn {
+            Turn::Done(mut result) => {
+                // An upstream's result read from a 2025-11-25 server has no `resultType`,
+                // which a 2026-07-28 client needs.
+                result.result_type.get_or_insert(ResultType::COMPLETE);
+                result.into()
+            }
+            Turn::Input(asked) => asked.into(),
+        })
     }
 }
 

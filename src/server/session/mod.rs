@@ -3,6 +3,7 @@
 //! and what a session says around the tools: the instructions, login offers.
 
 mod handler;
+mod input_required;
 pub(in crate::server) mod http;
 mod instructions;
 mod login_offer;
