@@ -14,8 +14,8 @@ use rmcp::ErrorData as McpError;
 // Sampling and roots are deprecated from 2026-07-28 on, and what 2025-11-25 servers ask for.
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequest, ElicitRequestParams, ElicitResult,
-    ElicitationCapability, FormElicitationCapability, Implementation, InputRequest, ProgressNotificationParam, ProtocolVersion,
-    UrlElicitationCapability,
+    ElicitationCapability, FormElicitationCapability, Implementation, InputRequest,
+    ProgressNotificationParam, ProtocolVersion, UrlElicitationCapability,
 };
 #[expect(deprecated, reason = "relayed for 2025-11-25 servers")]
 use rmcp::model::{

@@ -51,7 +51,7 @@ impl Inputs {
     }
 
     /// Puts `request` to the client and waits for its answer.
-    pub(super) async fn ask(&self, request: InputRequest) -> Result<Value, InputError> {
+    pub async fn ask(&self, request: InputRequest) -> Result<Value, InputError> {
         let (answer, answered) = oneshot::channel();
         let pending = PendingInput { request, answer };
         self.asks

@@ -7,9 +7,9 @@ mod diagnose;
 mod features;
 pub mod guardian;
 mod http;
-mod inputs;
 #[cfg(test)]
 pub(crate) mod in_process;
+mod inputs;
 mod listen;
 mod mrtr;
 mod progress;
@@ -48,8 +48,8 @@ const STDERR_SETTLE: Duration = Duration::from_millis(500);
 /// Characters an error keeps of each text that came from a server (a message, its stderr):
 /// whatever a server sends, its errors stay small.
 const DETAIL_CHARS: usize = 1_000;
-pub use progress::ProgressSender;
 pub use inputs::{Inputs, PendingInput};
+pub use progress::ProgressSender;
 pub use relay::{ClientId, LogLevel, Origin};
 
 /// What went wrong talking to an upstream; messages say what the model or user can do.

@@ -22,8 +22,8 @@ use rmcp::{ErrorData as McpError, ServerHandler};
 use crate::budget;
 use crate::result::Owner;
 
-use super::principal::{ANONYMOUS, Principal};
 use super::input_required::{Made, Turn, Waiting};
+use super::principal::{ANONYMOUS, Principal};
 use super::{instructions, login_offer, revision};
 use crate::server::State;
 use crate::server::caller::Caller;

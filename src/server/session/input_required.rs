@@ -122,11 +122,7 @@ impl<T: Send + 'static> Waiting<T> {
                 done,
             }),
         });
-        let state = format!(
-            "{}.{:032x}",
-            self.process,
-            rand::rng().random::<u128>()
-        );
+        let state = format!("{}.{:032x}", self.process, rand::rng().random::<u128>());
         self.turn(&state, &held, cancelled).await
     }
 
@@ -174,7 +170,9 @@ impl<T: Send + 'static> Waiting<T> {
         } else {
             "it was made by another meta-server process (another replica behind the same address, or this one before a restart); a retry must reach the process that made it".to_owned()
         };
-        format!("this requestState names no call waiting in this meta-server: {why}. Make the call again, without requestState")
+        format!(
+            "this requestState names no call waiting in this meta-server: {why}. Make the call again, without requestState"
+        )
     }
 
     /// Waits for the call's result or its next questions; the client cancelling the request
@@ -196,7 +194,9 @@ impl<T: Send + 'static> Waiting<T> {
             rounds.open.retain(|_, p| !p.answer.is_closed());
             while let Ok(pending) = rounds.asks.try_recv() {
                 rounds.next_key += 1;
-                rounds.open.insert(format!("input-{}", rounds.next_key), pending);
+                rounds
+                    .open
+                    .insert(format!("input-{}", rounds.next_key), pending);
             }
             if !rounds.open.is_empty() {
                 let requests = (rounds.open.iter())
@@ -206,7 +206,9 @@ impl<T: Send + 'static> Waiting<T> {
                     let mut waiting = self.held.lock();
                     if !waiting.contains_key(state) && waiting.len() >= MAX_HELD {
                         return Err(McpError::internal_error(
-                            format!("{MAX_HELD} calls are already waiting for their clients' input in this meta-server; call again when some are answered"),
+                            format!(
+                                "{MAX_HELD} calls are already waiting for their clients' input in this meta-server; call again when some are answered"
+                            ),
                             None,
                         ));
                     }
@@ -262,4 +264,143 @@ fn busy() -> McpError {
         "another request is already retrying with this requestState; wait for its answer",
         None,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::{ElicitRequest, ElicitRequestParams, ElicitationSchema, InputRequest};
+
+    use super::*;
+
+    fn made(principal: &str) -> Made {
+        Made {
+            principal: Some(principal.into()),
+            request: serde_json::json!({"name": "call_tool"}),
+        }
+    }
+
+    fn question() -> InputRequest {
+        let schema = ElicitationSchema::builder().build().unwrap();
+        let params = ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: "name?".into(),
+            requested_schema: schema,
+        };
+        InputRequest::Elicitation(ElicitRequest::new(params))
+    }
+
+    fn asked(turn: Result<Turn<String>, McpError>) -> InputRequiredResult {
+        match turn {
+            Ok(Turn::Input(asked)) => asked,
+            Ok(Turn::Done(done)) => panic!("done: {done}"),
+            Err(e) => panic!("error: {}", e.message),
+        }
+    }
+
+    fn refusal(turn: Result<Turn<String>, McpError>) -> String {
+        match turn {
+            Err(e) => e.message.into_owned(),
+            Ok(_) => panic!("a turn was taken"),
+        }
+    }
+
+    /// A call that asks twice, one question after the other, and returns both answers.
+    async fn twice(
+        waiting: &Arc<Waiting<String>>,
+        cancel: &CancellationToken,
+    ) -> InputRequiredResult {
+        let run = |inputs: Inputs, _| async move {
+            let first = inputs.ask(question()).await.unwrap();
+            let second = inputs.ask(question()).await.unwrap();
+            format!("{first} {second}")
+        };
+        let caps = ClientCapabilities::default();
+        asked(waiting.start(made("ada"), caps, cancel, run).await)
+    }
+
+    #[tokio::test]
+    async fn answers_go_to_the_waiting_call_turn_by_turn_and_unanswered_ones_are_asked_again() {
+        let waiting = Waiting::new();
+        let cancel = CancellationToken::new();
+        let first = twice(&waiting, &cancel).await;
+        let state = first.request_state.clone().unwrap();
+        assert_eq!(
+            first.input_requests.unwrap().keys().collect::<Vec<_>>(),
+            ["input-1"]
+        );
+        // A retry without the answer is asked the same again.
+        let again = asked(waiting.resume(&state, &made("ada"), None, &cancel).await);
+        assert_eq!(
+            again.input_requests.unwrap().keys().collect::<Vec<_>>(),
+            ["input-1"]
+        );
+        let answers = |key: &str, value: &str| Some([(key.to_owned(), Value::from(value))].into());
+        let second = asked(
+            waiting
+                .resume(&state, &made("ada"), answers("input-1", "a"), &cancel)
+                .await,
+        );
+        assert_eq!(second.request_state.as_deref(), Some(state.as_str()));
+        assert_eq!(
+            second.input_requests.unwrap().keys().collect::<Vec<_>>(),
+            ["input-2"]
+        );
+        match waiting
+            .resume(&state, &made("ada"), answers("input-2", "b"), &cancel)
+            .await
+        {
+            Ok(Turn::Done(done)) => assert_eq!(done, "\"a\" \"b\""),
+            _ => panic!("the call did not end"),
+        }
+        let ended = refusal(waiting.resume(&state, &made("ada"), None, &cancel).await);
+        assert!(ended.contains("its call ended"), "{ended}");
+    }
+
+    #[tokio::test]
+    async fn a_state_is_refused_to_another_principal_request_or_process() {
+        let waiting = Waiting::new();
+        let cancel = CancellationToken::new();
+        let state = twice(&waiting, &cancel).await.request_state.unwrap();
+        let stranger = refusal(waiting.resume(&state, &made("bob"), None, &cancel).await);
+        assert!(
+            stranger.contains("names no call waiting in this meta-server"),
+            "{stranger}"
+        );
+        let mut other = made("ada");
+        other.request = serde_json::json!({"name": "search_tools"});
+        let other = refusal(waiting.resume(&state, &other, None, &cancel).await);
+        assert!(
+            other.contains("a retry must repeat the request that got it"),
+            "{other}"
+        );
+        let elsewhere = Waiting::<String>::new();
+        let said = refusal(elsewhere.resume(&state, &made("ada"), None, &cancel).await);
+        assert!(
+            said.contains("made by another meta-server process"),
+            "{said}"
+        );
+        // The refusals left the call waiting for its own client.
+        asked(waiting.resume(&state, &made("ada"), None, &cancel).await);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_not_retried_within_the_window_is_cancelled() {
+        let waiting = Waiting::new();
+        let cancel = CancellationToken::new();
+        let (dropped, gone) = oneshot::channel::<()>();
+        let run = |inputs: Inputs, stop: CancellationToken| async move {
+            let _dropped = dropped;
+            tokio::select! {
+                _ = inputs.ask(question()) => "answered".to_owned(),
+                () = stop.cancelled() => "cancelled".to_owned(),
+            }
+        };
+        let caps = ClientCapabilities::default();
+        let first = asked(waiting.start(made("ada"), caps, &cancel, run).await);
+        tokio::time::sleep(RETRY_WINDOW + Duration::from_secs(1)).await;
+        assert!(gone.await.is_err(), "the call was dropped");
+        let state = first.request_state.unwrap();
+        let said = refusal(waiting.resume(&state, &made("ada"), None, &cancel).await);
+        assert!(said.contains("not retried within 120 s"), "{said}");
+    }
 }

@@ -3,8 +3,8 @@
 //! and what a session says around the tools: the instructions, login offers.
 
 mod handler;
-mod input_required;
 pub(in crate::server) mod http;
+mod input_required;
 mod instructions;
 mod login_offer;
 mod principal;
