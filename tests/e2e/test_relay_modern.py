@@ -14,7 +14,7 @@ from mcp import Client, StdioServerParameters, types
 from mcp.shared.exceptions import MCPError
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import BIN, NPM, run_cli, text_of, write_config
+from conftest import BIN, NPM, PEERS, run_cli, text_of, write_config
 from test_http import http_server
 
 pytestmark = pytest.mark.anyio
@@ -202,3 +202,24 @@ async def test_a_request_state_is_good_only_in_the_process_that_made_it(indexed)
                 await a.session.call_tool("call_tool", arguments, input_responses=responses,
                                           request_state=asked.request_state, allow_input_required=True)
             assert "its call ended: it was answered, cancelled, or not retried within" in str(refused.value)
+
+
+async def test_a_2026_07_28_upstreams_own_input_request_reaches_the_client(tmp_path):
+    """The in-repo 2026-07-28 fixture answers its call with an InputRequiredResult (no real
+    server does yet); meta-server puts the question to its own 2026-07-28 client the same way,
+    and retries the upstream with the answer and the upstream's requestState."""
+    fixture = Path(__file__).with_name("fixtures") / "modern_server.py"
+    cfg = write_config(tmp_path, {"modern": {"command": str(PEERS / "py" / "bin" / "python"), "args": [str(fixture)],
+                                             "env": {"MODERN_ASKS": "1"}}})
+    run_cli(cfg, "index")
+    asked = []
+
+    async def elicit(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Grace"})
+
+    async with client(cfg, "stdio", elicitation_callback=elicit) as c:
+        r = await call(c, "modern__ask_name")
+        assert not r.is_error, text_of(r)
+        assert "hello Grace; state asked-for-name" in text_of(r)
+    assert asked == ["Your name?"]
