@@ -14,15 +14,19 @@ use rmcp::model::{
     InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
     ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
     ReadResourceResponse, ReadResourceResult, ResourceTemplate, ResultType, ServerCapabilities,
-    ServerConfig,
+    ServerConfig, SubscriptionFilter,
 };
-use rmcp::service::{NotificationContext, RequestContext, RoleServer};
+use rmcp::service::{
+    NotificationContext, RequestContext, RoleServer, SubscriptionContext, SubscriptionSendError,
+};
 use rmcp::{ErrorData as McpError, ServerHandler};
+use tokio::sync::broadcast;
 
 use crate::budget;
 use crate::result::Owner;
 
 use super::input_required::{Made, Turn, Waiting};
+use super::list_changes::{Changed, ListChanges};
 use super::principal::{ANONYMOUS, Principal};
 use super::{instructions, login_offer, revision};
 use crate::server::State;
@@ -58,6 +62,8 @@ pub struct MetaServer {
     client: ClientId,
     /// The 2026-07-28 calls of this process waiting for their client's input.
     waiting: Arc<Waiting<CallToolResult>>,
+    /// Who is told that the upstream prompts or resources changed.
+    list_changes: Arc<ListChanges>,
     /// The log level this session's client asked for; upstream log messages at or above it
     /// reach the client.
     log_level: LogLevel,
@@ -74,13 +80,16 @@ impl MetaServer {
             .chain(always)
             .collect();
         let instructions = instructions::overview(&state.settings, &state.library()).into();
+        let passthrough = Arc::new(Passthrough::new(is_own));
+        let list_changes = ListChanges::follow(&state, passthrough.clone());
         Self {
             state,
             instructions,
             tools,
             owner: Owner::session(),
             share_results: false,
-            passthrough: Arc::new(Passthrough::new(is_own)),
+            passthrough,
+            list_changes,
             client: ClientId::next(),
             log_level: LogLevel::default(),
             waiting: Waiting::new(),
@@ -155,7 +164,9 @@ impl ServerHandler for MetaServer {
             ServerCapabilities::builder()
                 .enable_completions()
                 .enable_prompts()
+                .enable_prompts_list_changed()
                 .enable_resources()
+                .enable_resources_list_changed()
                 .enable_logging()
                 .enable_tools()
                 .build(),
@@ -198,6 +209,52 @@ impl ServerHandler for MetaServer {
     ) -> Result<(), McpError> {
         *self.log_level.lock() = Some(request.level);
         Ok(())
+    }
+
+    /// A 2025-11-25 session is told when the upstream prompts or resources change.
+    async fn on_initialized(&self, cx: NotificationContext<RoleServer>) {
+        self.list_changes.add_session(cx.peer);
+    }
+
+    /// Changes of the upstream prompts and resources lists (`tools/list` never changes).
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::new();
+        accepted.prompts_list_changed = requested.prompts_list_changed;
+        accepted.resources_list_changed = requested.resources_list_changed;
+        Some(accepted)
+    }
+
+    /// Sends the changes the stream accepted until the client cancels it; a stream that fell
+    /// behind is told both lists changed.
+    async fn listen(&self, cx: SubscriptionContext) -> Result<(), McpError> {
+        let mut changes = self.list_changes.stream();
+        loop {
+            let changed = tokio::select! {
+                () = cx.cancelled() => return Ok(()),
+                changed = changes.recv() => match changed {
+                    Ok(changed) => changed,
+                    Err(broadcast::error::RecvError::Lagged(_)) => Changed::BOTH,
+                    Err(broadcast::error::RecvError::Closed) => return Ok(()),
+                },
+            };
+            let sink = cx.sink();
+            let sent = match (changed.prompts, changed.resources) {
+                (true, true) => match sink.notify_prompt_list_changed().await {
+                    Ok(()) | Err(SubscriptionSendError::NotificationNotAccepted(_)) => {
+                        sink.notify_resource_list_changed().await
+                    }
+                    Err(e) => Err(e),
+                },
+                (true, false) => sink.notify_prompt_list_changed().await,
+                _ => sink.notify_resource_list_changed().await,
+            };
+            if let Err(SubscriptionSendError::SubscriptionClosed) = sent {
+                return Ok(());
+            }
+        }
     }
 
     /// The client's new roots reach the servers its calls started, which ask for them again.

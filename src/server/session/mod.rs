@@ -6,6 +6,7 @@ mod handler;
 pub(in crate::server) mod http;
 mod input_required;
 mod instructions;
+mod list_changes;
 mod login_offer;
 mod principal;
 mod revision;
