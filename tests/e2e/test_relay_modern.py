@@ -204,22 +204,45 @@ async def test_a_request_state_is_good_only_in_the_process_that_made_it(indexed)
             assert "its call ended: it was answered, cancelled, or not retried within" in str(refused.value)
 
 
-async def test_a_2026_07_28_upstreams_own_input_request_reaches_the_client(tmp_path):
-    """The in-repo 2026-07-28 fixture answers its call with an InputRequiredResult (no real
-    server does yet); meta-server puts the question to its own 2026-07-28 client the same way,
-    and retries the upstream with the answer and the upstream's requestState."""
+@pytest.fixture
+def asking(tmp_path):
+    """The in-repo 2026-07-28 fixture with its tool and prompt that answer with an
+    InputRequiredResult (no real server does yet)."""
     fixture = Path(__file__).with_name("fixtures") / "modern_server.py"
     cfg = write_config(tmp_path, {"modern": {"command": str(PEERS / "py" / "bin" / "python"), "args": [str(fixture)],
                                              "env": {"MODERN_ASKS": "1"}}})
     run_cli(cfg, "index")
+    return cfg
+
+
+async def test_a_2026_07_28_upstreams_own_input_request_reaches_the_client(asking):
+    """meta-server puts the upstream's question to its own 2026-07-28 client the same way, and
+    retries the upstream with the answer and the upstream's requestState."""
     asked = []
 
     async def elicit(context, params):
         asked.append(params.message)
         return types.ElicitResult(action="accept", content={"name": "Grace"})
 
-    async with client(cfg, "stdio", elicitation_callback=elicit) as c:
+    async with client(asking, "stdio", elicitation_callback=elicit) as c:
         r = await call(c, "modern__ask_name")
         assert not r.is_error, text_of(r)
         assert "hello Grace; state asked-for-name" in text_of(r)
     assert asked == ["Your name?"]
+
+
+@pytest.mark.parametrize("mode", [MODE, "legacy"])
+async def test_a_prompt_that_asks_reaches_the_client_of_either_revision(asking, mode):
+    """prompts/get takes the same path as a tool call: an InputRequiredResult for a 2026-07-28
+    client, a request on the session for a 2025-11-25 one."""
+    asked = []
+
+    async def elicit(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Alan"})
+
+    params = StdioServerParameters(command=str(BIN), args=["--config", str(asking), "serve"], env=dict(os.environ))
+    async with Client(params, mode=mode, elicitation_callback=elicit) as c:
+        r = await c.get_prompt("modern__greeting")
+        assert "Write a warm greeting for Alan." in r.messages[0].content.text, r
+    assert asked == ["Whom to greet?"]

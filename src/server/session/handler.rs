@@ -10,17 +10,18 @@ use std::sync::Arc;
 use rmcp::model::SetLevelRequestParams;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
-    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, ResourceTemplate, ResultType, ServerCapabilities,
-    ServerConfig, SubscriptionFilter,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
+    InitializeRequestParams, InitializeResult, InputResponses, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ResourceTemplate, ResultType, ServerCapabilities, ServerConfig, SubscriptionFilter,
 };
 use rmcp::service::{
     NotificationContext, RequestContext, RoleServer, SubscriptionContext, SubscriptionSendError,
 };
 use rmcp::{ErrorData as McpError, ServerHandler};
 use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
 
 use crate::budget;
 use crate::result::Owner;
@@ -62,6 +63,8 @@ pub struct MetaServer {
     client: ClientId,
     /// The 2026-07-28 calls of this process waiting for their client's input.
     waiting: Arc<Waiting<CallToolResult>>,
+    waiting_prompts: Arc<Waiting<Result<GetPromptResult, McpError>>>,
+    waiting_reads: Arc<Waiting<Option<Result<ReadResourceResult, McpError>>>>,
     /// Who is told that the upstream prompts or resources changed.
     list_changes: Arc<ListChanges>,
     /// The log level this session's client asked for; upstream log messages at or above it
@@ -93,6 +96,8 @@ impl MetaServer {
             client: ClientId::next(),
             log_level: LogLevel::default(),
             waiting: Waiting::new(),
+            waiting_prompts: Waiting::new(),
+            waiting_reads: Waiting::new(),
         }
     }
 
@@ -332,11 +337,32 @@ impl ServerHandler for MetaServer {
         request: GetPromptRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        let result = self
-            .passthrough
-            .get_prompt(&self.state, request, &cx.ct)
+        if !revision::is_stateless(&cx) {
+            let origin = self.session_origin(&cx);
+            let result = self
+                .passthrough
+                .get_prompt(&self.state, request, &cx.ct, &origin)
+                .await?;
+            return Ok(GetPromptResponse::Complete(result));
+        }
+        let asked = serde_json::json!({"prompt": request.name, "arguments": request.arguments});
+        let (state, answers) = (
+            request.request_state.clone(),
+            request.input_responses.clone(),
+        );
+        let (this, request) = (self.clone(), request);
+        let run = move |origin: Origin, cancelled: CancellationToken| async move {
+            (this.passthrough)
+                .get_prompt(&this.state, request, &cancelled, &origin)
+                .await
+        };
+        let turn = self
+            .stateless(&self.waiting_prompts, &cx, asked, state, answers, run)
             .await?;
-        Ok(GetPromptResponse::Complete(result))
+        Ok(match turn {
+            Turn::Done(result) => GetPromptResponse::Complete(result?),
+            Turn::Input(asked) => GetPromptResponse::InputRequired(asked),
+        })
     }
 
     async fn complete(
@@ -378,13 +404,36 @@ impl ServerHandler for MetaServer {
             }
             return Ok(ReadResourceResult::new(vec![contents]).into());
         }
-        if !is_own(&request.uri)
-            && let Some(read) = self
-                .passthrough
-                .read(&self.state, request.clone(), &cx.ct)
-                .await
-        {
-            return Ok(read?.into());
+        if !is_own(&request.uri) {
+            if !revision::is_stateless(&cx) {
+                let origin = self.session_origin(&cx);
+                let read = (self.passthrough)
+                    .read(&self.state, request.clone(), &cx.ct, &origin)
+                    .await;
+                if let Some(read) = read {
+                    return Ok(read?.into());
+                }
+            } else {
+                let asked = serde_json::json!({"uri": request.uri});
+                let (state, answers) = (
+                    request.request_state.clone(),
+                    request.input_responses.clone(),
+                );
+                let (this, read) = (self.clone(), request.clone());
+                let run = move |origin: Origin, cancelled: CancellationToken| async move {
+                    (this.passthrough)
+                        .read(&this.state, read, &cancelled, &origin)
+                        .await
+                };
+                let turn = self
+                    .stateless(&self.waiting_reads, &cx, asked, state, answers, run)
+                    .await?;
+                match turn {
+                    Turn::Done(Some(read)) => return Ok(read?.into()),
+                    Turn::Input(asked) => return Ok(ReadResourceResponse::InputRequired(asked)),
+                    Turn::Done(None) => {}
+                }
+            }
         }
         let id = crate::result::resource_id(&request.uri).ok_or_else(|| {
             McpError::resource_not_found(
@@ -428,12 +477,7 @@ impl ServerHandler for MetaServer {
             return self.call_stateless(request, cx).await;
         }
         let started = std::time::Instant::now();
-        let origin = Origin::Client {
-            id: self.client,
-            peer: cx.peer.clone(),
-            log_level: self.log_level.clone(),
-        };
-        let caller = self.caller(&cx, origin, cx.ct.clone());
+        let caller = self.caller(&cx, self.session_origin(&cx), cx.ct.clone());
         let arguments = request.arguments.unwrap_or_default();
         let request = Request::read(&request.name, arguments, &self.tools)?;
         let servers = request.servers();
@@ -452,7 +496,7 @@ impl MetaServer {
         &self,
         cx: &RequestContext<RoleServer>,
         origin: Origin,
-        cancelled: tokio_util::sync::CancellationToken,
+        cancelled: CancellationToken,
     ) -> Caller {
         Caller {
             // From this request's `_meta` (2026-07-28) or its session's `initialize`.
@@ -479,40 +523,75 @@ impl MetaServer {
         }
     }
 
+    /// Runs `run` for a 2026-07-28 request as one that may ask its client for input, or with a
+    /// `requestState`, hands its retry's `answers` to the request held in `waiting` (see
+    /// `input_required.rs`). `asked` is what a retry must repeat.
+    async fn stateless<T, F>(
+        &self,
+        waiting: &Arc<Waiting<T>>,
+        cx: &RequestContext<RoleServer>,
+        asked: serde_json::Value,
+        state: Option<String>,
+        answers: Option<InputResponses>,
+        run: impl FnOnce(Origin, CancellationToken) -> F,
+    ) -> Result<Turn<T>, McpError>
+    where
+        T: Send + 'static,
+        F: Future<Output = T> + Send + 'static,
+    {
+        let made = Made {
+            principal: principal(&cx.extensions),
+            request: asked,
+        };
+        if let Some(state) = state {
+            return waiting.resume(&state, &made, answers, &cx.ct).await;
+        }
+        let capabilities = cx.client_capabilities().unwrap_or_default();
+        let run = move |inputs, cancelled| {
+            let id = ClientId::next();
+            run(Origin::Stateless { id, inputs }, cancelled)
+        };
+        waiting.start(made, capabilities, &cx.ct, run).await
+    }
+
+    /// Where the requests of a 2025-11-25 session's upstreams go: its client.
+    fn session_origin(&self, cx: &RequestContext<RoleServer>) -> Origin {
+        Origin::Client {
+            id: self.client,
+            peer: cx.peer.clone(),
+            log_level: self.log_level.clone(),
+        }
+    }
+
     /// A call of a 2026-07-28 client: run (or, with a `requestState`, resumed) as a call
-    /// that may ask its client for input (see `input_required.rs`). No login offer: an
-    /// elicitation cannot be sent to such a client outside its call.
+    /// that may ask its client for input. No login offer: an elicitation cannot be sent to
+    /// such a client outside its call.
     async fn call_stateless(
         &self,
         request: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let made = Made {
-            principal: principal(&cx.extensions),
-            request: serde_json::json!({"name": request.name, "arguments": request.arguments}),
-        };
-        let turn = match request.request_state {
-            Some(state) => {
-                let answers = request.input_responses;
-                self.waiting.resume(&state, &made, answers, &cx.ct).await?
-            }
+        let asked = serde_json::json!({"name": request.name, "arguments": request.arguments});
+        // A retry's request was read when it was first made.
+        let read = match request.request_state {
+            Some(_) => None,
             None => {
                 let arguments = request.arguments.unwrap_or_default();
-                let read = Request::read(&request.name, arguments, &self.tools)?;
-                let capabilities = cx.client_capabilities().unwrap_or_default();
-                let this = self.clone();
-                let cx_of_call = cx.clone();
-                let run = move |inputs, cancelled| async move {
-                    let origin = Origin::Stateless {
-                        id: ClientId::next(),
-                        inputs,
-                    };
-                    let caller = this.caller(&cx_of_call, origin, cancelled);
-                    this.run(read, caller).await
-                };
-                self.waiting.start(made, capabilities, &cx.ct, run).await?
+                Some(Request::read(&request.name, arguments, &self.tools)?)
             }
         };
+        let (this, cx_of_call) = (self.clone(), cx.clone());
+        let run = move |origin: Origin, cancelled: CancellationToken| async move {
+            let caller = this.caller(&cx_of_call, origin, cancelled);
+            match read {
+                Some(read) => this.run(read, caller).await,
+                None => reply::error("a retry cannot start a call"),
+            }
+        };
+        let (state, answers) = (request.request_state, request.input_responses);
+        let turn = self
+            .stateless(&self.waiting, &cx, asked, state, answers, run)
+            .await?;
         Ok(match turn {
             Turn::Done(mut result) => {
                 // An upstream's result read from a 2025-11-25 server has no `resultType`,

@@ -84,9 +84,16 @@ struct Rounds<T> {
 }
 
 impl<T: Send + 'static> Waiting<T> {
+    /// The calls of this process of one kind; every kind names the process alike.
     pub(super) fn new() -> Arc<Self> {
+        static PROCESS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let process = PROCESS.get_or_init(|| format!("{:016x}", rand::rng().random::<u64>()));
+        Self::named(process.clone())
+    }
+
+    fn named(process: String) -> Arc<Self> {
         Arc::new(Self {
-            process: format!("{:016x}", rand::rng().random::<u64>()),
+            process,
             held: Mutex::new(HashMap::new()),
         })
     }
@@ -373,7 +380,7 @@ mod tests {
             other.contains("a retry must repeat the request that got it"),
             "{other}"
         );
-        let elsewhere = Waiting::<String>::new();
+        let elsewhere = Waiting::<String>::named("another".into());
         let said = refusal(elsewhere.resume(&state, &made("ada"), None, &cancel).await);
         assert!(
             said.contains("made by another meta-server process"),
