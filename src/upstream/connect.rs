@@ -15,7 +15,8 @@ use rmcp::ErrorData as McpError;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequest, ElicitRequestParams, ElicitResult,
     ElicitationCapability, FormElicitationCapability, Implementation, InputRequest,
-    ProgressNotificationParam, ProtocolVersion, UrlElicitationCapability,
+    ProgressNotificationParam, ProtocolVersion, ResourceUpdatedNotificationParam,
+    UrlElicitationCapability,
 };
 #[expect(deprecated, reason = "relayed for 2025-11-25 servers")]
 use rmcp::model::{
@@ -193,6 +194,15 @@ impl ClientHandler for UpstreamClient {
             None => self.server.clone(),
         });
         let _ = peer.notify_logging_message(params).await;
+    }
+
+    /// Goes to the subscribers of the URI (see `subscriptions.rs`).
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _cx: NotificationContext<RoleClient>,
+    ) {
+        self.relays.resource_updated(params.uri);
     }
 
     async fn on_progress(
@@ -464,6 +474,7 @@ async fn open_once(
         faults,
         last_used: StdMutex::new(tokio::time::Instant::now()),
         in_flight: Default::default(),
+        subscribed: Default::default(),
     })
 }
 

@@ -16,6 +16,7 @@ mod progress;
 mod relay;
 mod revision;
 mod sse;
+mod subscriptions;
 #[cfg(test)]
 mod tests;
 mod wire;
@@ -51,6 +52,7 @@ const DETAIL_CHARS: usize = 1_000;
 pub use inputs::{Inputs, PendingInput};
 pub use progress::ProgressSender;
 pub use relay::{ClientId, LogLevel, Origin};
+pub use subscriptions::Subscription;
 
 /// What went wrong talking to an upstream; messages say what the model or user can do.
 #[derive(Debug, thiserror::Error)]
@@ -227,6 +229,8 @@ pub struct Connection {
     faults: wire::Faults,
     last_used: StdMutex<Instant>,
     in_flight: AtomicUsize,
+    /// Subscriptions to each resource URI held on this connection (see `subscriptions.rs`).
+    subscribed: StdMutex<HashMap<String, usize>>,
 }
 
 impl Connection {

@@ -25,7 +25,7 @@ use rmcp::ErrorData as McpError;
 use rmcp::model::LoggingLevel;
 use rmcp::model::{ClientRequest, ElicitRequestParams, ErrorCode, PingRequest};
 use rmcp::service::{ElicitationMode, Peer, RoleClient, RoleServer, ServiceError};
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 
 use super::inputs::{InputError, Inputs};
 
@@ -146,7 +146,15 @@ const SETTLE_PINGS: usize = 3;
 
 /// The callers of one connection: who opened it and whose calls are in flight.
 #[derive(Clone)]
-pub(super) struct Relays(Arc<Mutex<Callers>>, watch::Sender<RootsAsked>);
+pub(super) struct Relays(
+    Arc<Mutex<Callers>>,
+    watch::Sender<RootsAsked>,
+    /// The URIs of the server's `notifications/resources/updated`, for its subscribers.
+    broadcast::Sender<String>,
+);
+
+/// Resource updates a subscriber may fall behind by.
+const UPDATES: usize = 64;
 
 /// The server's `roots/list` requests so far.
 #[derive(Clone, Copy, Default)]
@@ -173,7 +181,21 @@ impl Relays {
             calls: HashMap::new(),
             refused: HashMap::new(),
         };
-        Self(Arc::new(Mutex::new(callers)), watch::Sender::default())
+        Self(
+            Arc::new(Mutex::new(callers)),
+            watch::Sender::default(),
+            broadcast::Sender::new(UPDATES),
+        )
+    }
+
+    /// The server's resource updates from now on (see `subscriptions.rs`).
+    pub(super) fn updates(&self) -> broadcast::Receiver<String> {
+        self.2.subscribe()
+    }
+
+    /// The server sent `notifications/resources/updated` for `uri`.
+    pub(super) fn resource_updated(&self, uri: String) {
+        let _ = self.2.send(uri);
     }
 
     /// Counts a `roots/list` request as being answered until the guard drops.

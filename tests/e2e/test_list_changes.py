@@ -92,3 +92,41 @@ async def test_a_2026_07_28_client_hears_it_on_its_listen_stream(indexed, transp
             event = await asyncio.wait_for(sub.__anext__(), 60)
             assert isinstance(event, ResourcesListChanged), event
         assert URI in await uris(c)
+
+
+def a_static_resource(cfg: Path) -> str:
+    import json
+    catalog = json.loads((cfg.parent / "catalogs" / "everything.json").read_text())
+    return next(r["uri"] for r in catalog["resources"] if "static" in r["uri"])
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_2025_11_25_session_hears_updates_of_a_resource_it_subscribed_to(indexed, transport):
+    """server-everything's toggle-subscriber-updates sends resources/updated for the URIs its
+    client subscribed to; meta-server subscribed for this session and passes them on."""
+    uri = a_static_resource(indexed)
+    updated = asyncio.Event()
+
+    async def on_message(message):
+        if getattr(message, "method", None) == "notifications/resources/updated" and message.params.uri == uri:
+            updated.set()
+
+    async with client(indexed, transport, "legacy", message_handler=on_message) as c:
+        await c.subscribe_resource(uri)
+        r = await c.call_tool("call_tool", {"name": "everything__toggle-subscriber-updates", "arguments": {}})
+        assert not r.is_error, text_of(r)
+        await asyncio.wait_for(updated.wait(), 60)
+        await c.unsubscribe_resource(uri)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_2026_07_28_client_hears_updates_on_its_listen_stream(indexed, transport):
+    from mcp.shared.subscriptions import ResourceUpdated
+    uri = a_static_resource(indexed)
+    async with client(indexed, transport, "2026-07-28") as c:
+        async with c.listen(resource_subscriptions=[uri, "nowhere://listed"]) as sub:
+            assert sub.honored.resource_subscriptions == [uri], sub.honored
+            r = await c.call_tool("call_tool", {"name": "everything__toggle-subscriber-updates", "arguments": {}})
+            assert not r.is_error, text_of(r)
+            event = await asyncio.wait_for(sub.__anext__(), 60)
+            assert isinstance(event, ResourceUpdated) and event.uri == uri, event

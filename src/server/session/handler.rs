@@ -14,7 +14,8 @@ use rmcp::model::{
     InitializeRequestParams, InitializeResult, InputResponses, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    ResourceTemplate, ResultType, ServerCapabilities, ServerConfig, SubscriptionFilter,
+    ResourceTemplate, ResourceUpdatedNotificationParam, ResultType, ServerCapabilities,
+    ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::{
     NotificationContext, RequestContext, RoleServer, SubscriptionContext, SubscriptionSendError,
@@ -29,6 +30,7 @@ use crate::result::Owner;
 use super::input_required::{Made, Turn, Waiting};
 use super::list_changes::{Changed, ListChanges};
 use super::principal::{ANONYMOUS, Principal};
+use super::subscriptions::Subscribed;
 use super::{instructions, login_offer, revision};
 use crate::server::State;
 use crate::server::caller::Caller;
@@ -67,6 +69,8 @@ pub struct MetaServer {
     waiting_reads: Arc<Waiting<Option<Result<ReadResourceResult, McpError>>>>,
     /// Who is told that the upstream prompts or resources changed.
     list_changes: Arc<ListChanges>,
+    /// This session's subscriptions to upstream resources.
+    subscribed: Arc<Subscribed>,
     /// The log level this session's client asked for; upstream log messages at or above it
     /// reach the client.
     log_level: LogLevel,
@@ -93,6 +97,7 @@ impl MetaServer {
             share_results: false,
             passthrough,
             list_changes,
+            subscribed: Arc::default(),
             client: ClientId::next(),
             log_level: LogLevel::default(),
             waiting: Waiting::new(),
@@ -121,6 +126,7 @@ impl MetaServer {
             },
             client: ClientId::next(),
             log_level: LogLevel::default(),
+            subscribed: Arc::default(),
             ..self.clone()
         }
     }
@@ -172,6 +178,7 @@ impl ServerHandler for MetaServer {
                 .enable_prompts_list_changed()
                 .enable_resources()
                 .enable_resources_list_changed()
+                .enable_resources_subscribe()
                 .enable_logging()
                 .enable_tools()
                 .build(),
@@ -229,16 +236,39 @@ impl ServerHandler for MetaServer {
         let mut accepted = SubscriptionFilter::new();
         accepted.prompts_list_changed = requested.prompts_list_changed;
         accepted.resources_list_changed = requested.resources_list_changed;
+        let routes = self.passthrough.routes(&self.state);
+        accepted.resource_subscriptions = (requested.resource_subscriptions.as_ref()).map(|uris| {
+            let upstream = |uri: &&String| routes.resource(uri).is_some();
+            uris.iter().filter(upstream).cloned().collect()
+        });
         Some(accepted)
     }
 
-    /// Sends the changes the stream accepted until the client cancels it; a stream that fell
-    /// behind is told both lists changed.
+    /// Sends the changes the stream accepted (list changes, updates of the upstream resources
+    /// it subscribed to) until the client cancels it; a stream that fell behind is told both
+    /// lists changed.
     async fn listen(&self, cx: SubscriptionContext) -> Result<(), McpError> {
         let mut changes = self.list_changes.stream();
+        let subscribed = Subscribed::default();
+        let uris = cx
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        let mut updates = (subscribed)
+            .stream(&self.state, &self.passthrough, &uris)
+            .await;
         loop {
             let changed = tokio::select! {
                 () = cx.cancelled() => return Ok(()),
+                Some(uri) = updates.recv() => {
+                    if let Err(SubscriptionSendError::SubscriptionClosed) =
+                        cx.sink().notify_resource_updated(uri).await
+                    {
+                        return Ok(());
+                    }
+                    continue;
+                }
                 changed = changes.recv() => match changed {
                     Ok(changed) => changed,
                     Err(broadcast::error::RecvError::Lagged(_)) => Changed::BOTH,
@@ -260,6 +290,40 @@ impl ServerHandler for MetaServer {
                 return Ok(());
             }
         }
+    }
+
+    /// A subscription to an upstream's resource, passed on to the server that lists it (which
+    /// is started if need be); its updates reach this session. meta-server's own resources
+    /// never change, so subscribing to them is a no-op.
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if is_own(&request.uri) {
+            return Ok(());
+        }
+        let peer = cx.peer.clone();
+        let tell = move |uri: String| {
+            let peer = peer.clone();
+            async move {
+                let params = ResourceUpdatedNotificationParam::new(uri);
+                peer.notify_resource_updated(params).await.is_ok()
+            }
+        };
+        let origin = self.session_origin(&cx);
+        (self.subscribed)
+            .add(&self.state, &self.passthrough, &request.uri, &origin, tell)
+            .await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.subscribed.remove(&request.uri);
+        Ok(())
     }
 
     /// The client's new roots reach the servers its calls started, which ask for them again.

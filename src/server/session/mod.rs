@@ -12,6 +12,7 @@ mod principal;
 mod revision;
 pub(in crate::server) mod start;
 mod stdio;
+mod subscriptions;
 
 pub use handler::MetaServer;
 pub use http::{
