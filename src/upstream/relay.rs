@@ -58,8 +58,13 @@ pub enum Origin {
     /// A nested call of a session's `meta__run_script`: the script cannot answer for the client.
     Script(ClientId),
     /// A 2026-07-28 call, its own caller: asked through the `InputRequiredResult` of the
-    /// request it is running for.
-    Stateless { id: ClientId, inputs: Inputs },
+    /// request it is running for; upstream log messages reach the peer of its first request
+    /// from the `logLevel` that request's `_meta` named (none: no logs).
+    Stateless {
+        id: ClientId,
+        inputs: Inputs,
+        log: Option<(Peer<RoleServer>, LogLevel)>,
+    },
     /// No client at all (`meta-server call`, background indexing).
     Detached,
 }
@@ -221,6 +226,7 @@ impl Relays {
             Origin::Client {
                 peer, log_level, ..
             } => Some((peer.clone(), log_level.clone())),
+            Origin::Stateless { log, .. } => log.clone(),
             _ => None,
         }
     }
@@ -451,7 +457,11 @@ mod tests {
     /// A 2026-07-28 call of `id` that declared no capabilities.
     fn stateless(id: ClientId) -> Origin {
         let (inputs, _) = Inputs::new(rmcp::model::ClientCapabilities::default());
-        Origin::Stateless { id, inputs }
+        Origin::Stateless {
+            id,
+            inputs,
+            log: None,
+        }
     }
 
     #[test]

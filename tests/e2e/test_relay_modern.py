@@ -246,3 +246,44 @@ async def test_a_prompt_that_asks_reaches_the_client_of_either_revision(asking, 
         r = await c.get_prompt("modern__greeting")
         assert "Write a warm greeting for Alan." in r.messages[0].content.text, r
     assert asked == ["Whom to greet?"]
+
+
+async def test_upstream_log_messages_reach_a_client_that_named_a_log_level(indexed, tmp_path):
+    """A 2026-07-28 request names its log level in `_meta`; server-everything logs (at info)
+    that it got the roots it asked this client for, and that message reaches the client."""
+    logged = asyncio.Event()
+    messages = []
+
+    async def log(params: types.LoggingMessageNotificationParams):
+        messages.append(params)
+        if "Roots updated" in str(params.data):
+            logged.set()
+
+    async def roots(context):
+        return types.ListRootsResult(roots=[types.Root(uri=tmp_path.as_uri())])
+
+    async with client(indexed, "stdio", list_roots_callback=roots, logging_callback=log, log_level="info") as c:
+        r = await call(c, "everything__get-roots-list")
+        assert not r.is_error, text_of(r)
+        await asyncio.wait_for(logged.wait(), 30)
+    said = [m for m in messages if "Roots updated" in str(m.data)]
+    assert said[0].level == "info" and said[0].logger == "everything/everything-server"
+
+
+async def test_no_upstream_log_messages_without_a_log_level(indexed, tmp_path):
+    messages = []
+
+    async def log(params: types.LoggingMessageNotificationParams):
+        messages.append(params)
+
+    async def roots(context):
+        return types.ListRootsResult(roots=[types.Root(uri=tmp_path.as_uri())])
+
+    async with client(indexed, "stdio", list_roots_callback=roots, logging_callback=log) as c:
+        for _ in range(100):
+            r = await call(c, "everything__get-roots-list")
+            if tmp_path.as_uri() in text_of(r):
+                break
+            await asyncio.sleep(0.05)
+        assert tmp_path.as_uri() in text_of(r), text_of(r)
+    assert messages == []

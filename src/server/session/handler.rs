@@ -611,9 +611,15 @@ impl MetaServer {
             return waiting.resume(&state, &made, answers, &cx.ct).await;
         }
         let capabilities = cx.client_capabilities().unwrap_or_default();
+        let log = (cx.meta.log_level()).map(|level| {
+            (
+                cx.peer.clone(),
+                Arc::new(parking_lot::Mutex::new(Some(level))),
+            )
+        });
         let run = move |inputs, cancelled| {
             let id = ClientId::next();
-            run(Origin::Stateless { id, inputs }, cancelled)
+            run(Origin::Stateless { id, inputs, log }, cancelled)
         };
         waiting.start(made, capabilities, &cx.ct, run).await
     }
