@@ -48,6 +48,8 @@ pub struct State {
     /// The version of each shared catalog this process has (by `<server>:<fingerprint>`).
     pub(super) shared_versions: Mutex<HashMap<String, String>>,
     library: RwLock<Arc<Library>>,
+    /// Counts the libraries swapped in, for whoever follows catalog changes.
+    swapped: tokio::sync::watch::Sender<u64>,
     rebuilding: Mutex<()>,
     pub(super) indexing: Mutex<BTreeSet<String>>,
     /// Servers whose tools rank higher because a skill that needs them was read.
@@ -115,6 +117,7 @@ impl State {
             shared_versions: Mutex::new(HashMap::new()),
             settings,
             library: RwLock::new(Arc::new(library)),
+            swapped: tokio::sync::watch::Sender::new(0),
             rebuilding: Mutex::new(()),
             indexing: Mutex::new(BTreeSet::new()),
             dirty: Mutex::new(BTreeSet::new()),
@@ -414,7 +417,13 @@ impl State {
             .library()
             .with_catalog(&self.settings.servers, catalog)?;
         *self.library.write() = Arc::new(library);
+        self.swapped.send_modify(|n| *n += 1);
         Ok(())
+    }
+
+    /// Changes each time a catalog replaces its server's previous one.
+    pub(super) fn library_swaps(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.swapped.subscribe()
     }
 
     /// Saves the search index beside the catalogs on a blocking thread unless the saved one

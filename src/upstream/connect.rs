@@ -13,14 +13,15 @@ use rmcp::ClientHandler;
 use rmcp::ErrorData as McpError;
 // Sampling and roots are deprecated from 2026-07-28 on, and what 2025-11-25 servers ask for.
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationCapability,
-    FormElicitationCapability, Implementation, ProgressNotificationParam, ProtocolVersion,
+    ClientCapabilities, ClientConfig, ElicitRequest, ElicitRequestParams, ElicitResult,
+    ElicitationCapability, FormElicitationCapability, Implementation, InputRequest,
+    ProgressNotificationParam, ProtocolVersion, ResourceUpdatedNotificationParam,
     UrlElicitationCapability,
 };
 #[expect(deprecated, reason = "relayed for 2025-11-25 servers")]
 use rmcp::model::{
-    CreateMessageRequestParams, CreateMessageResult, ListRootsResult,
-    LoggingMessageNotificationParam,
+    CreateMessageRequest, CreateMessageRequestParams, CreateMessageResult, ListRootsRequest,
+    ListRootsResult, LoggingMessageNotificationParam,
 };
 use rmcp::service::{
     ClientInitializeError, NotificationContext, RequestContext, RoleClient,
@@ -36,7 +37,7 @@ use super::child::ChildTransport;
 use super::diagnose;
 use super::http::{Ordered, Upstream};
 use super::progress::ProgressRoutes;
-use super::relay::{self, Ask, Origin, Relays};
+use super::relay::{self, Ask, Origin, Relays, Target};
 use super::revision::Start;
 use super::sse::{SseError, SseTransport};
 use super::wire::{self, Faults};
@@ -70,18 +71,28 @@ impl UpstreamClient {
         }
     }
 
-    /// Asks the client `relay` picks for `ask`, until the upstream cancels its request.
-    async fn relay<T>(
+    /// Asks the client `relay` picks for `ask` (a 2025-11-25 session by `request`, a
+    /// 2026-07-28 call by `input` in its `InputRequiredResult`), until the upstream cancels
+    /// its request.
+    async fn relay<T: serde::de::DeserializeOwned>(
         &self,
         ask: Ask,
         cx: &RequestContext<RoleClient>,
+        input: InputRequest,
         request: impl AsyncFnOnce(
             rmcp::service::Peer<rmcp::service::RoleServer>,
         ) -> Result<T, rmcp::service::ServiceError>,
     ) -> Result<T, McpError> {
-        let peer = self.relays.peer_for(&self.server, ask)?;
+        let asked = async {
+            match self.relays.target_for(&self.server, ask)? {
+                Target::Peer(peer) => relay::answer(&self.server, ask, request(peer).await),
+                Target::Input(inputs) => {
+                    relay::input_answer(&self.server, ask, inputs.ask(input).await)
+                }
+            }
+        };
         tokio::select! {
-            answer = request(peer) => relay::answer(&self.server, ask, answer),
+            answer = asked => answer,
             () = cx.ct.cancelled() => Err(McpError::internal_error("cancelled by the server", None)),
         }
     }
@@ -117,7 +128,8 @@ impl ClientHandler for UpstreamClient {
         params: CreateMessageRequestParams,
         cx: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, McpError> {
-        self.relay(Ask::Sampling, &cx, async |peer| {
+        let input = InputRequest::CreateMessage(CreateMessageRequest::new(params.clone()));
+        self.relay(Ask::Sampling, &cx, input, async |peer| {
             peer.create_message(params).await
         })
         .await
@@ -129,8 +141,11 @@ impl ClientHandler for UpstreamClient {
         cx: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, McpError> {
         let ask = Ask::elicitation(&params);
-        self.relay(ask, &cx, async |peer| peer.create_elicitation(params).await)
-            .await
+        let input = InputRequest::Elicitation(ElicitRequest::new(params.clone()));
+        self.relay(ask, &cx, input, async |peer| {
+            peer.create_elicitation(params).await
+        })
+        .await
     }
 
     async fn list_roots(
@@ -138,7 +153,8 @@ impl ClientHandler for UpstreamClient {
         cx: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, McpError> {
         let _answering = self.relays.answering_roots();
-        self.relay(Ask::Roots, &cx, async |peer| peer.list_roots().await)
+        let input = InputRequest::ListRoots(ListRootsRequest::default());
+        self.relay(Ask::Roots, &cx, input, async |peer| peer.list_roots().await)
             .await
     }
 
@@ -178,6 +194,15 @@ impl ClientHandler for UpstreamClient {
             None => self.server.clone(),
         });
         let _ = peer.notify_logging_message(params).await;
+    }
+
+    /// Goes to the subscribers of the URI (see `subscriptions.rs`).
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _cx: NotificationContext<RoleClient>,
+    ) {
+        self.relays.resource_updated(params.uri);
     }
 
     async fn on_progress(
@@ -449,6 +474,7 @@ async fn open_once(
         faults,
         last_used: StdMutex::new(tokio::time::Instant::now()),
         in_flight: Default::default(),
+        subscribed: Default::default(),
     })
 }
 

@@ -7,14 +7,15 @@ use std::sync::Arc;
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    CompleteRequestParams, CompleteResult, ErrorCode, GetPromptRequestParams, GetPromptResult,
-    ReadResourceRequestParams, ReadResourceResult,
+    CompleteRequestParams, CompleteResult, ErrorCode, GetPromptRequestParams, GetPromptResponse,
+    GetPromptResult, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
 };
 use rmcp::service::{MergedList, ServiceError};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Connection, InFlight, Manager, Slot, UpstreamError};
+use super::mrtr::{self, Round};
+use super::{Connection, InFlight, Manager, Origin, Slot, UpstreamError};
 
 /// A server's prompts, resources and resource templates as it sent them. A kind it does not
 /// offer (capability absent, or -32601) is empty; one whose listing failed is `None`.
@@ -96,27 +97,55 @@ impl Manager {
     }
 
     /// Forwards one `prompts/get` within the server's call timeout.
+    /// The server's requests for the client during it go to `origin` (see `relay.rs`).
     pub async fn get_prompt(
         &self,
         server: &str,
         params: GetPromptRequestParams,
+        origin: &Origin,
     ) -> Result<Answer<GetPromptResult>, UpstreamError> {
         let what = format!("prompts/get {}", params.name);
-        self.forward(server, &what, |conn| async move {
-            conn.peer.get_prompt(params).await
+        self.forward(server, &what, Some(origin), |conn| async move {
+            mrtr::rounds(&conn, |answers, state| {
+                let mut params = params.clone();
+                (params.input_responses, params.request_state) = (answers, state);
+                let peer = conn.peer.clone();
+                async move {
+                    Ok(match peer.get_prompt_once(params).await? {
+                        GetPromptResponse::Complete(result) => Round::Done(result),
+                        GetPromptResponse::InputRequired(asked) => Round::Asked(asked),
+                        _ => return Err(ServiceError::UnexpectedResponse),
+                    })
+                }
+            })
+            .await
         })
         .await
     }
 
     /// Forwards one `resources/read` within the server's call timeout.
+    /// The server's requests for the client during it go to `origin` (see `relay.rs`).
     pub async fn read_resource(
         &self,
         server: &str,
         params: ReadResourceRequestParams,
+        origin: &Origin,
     ) -> Result<Answer<ReadResourceResult>, UpstreamError> {
         let what = format!("resources/read {}", params.uri);
-        self.forward(server, &what, |conn| async move {
-            conn.peer.read_resource(params).await
+        self.forward(server, &what, Some(origin), |conn| async move {
+            mrtr::rounds(&conn, |answers, state| {
+                let mut params = params.clone();
+                (params.input_responses, params.request_state) = (answers, state);
+                let peer = conn.peer.clone();
+                async move {
+                    Ok(match peer.read_resource_once(params).await? {
+                        ReadResourceResponse::Complete(result) => Round::Done(result),
+                        ReadResourceResponse::InputRequired(asked) => Round::Asked(asked),
+                        _ => return Err(ServiceError::UnexpectedResponse),
+                    })
+                }
+            })
+            .await
         })
         .await
     }
@@ -127,26 +156,31 @@ impl Manager {
         server: &str,
         params: CompleteRequestParams,
     ) -> Result<Answer<CompleteResult>, UpstreamError> {
-        self.forward(server, "completion/complete", |conn| async move {
+        self.forward(server, "completion/complete", None, |conn| async move {
             conn.peer.complete(params).await
         })
         .await
     }
 
-    /// Connects `server` if needed and runs `request` on it, bounded like a tool call; the
-    /// server's own JSON-RPC error is its answer, not a failure of the connection.
+    /// Connects `server` if needed and runs `request` on it, bounded like a tool call, as a
+    /// call of `origin` if given; the server's own JSON-RPC error is its answer, not a failure
+    /// of the connection.
     async fn forward<T, F>(
         &self,
         server: &str,
         what: &str,
+        origin: Option<&Origin>,
         request: impl FnOnce(Arc<Connection>) -> F,
     ) -> Result<Answer<T>, UpstreamError>
     where
         F: Future<Output = Result<T, ServiceError>>,
     {
         let slot = self.slot(server)?;
-        let conn = self.connect(server).await?;
+        let conn = self
+            .connect_for(server, origin.unwrap_or(&Origin::Detached))
+            .await?;
         let _busy = InFlight::new(&conn);
+        let _caller = origin.map(|origin| conn.relays.enter(origin.clone()));
         let sent = request(conn.clone());
         self.bounded(slot, &conn, what, async {
             match sent.await {

@@ -63,6 +63,7 @@ pub(super) async fn open(
         faults: Default::default(),
         last_used: StdMutex::new(tokio::time::Instant::now()),
         in_flight: Default::default(),
+        subscribed: Default::default(),
     })
 }
 

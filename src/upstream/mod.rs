@@ -9,12 +9,14 @@ pub mod guardian;
 mod http;
 #[cfg(test)]
 pub(crate) mod in_process;
+mod inputs;
 mod listen;
 mod mrtr;
 mod progress;
 mod relay;
 mod revision;
 mod sse;
+mod subscriptions;
 #[cfg(test)]
 mod tests;
 mod wire;
@@ -47,8 +49,10 @@ const STDERR_SETTLE: Duration = Duration::from_millis(500);
 /// Characters an error keeps of each text that came from a server (a message, its stderr):
 /// whatever a server sends, its errors stay small.
 const DETAIL_CHARS: usize = 1_000;
+pub use inputs::{Inputs, PendingInput};
 pub use progress::ProgressSender;
 pub use relay::{ClientId, LogLevel, Origin};
+pub use subscriptions::Subscription;
 
 /// What went wrong talking to an upstream; messages say what the model or user can do.
 #[derive(Debug, thiserror::Error)]
@@ -225,6 +229,8 @@ pub struct Connection {
     faults: wire::Faults,
     last_used: StdMutex<Instant>,
     in_flight: AtomicUsize,
+    /// Subscriptions to each resource URI held on this connection (see `subscriptions.rs`).
+    subscribed: StdMutex<HashMap<String, usize>>,
 }
 
 impl Connection {

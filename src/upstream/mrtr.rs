@@ -13,10 +13,40 @@ use rmcp::model::{
 };
 use rmcp::service::{Peer, RequestContext, RoleClient, ServiceError};
 
-use super::UpstreamClient;
+use super::{Connection, UpstreamClient};
 
 /// Rounds one call may take before it fails (rmcp's high-level client allows as many).
 pub(super) const MAX_ROUNDS: usize = rmcp::model::DEFAULT_MRTR_MAX_ROUNDS;
+
+/// One answer of a request that may ask for input.
+pub(super) enum Round<T> {
+    Done(T),
+    Asked(InputRequiredResult),
+}
+
+/// Sends a request with `send` (given the answers and the state of the round before) until
+/// the server stops asking, answering its questions with the connection's own handler.
+pub(super) async fn rounds<T, F>(
+    conn: &Connection,
+    mut send: impl FnMut(Option<InputResponses>, Option<String>) -> F,
+) -> Result<T, ServiceError>
+where
+    F: Future<Output = Result<Round<T>, ServiceError>>,
+{
+    let (mut answers, mut state) = (None, None);
+    let mut rounds_without_input = 0;
+    for _ in 0..MAX_ROUNDS {
+        let asked = match send(answers.take(), state.take()).await? {
+            Round::Done(result) => return Ok(result),
+            Round::Asked(asked) => asked,
+        };
+        let client = conn.client().await.ok_or(ServiceError::TransportClosed)?;
+        (answers, state) = answer(&client, &conn.peer, asked, &mut rounds_without_input).await?;
+    }
+    Err(ServiceError::InputRequiredRoundsExceeded {
+        max_rounds: MAX_ROUNDS,
+    })
+}
 
 /// What the retry of a call carries after `asked`: the answers to its input requests (if it
 /// made any) and its request state. `rounds_without_input` counts retries that carried only

@@ -7,10 +7,12 @@
 //!   with the roots of the client whose call opened the connection; sampling and elicitation
 //!   then are refused, as is every request on a connection no client opened (indexing).
 //!
-//! A client that did not declare the capability, a Code Mode script's nested call, a
-//! 2026-07-28 client (no session to send a request on) and the command line all get an MCP
-//! error that says why; for sampling and elicitation the tool's result says it too, if the
-//! upstream's result does not.
+//! A 2026-07-28 client takes no requests: its call answers with an `InputRequiredResult`
+//! instead, and the answer comes with its retry (see `inputs.rs`).
+//!
+//! A client that did not declare the capability, a Code Mode script's nested call and the
+//! command line all get an MCP error that says why; for sampling and elicitation the tool's
+//! result says it too, if the upstream's result does not.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,7 +25,9 @@ use rmcp::ErrorData as McpError;
 use rmcp::model::LoggingLevel;
 use rmcp::model::{ClientRequest, ElicitRequestParams, ErrorCode, PingRequest};
 use rmcp::service::{ElicitationMode, Peer, RoleClient, RoleServer, ServiceError};
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
+
+use super::inputs::{InputError, Inputs};
 
 /// One client session of this process (a fresh id per session).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -53,8 +57,14 @@ pub enum Origin {
     },
     /// A nested call of a session's `meta__run_script`: the script cannot answer for the client.
     Script(ClientId),
-    /// A 2026-07-28 request: no session to send a request on.
-    Stateless(ClientId),
+    /// A 2026-07-28 call, its own caller: asked through the `InputRequiredResult` of the
+    /// request it is running for; upstream log messages reach the peer of its first request
+    /// from the `logLevel` that request's `_meta` named (none: no logs).
+    Stateless {
+        id: ClientId,
+        inputs: Inputs,
+        log: Option<(Peer<RoleServer>, LogLevel)>,
+    },
     /// No client at all (`meta-server call`, background indexing).
     Detached,
 }
@@ -65,7 +75,7 @@ impl Origin {
         match self {
             Self::Client { id, .. } => (0, Some(*id)),
             Self::Script(id) => (1, Some(*id)),
-            Self::Stateless(id) => (2, Some(*id)),
+            Self::Stateless { id, .. } => (2, Some(*id)),
             Self::Detached => (3, None),
         }
     }
@@ -141,7 +151,15 @@ const SETTLE_PINGS: usize = 3;
 
 /// The callers of one connection: who opened it and whose calls are in flight.
 #[derive(Clone)]
-pub(super) struct Relays(Arc<Mutex<Callers>>, watch::Sender<RootsAsked>);
+pub(super) struct Relays(
+    Arc<Mutex<Callers>>,
+    watch::Sender<RootsAsked>,
+    /// The URIs of the server's `notifications/resources/updated`, for its subscribers.
+    broadcast::Sender<String>,
+);
+
+/// Resource updates a subscriber may fall behind by.
+const UPDATES: usize = 64;
 
 /// The server's `roots/list` requests so far.
 #[derive(Clone, Copy, Default)]
@@ -168,7 +186,21 @@ impl Relays {
             calls: HashMap::new(),
             refused: HashMap::new(),
         };
-        Self(Arc::new(Mutex::new(callers)), watch::Sender::default())
+        Self(
+            Arc::new(Mutex::new(callers)),
+            watch::Sender::default(),
+            broadcast::Sender::new(UPDATES),
+        )
+    }
+
+    /// The server's resource updates from now on (see `subscriptions.rs`).
+    pub(super) fn updates(&self) -> broadcast::Receiver<String> {
+        self.2.subscribe()
+    }
+
+    /// The server sent `notifications/resources/updated` for `uri`.
+    pub(super) fn resource_updated(&self, uri: String) {
+        let _ = self.2.send(uri);
     }
 
     /// Counts a `roots/list` request as being answered until the guard drops.
@@ -194,6 +226,7 @@ impl Relays {
             Origin::Client {
                 peer, log_level, ..
             } => Some((peer.clone(), log_level.clone())),
+            Origin::Stateless { log, .. } => log.clone(),
             _ => None,
         }
     }
@@ -205,6 +238,7 @@ impl Relays {
     pub(super) async fn settle_roots(&self, upstream: &Peer<RoleClient>) {
         let offers = match &self.0.lock().opener {
             Origin::Client { peer, .. } => Ask::Roots.offered_by(peer),
+            Origin::Stateless { inputs, .. } => inputs.offer(Ask::Roots),
             _ => false,
         };
         if !offers || ping(upstream).await.is_err() {
@@ -230,12 +264,13 @@ impl Relays {
         }
     }
 
-    /// Makes `origin`, a client session, the opener of a connection no client opened (a
+    /// Makes `origin`, a client session or a 2026-07-28 call, the opener of a connection no client opened (a
     /// first-run listing, a skill's warm-up), so its roots are given outside calls. True when
     /// the server had already asked for roots, which it must then be told changed.
     pub(super) fn adopt(&self, origin: &Origin) -> bool {
         let mut callers = self.0.lock();
-        if !matches!(origin, Origin::Client { .. }) || !matches!(callers.opener, Origin::Detached) {
+        let answers = matches!(origin, Origin::Client { .. } | Origin::Stateless { .. });
+        if !answers || !matches!(callers.opener, Origin::Detached) {
             return false;
         }
         callers.opener = origin.clone();
@@ -248,20 +283,20 @@ impl Relays {
         self.0.lock().opener.client() == Some(client)
     }
 
-    /// The peer to ask for `ask` on behalf of `server`, or the error the upstream gets.
-    pub(super) fn peer_for(&self, server: &str, ask: Ask) -> Result<Peer<RoleServer>, McpError> {
+    /// Whom to ask for `ask` on behalf of `server`, or the error the upstream gets.
+    pub(super) fn target_for(&self, server: &str, ask: Ask) -> Result<Target, McpError> {
         let (origin, said) = self.pick(server, ask)?;
         let detail = match origin {
-            Origin::Client { peer, .. } if ask.offered_by(&peer) => return Ok(peer),
-            Origin::Client { .. } => format!(
+            Origin::Client { peer, .. } if ask.offered_by(&peer) => return Ok(Target::Peer(peer)),
+            Origin::Stateless { inputs, .. } if inputs.offer(ask) => {
+                return Ok(Target::Input(inputs));
+            }
+            Origin::Client { .. } | Origin::Stateless { .. } => format!(
                 "which this client does not offer (it did not declare the {} capability)",
                 ask.capability()
             ),
             Origin::Script(_) => {
                 "which a meta__run_script script cannot answer; call the tool directly with call_tool".to_owned()
-            }
-            Origin::Stateless(_) => {
-                "which meta-server cannot relay to an MCP 2026-07-28 client yet; connect with protocol 2025-11-25 (initialize) to use this tool".to_owned()
             }
             Origin::Detached => "but no client is connected to ask".to_owned(),
         };
@@ -310,6 +345,14 @@ impl Relays {
             ))),
         }
     }
+}
+
+/// Who answers an upstream's request for the client.
+pub(super) enum Target {
+    /// A 2025-11-25 session, sent the request.
+    Peer(Peer<RoleServer>),
+    /// A 2026-07-28 call, asked in its `InputRequiredResult`.
+    Input(Inputs),
 }
 
 /// A `roots/list` request being answered; dropping it counts it answered.
@@ -374,14 +417,50 @@ pub(super) fn answer<T>(
     })
 }
 
+/// A 2026-07-28 client's answer (its `inputResponses` entry) as the upstream's.
+pub(super) fn input_answer<T: serde::de::DeserializeOwned>(
+    server: &str,
+    ask: Ask,
+    answer: Result<serde_json::Value, InputError>,
+) -> Result<T, McpError> {
+    let value = answer.map_err(|e| {
+        McpError::internal_error(
+            format!(
+                "the client did not answer server \"{server}\"'s request for {}: {e}",
+                ask.what()
+            ),
+            None,
+        )
+    })?;
+    serde_json::from_value(value).map_err(|e| {
+        McpError::invalid_params(
+            format!(
+                "the client's answer to server \"{server}\"'s request for {} is not a valid result: {e}",
+                ask.what()
+            ),
+            None,
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn refused(relays: &Relays, ask: Ask) -> String {
-        match relays.peer_for("up", ask) {
+        match relays.target_for("up", ask) {
             Ok(_) => panic!("a client was picked"),
             Err(e) => e.message.into_owned(),
+        }
+    }
+
+    /// A 2026-07-28 call of `id` that declared no capabilities.
+    fn stateless(id: ClientId) -> Origin {
+        let (inputs, _) = Inputs::new(rmcp::model::ClientCapabilities::default());
+        Origin::Stateless {
+            id,
+            inputs,
+            log: None,
         }
     }
 
@@ -392,22 +471,22 @@ mod tests {
         let said = refused(&relays, Ask::Sampling);
         assert!(said.starts_with("server \"up\" asked the client for sampling, which a meta__run_script script cannot answer; call the tool directly with call_tool"), "{said}");
         drop(script);
-        let _modern = relays.enter(Origin::Stateless(ClientId::next()));
+        let _modern = relays.enter(stateless(ClientId::next()));
         let said = refused(&relays, Ask::Elicitation(ElicitationMode::Url));
-        assert!(said.contains("for URL-mode elicitation, which meta-server cannot relay to an MCP 2026-07-28 client yet"), "{said}");
+        assert!(said.contains("for URL-mode elicitation, which this client does not offer (it did not declare the elicitation (url) capability)"), "{said}");
     }
 
     #[test]
     fn calls_of_several_clients_make_a_request_refused_not_guessed() {
         let relays = Relays::new(Origin::Detached);
         let one = ClientId::next();
-        let _a = relays.enter(Origin::Stateless(one));
-        let _b = relays.enter(Origin::Stateless(one));
+        let _a = relays.enter(stateless(one));
+        let _b = relays.enter(stateless(one));
         assert!(
-            refused(&relays, Ask::Roots).contains("2026-07-28"),
+            refused(&relays, Ask::Roots).contains("did not declare the roots capability"),
             "one client, two calls"
         );
-        let _c = relays.enter(Origin::Stateless(ClientId::next()));
+        let _c = relays.enter(stateless(ClientId::next()));
         for ask in [Ask::Sampling, Ask::Roots] {
             let said = refused(&relays, ask);
             assert!(
@@ -417,8 +496,8 @@ mod tests {
         }
         // A session's script is not the session: its requests cannot be answered the same way.
         let relays = Relays::new(Origin::Detached);
-        let _own = relays.enter(Origin::Stateless(one));
-        let _script = relays.enter(Origin::Stateless(one).in_script());
+        let _own = relays.enter(stateless(one));
+        let _script = relays.enter(stateless(one).in_script());
         assert!(refused(&relays, Ask::Sampling).contains("several clients"));
     }
 
@@ -431,7 +510,7 @@ mod tests {
         let said = refused(&relays, Ask::Sampling);
         assert_eq!(script.refused().as_deref(), Some(said.as_str()));
         assert_eq!(script.refused(), None, "taken once");
-        let other = relays.enter(Origin::Stateless(ClientId::next()));
+        let other = relays.enter(stateless(ClientId::next()));
         refused(&relays, Ask::Sampling);
         assert_eq!(
             (script.refused(), other.refused()),
@@ -443,9 +522,9 @@ mod tests {
     #[test]
     fn outside_calls_only_roots_are_asked_and_of_the_opener() {
         let opener = ClientId::next();
-        let relays = Relays::new(Origin::Stateless(opener));
+        let relays = Relays::new(stateless(opener));
         assert!(
-            refused(&relays, Ask::Roots).contains("2026-07-28"),
+            refused(&relays, Ask::Roots).contains("did not declare the roots capability"),
             "the opener is asked"
         );
         let said = refused(&relays, Ask::Sampling);

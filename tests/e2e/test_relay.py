@@ -195,17 +195,6 @@ async def test_changed_roots_reach_the_server_the_client_started(indexed, tmp_pa
         assert second.as_uri() in text_of(r) and first.as_uri() not in text_of(r), text_of(r)
 
 
-async def test_a_2026_07_28_client_is_told_to_use_2025_11_25(indexed):
-    async def sampling(context, params):
-        raise AssertionError("a 2026-07-28 client is never sent a request")
-
-    params = StdioServerParameters(command=str(BIN), args=["--config", str(indexed), "serve"])
-    async with Client(params, mode="2026-07-28", sampling_callback=sampling) as c:
-        r = await call(c, "everything__trigger-sampling-request", {"prompt": "p"})
-        assert r.is_error
-        assert "cannot relay to an MCP 2026-07-28 client yet; connect with protocol 2025-11-25" in text_of(r), text_of(r)
-
-
 async def test_over_http_a_request_goes_to_the_calling_client_or_is_refused(indexed):
     """Two sessions share one upstream connection. A's sampling request reaches A alone; while
     A's call waits on A, B's call of the same tool cannot be told apart from A's, and is refused."""

@@ -22,7 +22,7 @@ use super::State;
 use super::access::Access;
 use super::catalogs::first_run;
 use crate::library::{Library, SEPARATOR};
-use crate::upstream::{Answer, UpstreamError};
+use crate::upstream::{Answer, Origin, UpstreamError};
 pub(in crate::server) use routes::Routes;
 use routes::Shadowed;
 
@@ -81,13 +81,15 @@ impl Passthrough {
     }
 
     /// `prompts/get` of a prompt by its qualified name, forwarded under its own name. A
-    /// configured server without a catalog (that `access` sees) is listed first.
+    /// configured server without a catalog (that `access` sees) is listed first. The server's
+    /// requests for the client go to `origin`.
     pub(in crate::server) async fn get_prompt(
         &self,
         state: &Arc<State>,
         access: &Access,
         mut params: GetPromptRequestParams,
         cancelled: &CancellationToken,
+        origin: &Origin,
     ) -> Result<GetPromptResult, McpError> {
         let qualified = params.name.clone();
         if let Some((server, _)) = qualified.split_once(SEPARATOR)
@@ -108,25 +110,30 @@ impl Passthrough {
         };
         params.name = name.to_owned();
         params.meta = None;
-        let answer = state.manager.get_prompt(server, params);
+        // Those of a 2026-07-28 client's retry are meta-server's, never the upstream's.
+        (params.input_responses, params.request_state) = (None, None);
+        let answer = state.manager.get_prompt(server, params, origin);
         let mut result = forwarded(server, answer, cancelled).await?;
         result.result_type.get_or_insert(ResultType::COMPLETE);
         Ok(result)
     }
 
     /// `resources/read` of a URI meta-server does not serve itself; `None` when no server
-    /// lists it or has a template that matches it.
+    /// lists it or has a template that matches it. The server's requests for the client go to
+    /// `origin`.
     pub(in crate::server) async fn read(
         &self,
         state: &Arc<State>,
         access: &Access,
         mut params: ReadResourceRequestParams,
         cancelled: &CancellationToken,
+        origin: &Origin,
     ) -> Option<Result<ReadResourceResult, McpError>> {
         let routes = self.routes(state, access);
         let server = routes.resource(&params.uri)?;
         params.meta = None;
-        let answer = state.manager.read_resource(server, params);
+        (params.input_responses, params.request_state) = (None, None);
+        let answer = state.manager.read_resource(server, params, origin);
         Some(
             forwarded(server, answer, cancelled)
                 .await

@@ -10,19 +10,27 @@ use std::sync::Arc;
 use rmcp::model::SetLevelRequestParams;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
-    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, ResourceTemplate, ResultType, ServerCapabilities,
-    ServerConfig,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
+    InitializeRequestParams, InitializeResult, InputResponses, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ResourceTemplate, ResourceUpdatedNotificationParam, ResultType, ServerCapabilities,
+    ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
-use rmcp::service::{NotificationContext, RequestContext, RoleServer};
+use rmcp::service::{
+    NotificationContext, RequestContext, RoleServer, SubscriptionContext, SubscriptionSendError,
+};
 use rmcp::{ErrorData as McpError, ServerHandler};
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
 
 use crate::budget;
 use crate::result::Owner;
 
+use super::input_required::{Made, Turn, Waiting};
+use super::list_changes::{Changed, ListChanges};
 use super::principal::{ANONYMOUS, Principal};
+use super::subscriptions::Subscribed;
 use super::{instructions, login_offer, revision};
 use crate::server::State;
 use crate::server::access::Access;
@@ -56,6 +64,14 @@ pub struct MetaServer {
     passthrough: Arc<Passthrough>,
     /// This session, to whose client an upstream's requests during its calls go.
     client: ClientId,
+    /// The 2026-07-28 calls of this process waiting for their client's input.
+    waiting: Arc<Waiting<CallToolResult>>,
+    waiting_prompts: Arc<Waiting<Result<GetPromptResult, McpError>>>,
+    waiting_reads: Arc<Waiting<Option<Result<ReadResourceResult, McpError>>>>,
+    /// Who is told that the upstream prompts or resources changed.
+    list_changes: Arc<ListChanges>,
+    /// This session's subscriptions to upstream resources.
+    subscribed: Arc<Subscribed>,
     /// The log level this session's client asked for; upstream log messages at or above it
     /// reach the client.
     log_level: LogLevel,
@@ -74,16 +90,23 @@ impl MetaServer {
             .chain(always)
             .collect();
         let instructions = instructions::overview(&state.settings, &state.library()).into();
+        let passthrough = Arc::new(Passthrough::new(is_own));
+        let list_changes = ListChanges::follow(&state, passthrough.clone());
         Self {
             state,
             instructions,
             tools,
             owner: Owner::session(),
             share_results: false,
-            passthrough: Arc::new(Passthrough::new(is_own)),
+            passthrough,
+            list_changes,
+            subscribed: Arc::default(),
             client: ClientId::next(),
-            log_level: LogLevel::default(),
             introduced: Introduced::per_session(),
+            log_level: LogLevel::default(),
+            waiting: Waiting::new(),
+            waiting_prompts: Waiting::new(),
+            waiting_reads: Waiting::new(),
         }
     }
 
@@ -106,8 +129,9 @@ impl MetaServer {
                 Owner::session()
             },
             client: ClientId::next(),
-            log_level: LogLevel::default(),
             introduced: Introduced::per_session(),
+            log_level: LogLevel::default(),
+            subscribed: Arc::default(),
             ..self.clone()
         }
     }
@@ -164,7 +188,10 @@ impl ServerHandler for MetaServer {
             ServerCapabilities::builder()
                 .enable_completions()
                 .enable_prompts()
+                .enable_prompts_list_changed()
                 .enable_resources()
+                .enable_resources_list_changed()
+                .enable_resources_subscribe()
                 .enable_logging()
                 .enable_tools()
                 .build(),
@@ -206,6 +233,110 @@ impl ServerHandler for MetaServer {
         _cx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         *self.log_level.lock() = Some(request.level);
+        Ok(())
+    }
+
+    /// A 2025-11-25 session is told when the upstream prompts or resources change.
+    async fn on_initialized(&self, cx: NotificationContext<RoleServer>) {
+        self.list_changes.add_session(cx.peer);
+    }
+
+    /// Changes of the upstream prompts and resources lists (`tools/list` never changes).
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::new();
+        accepted.prompts_list_changed = requested.prompts_list_changed;
+        accepted.resources_list_changed = requested.resources_list_changed;
+        // rmcp gives no request here: a limited token may subscribe to any upstream resource.
+        let routes = (self.passthrough).routes(&self.state, &Access::default());
+        accepted.resource_subscriptions = (requested.resource_subscriptions.as_ref()).map(|uris| {
+            let upstream = |uri: &&String| routes.resource(uri).is_some();
+            uris.iter().filter(upstream).cloned().collect()
+        });
+        Some(accepted)
+    }
+
+    /// Sends the changes the stream accepted (list changes, updates of the upstream resources
+    /// it subscribed to) until the client cancels it; a stream that fell behind is told both
+    /// lists changed.
+    async fn listen(&self, cx: SubscriptionContext) -> Result<(), McpError> {
+        let mut changes = self.list_changes.stream();
+        let subscribed = Subscribed::default();
+        let uris = cx
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        let mut updates = (subscribed)
+            .stream(&self.state, &self.passthrough, &uris)
+            .await;
+        loop {
+            let changed = tokio::select! {
+                () = cx.cancelled() => return Ok(()),
+                Some(uri) = updates.recv() => {
+                    if let Err(SubscriptionSendError::SubscriptionClosed) =
+                        cx.sink().notify_resource_updated(uri).await
+                    {
+                        return Ok(());
+                    }
+                    continue;
+                }
+                changed = changes.recv() => match changed {
+                    Ok(changed) => changed,
+                    Err(broadcast::error::RecvError::Lagged(_)) => Changed::BOTH,
+                    Err(broadcast::error::RecvError::Closed) => return Ok(()),
+                },
+            };
+            let sink = cx.sink();
+            let sent = match (changed.prompts, changed.resources) {
+                (true, true) => match sink.notify_prompt_list_changed().await {
+                    Ok(()) | Err(SubscriptionSendError::NotificationNotAccepted(_)) => {
+                        sink.notify_resource_list_changed().await
+                    }
+                    Err(e) => Err(e),
+                },
+                (true, false) => sink.notify_prompt_list_changed().await,
+                _ => sink.notify_resource_list_changed().await,
+            };
+            if let Err(SubscriptionSendError::SubscriptionClosed) = sent {
+                return Ok(());
+            }
+        }
+    }
+
+    /// A subscription to an upstream's resource, passed on to the server that lists it (which
+    /// is started if need be); its updates reach this session. meta-server's own resources
+    /// never change, so subscribing to them is a no-op.
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if is_own(&request.uri) {
+            return Ok(());
+        }
+        let peer = cx.peer.clone();
+        let tell = move |uri: String| {
+            let peer = peer.clone();
+            async move {
+                let params = ResourceUpdatedNotificationParam::new(uri);
+                peer.notify_resource_updated(params).await.is_ok()
+            }
+        };
+        let origin = self.session_origin(&cx);
+        (self.subscribed)
+            .add(&self.state, &self.passthrough, &request.uri, &origin, tell)
+            .await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.subscribed.remove(&request.uri);
         Ok(())
     }
 
@@ -284,11 +415,38 @@ impl ServerHandler for MetaServer {
         request: GetPromptRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        let result = self
-            .passthrough
-            .get_prompt(&self.state, &access(&cx.extensions), request, &cx.ct)
+        if !revision::is_stateless(&cx) {
+            let origin = self.session_origin(&cx);
+            let result = self
+                .passthrough
+                .get_prompt(
+                    &self.state,
+                    &access(&cx.extensions),
+                    request,
+                    &cx.ct,
+                    &origin,
+                )
+                .await?;
+            return Ok(GetPromptResponse::Complete(result));
+        }
+        let asked = serde_json::json!({"prompt": request.name, "arguments": request.arguments});
+        let (state, answers) = (
+            request.request_state.clone(),
+            request.input_responses.clone(),
+        );
+        let (this, request, access) = (self.clone(), request, access(&cx.extensions));
+        let run = move |origin: Origin, cancelled: CancellationToken| async move {
+            (this.passthrough)
+                .get_prompt(&this.state, &access, request, &cancelled, &origin)
+                .await
+        };
+        let turn = self
+            .stateless(&self.waiting_prompts, &cx, asked, state, answers, run)
             .await?;
-        Ok(GetPromptResponse::Complete(result))
+        Ok(match turn {
+            Turn::Done(result) => GetPromptResponse::Complete(result?),
+            Turn::Input(asked) => GetPromptResponse::InputRequired(asked),
+        })
     }
 
     async fn complete(
@@ -330,18 +488,42 @@ impl ServerHandler for MetaServer {
             }
             return Ok(ReadResourceResult::new(vec![contents]).into());
         }
-        if !is_own(&request.uri)
-            && let Some(read) = self
-                .passthrough
-                .read(
-                    &self.state,
-                    &access(&cx.extensions),
-                    request.clone(),
-                    &cx.ct,
-                )
-                .await
-        {
-            return Ok(read?.into());
+        if !is_own(&request.uri) {
+            if !revision::is_stateless(&cx) {
+                let origin = self.session_origin(&cx);
+                let read = (self.passthrough)
+                    .read(
+                        &self.state,
+                        &access(&cx.extensions),
+                        request.clone(),
+                        &cx.ct,
+                        &origin,
+                    )
+                    .await;
+                if let Some(read) = read {
+                    return Ok(read?.into());
+                }
+            } else {
+                let asked = serde_json::json!({"uri": request.uri});
+                let (state, answers) = (
+                    request.request_state.clone(),
+                    request.input_responses.clone(),
+                );
+                let (this, read, access) = (self.clone(), request.clone(), access(&cx.extensions));
+                let run = move |origin: Origin, cancelled: CancellationToken| async move {
+                    (this.passthrough)
+                        .read(&this.state, &access, read, &cancelled, &origin)
+                        .await
+                };
+                let turn = self
+                    .stateless(&self.waiting_reads, &cx, asked, state, answers, run)
+                    .await?;
+                match turn {
+                    Turn::Done(Some(read)) => return Ok(read?.into()),
+                    Turn::Input(asked) => return Ok(ReadResourceResponse::InputRequired(asked)),
+                    Turn::Done(None) => {}
+                }
+            }
         }
         let id = crate::result::resource_id(&request.uri).ok_or_else(|| {
             McpError::resource_not_found(
@@ -381,55 +563,147 @@ impl ServerHandler for MetaServer {
         request: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        if revision::is_stateless(&cx) {
+            return self.call_stateless(request, cx).await;
+        }
         let started = std::time::Instant::now();
-        let who = Who::of(&cx, revision::is_stateless(&cx), access(&cx.extensions));
-        let caller = Caller {
-            who,
+        let caller = self.caller(&cx, self.session_origin(&cx), cx.ct.clone());
+        let arguments = request.arguments.unwrap_or_default();
+        let request = Request::read(&request.name, arguments, &self.tools)?;
+        let servers = request.servers();
+        let result = self.run(request, caller).await;
+        let mut result = self.offer_logins(&servers, result, &cx.peer, started);
+        // An upstream's result read from a 2025-11-25 server has no `resultType`; rmcp drops
+        // it again for a 2025-11-25 client.
+        result.result_type.get_or_insert(ResultType::COMPLETE);
+        Ok(result.into())
+    }
+}
+
+impl MetaServer {
+    /// What this session knows about a call of `cx` from `origin`, cancelled by `cancelled`.
+    fn caller(
+        &self,
+        cx: &RequestContext<RoleServer>,
+        origin: Origin,
+        cancelled: CancellationToken,
+    ) -> Caller {
+        Caller {
             // From this request's `_meta` (2026-07-28) or its session's `initialize`.
             client_limit: cx
                 .client_info()
                 .and_then(|client| budget::client_limit(&client.name)),
             owner: self.owner(&cx.extensions),
             principal: principal(&cx.extensions),
-            cancelled: cx.ct.clone(),
+            cancelled,
             progress_to: cx
                 .meta
                 .get_progress_token()
                 .map(|token| (cx.peer.clone(), token)),
-            origin: if revision::is_stateless(&cx) {
-                Origin::Stateless(self.client)
-            } else {
-                Origin::Client {
-                    id: self.client,
-                    peer: cx.peer.clone(),
-                    log_level: self.log_level.clone(),
-                }
-            },
+            origin,
             // No session remembers for a 2026-07-28 client: it gets them every time.
-            introduced: if revision::is_stateless(&cx) {
+            introduced: if revision::is_stateless(cx) {
                 Introduced::default()
             } else {
                 self.introduced.clone()
             },
-        };
-        let arguments = request.arguments.unwrap_or_default();
-        let request = Request::read(&request.name, arguments, &self.tools)?;
-        let servers = request.servers();
-        // Servers without a catalog that this call needs are listed first (first run).
-        let result = match request.prepare(&self.state, &caller.who.access).await {
+            who: Who::of(cx, revision::is_stateless(cx), access(&cx.extensions)),
+        }
+    }
+
+    /// Runs a meta-tool call; servers without a catalog that it needs are listed first
+    /// (first run).
+    async fn run(&self, request: Request, caller: Caller) -> CallToolResult {
+        match request.prepare(&self.state, &caller.who.access).await {
             Err(failed) => reply::error(failed.to_string()),
             Ok(()) => request.run(&self.state, &caller).await,
+        }
+    }
+
+    /// Runs `run` for a 2026-07-28 request as one that may ask its client for input, or with a
+    /// `requestState`, hands its retry's `answers` to the request held in `waiting` (see
+    /// `input_required.rs`). `asked` is what a retry must repeat.
+    async fn stateless<T, F>(
+        &self,
+        waiting: &Arc<Waiting<T>>,
+        cx: &RequestContext<RoleServer>,
+        asked: serde_json::Value,
+        state: Option<String>,
+        answers: Option<InputResponses>,
+        run: impl FnOnce(Origin, CancellationToken) -> F,
+    ) -> Result<Turn<T>, McpError>
+    where
+        T: Send + 'static,
+        F: Future<Output = T> + Send + 'static,
+    {
+        let made = Made {
+            principal: principal(&cx.extensions),
+            request: asked,
         };
-        // A 2026-07-28 client cannot be sent an elicitation: no login offer (yet) for it.
-        let mut result = if revision::is_stateless(&cx) {
-            result
-        } else {
-            self.offer_logins(&servers, result, &cx.peer, started)
+        if let Some(state) = state {
+            return waiting.resume(&state, &made, answers, &cx.ct).await;
+        }
+        let capabilities = cx.client_capabilities().unwrap_or_default();
+        let log = (cx.meta.log_level()).map(|level| {
+            (
+                cx.peer.clone(),
+                Arc::new(parking_lot::Mutex::new(Some(level))),
+            )
+        });
+        let run = move |inputs, cancelled| {
+            let id = ClientId::next();
+            run(Origin::Stateless { id, inputs, log }, cancelled)
         };
-        // An upstream's result read from a 2025-11-25 server has no `resultType`, which a
-        // 2026-07-28 client needs; rmcp drops it again for a 2025-11-25 one.
-        result.result_type.get_or_insert(ResultType::COMPLETE);
-        Ok(result.into())
+        waiting.start(made, capabilities, &cx.ct, run).await
+    }
+
+    /// Where the requests of a 2025-11-25 session's upstreams go: its client.
+    fn session_origin(&self, cx: &RequestContext<RoleServer>) -> Origin {
+        Origin::Client {
+            id: self.client,
+            peer: cx.peer.clone(),
+            log_level: self.log_level.clone(),
+        }
+    }
+
+    /// A call of a 2026-07-28 client: run (or, with a `requestState`, resumed) as a call
+    /// that may ask its client for input. No login offer: an elicitation cannot be sent to
+    /// such a client outside its call.
+    async fn call_stateless(
+        &self,
+        request: CallToolRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let asked = serde_json::json!({"name": request.name, "arguments": request.arguments});
+        // A retry's request was read when it was first made.
+        let read = match request.request_state {
+            Some(_) => None,
+            None => {
+                let arguments = request.arguments.unwrap_or_default();
+                Some(Request::read(&request.name, arguments, &self.tools)?)
+            }
+        };
+        let (this, cx_of_call) = (self.clone(), cx.clone());
+        let run = move |origin: Origin, cancelled: CancellationToken| async move {
+            let caller = this.caller(&cx_of_call, origin, cancelled);
+            match read {
+                Some(read) => this.run(read, caller).await,
+                None => reply::error("a retry cannot start a call"),
+            }
+        };
+        let (state, answers) = (request.request_state, request.input_responses);
+        let turn = self
+            .stateless(&self.waiting, &cx, asked, state, answers, run)
+            .await?;
+        Ok(match turn {
+            Turn::Done(mut result) => {
+                // An upstream's result read from a 2025-11-25 server has no `resultType`,
+                // which a 2026-07-28 client needs.
+                result.result_type.get_or_insert(ResultType::COMPLETE);
+                result.into()
+            }
+            Turn::Input(asked) => asked.into(),
+        })
     }
 }
 

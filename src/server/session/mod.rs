@@ -4,12 +4,15 @@
 
 mod handler;
 pub(in crate::server) mod http;
+mod input_required;
 pub(in crate::server) mod instructions;
+mod list_changes;
 mod login_offer;
 mod principal;
 mod revision;
 pub(in crate::server) mod start;
 mod stdio;
+mod subscriptions;
 
 pub use handler::MetaServer;
 pub use http::{

@@ -1,0 +1,413 @@
+//! Calls of 2026-07-28 clients that wait for their client's input (SEP-2322). Such a client
+//! takes no requests, so when an upstream asks for sampling, elicitation or roots during its
+//! call, the call answers with an `InputRequiredResult` carrying the question, while the
+//! upstream call goes on waiting in this process; the client's retry (the same request with
+//! `inputResponses` and the `requestState`) hands the answers over and waits for the next turn:
+//! the result, or more questions.
+//!
+//! The rule: a `requestState` is an opaque handle to a call held in memory by the meta-server
+//! process that made it (`<process id>.<128 random bits>`), not the call's state itself. It is
+//! good only in that process, for the principal that made the call and a retry of the same
+//! request, until the call's result is taken, and for [`RETRY_WINDOW`] after each
+//! `InputRequiredResult` (the call itself stays bounded by the server's `timeoutSecs`).
+//! Anywhere else (another replica, a restarted process, after the window) the retry gets an
+//! error that says so and that the call must be made again; a load balancer in front of
+//! several replicas must send a retry where its first request went.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use rand::Rng;
+use rmcp::ErrorData as McpError;
+use rmcp::model::{ClientCapabilities, InputRequiredResult, InputResponses};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::upstream::{Inputs, PendingInput};
+
+/// How long a call that asked for input waits for the client's retry before it is dropped
+/// (and the upstream request cancelled).
+pub(super) const RETRY_WINDOW: Duration = Duration::from_secs(120);
+
+/// Calls waiting for a retry at once in this process; past it a call that needs input fails.
+const MAX_HELD: usize = 256;
+
+/// What a request of the call gets: the call's result, or the questions to answer first.
+pub(super) enum Turn<T> {
+    Done(T),
+    Input(InputRequiredResult),
+}
+
+/// The calls of this process waiting for input, by `requestState`.
+pub(super) struct Waiting<T> {
+    /// Names this process in every `requestState` it makes.
+    process: String,
+    held: Mutex<HashMap<String, Arc<Held<T>>>>,
+}
+
+/// Who made a call and what it was: a retry must match both.
+pub(super) struct Made {
+    pub principal: Option<Arc<str>>,
+    /// The request, without its `inputResponses`, `requestState` and `_meta`.
+    pub request: Value,
+}
+
+/// One call held between its client's requests.
+struct Held<T> {
+    made: Made,
+    /// Counts the turns taken, so that an expiry set after one turn spares a later one.
+    turns: AtomicU64,
+    cancel: CancellationToken,
+    task: JoinHandle<()>,
+    rounds: tokio::sync::Mutex<Rounds<T>>,
+}
+
+impl<T> Drop for Held<T> {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+        self.task.abort();
+    }
+}
+
+/// The questions of a call and its result, taken by one request at a time.
+struct Rounds<T> {
+    asks: mpsc::Receiver<PendingInput>,
+    /// Asked and not yet answered, by the key the client answers with.
+    open: BTreeMap<String, PendingInput>,
+    next_key: u64,
+    done: oneshot::Receiver<T>,
+}
+
+impl<T: Send + 'static> Waiting<T> {
+    /// The calls of this process of one kind; every kind names the process alike.
+    pub(super) fn new() -> Arc<Self> {
+        static PROCESS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let process = PROCESS.get_or_init(|| format!("{:016x}", rand::rng().random::<u64>()));
+        Self::named(process.clone())
+    }
+
+    fn named(process: String) -> Arc<Self> {
+        Arc::new(Self {
+            process,
+            held: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Starts `run` with the asking end its upstream requests go to and the token that
+    /// cancels it, and waits for its first turn.
+    pub(super) async fn start<F>(
+        self: &Arc<Self>,
+        made: Made,
+        capabilities: ClientCapabilities,
+        cancelled: &CancellationToken,
+        run: impl FnOnce(Inputs, CancellationToken) -> F,
+    ) -> Result<Turn<T>, McpError>
+    where
+        F: Future<Output = T> + Send + 'static,
+    {
+        let (inputs, asks) = Inputs::new(capabilities);
+        let (finish, done) = oneshot::channel();
+        let cancel = CancellationToken::new();
+        let call = run(inputs, cancel.clone());
+        let task = tokio::spawn(async move {
+            let _ = finish.send(call.await);
+        });
+        let held = Arc::new(Held {
+            made,
+            turns: AtomicU64::new(0),
+            cancel,
+            task,
+            rounds: tokio::sync::Mutex::new(Rounds {
+                asks,
+                open: BTreeMap::new(),
+                next_key: 0,
+                done,
+            }),
+        });
+        let state = format!("{}.{:032x}", self.process, rand::rng().random::<u128>());
+        self.turn(&state, &held, cancelled).await
+    }
+
+    /// Hands a retry's answers to the call `state` names and waits for its next turn.
+    pub(super) async fn resume(
+        self: &Arc<Self>,
+        state: &str,
+        made: &Made,
+        answers: Option<InputResponses>,
+        cancelled: &CancellationToken,
+    ) -> Result<Turn<T>, McpError> {
+        let held = self.held.lock().get(state).cloned();
+        let Some(held) = held.filter(|h| h.made.principal == made.principal) else {
+            return Err(McpError::invalid_params(self.unknown(state), None));
+        };
+        if held.made.request != made.request {
+            return Err(McpError::invalid_params(
+                "this requestState was given for another request: a retry must repeat the request that got it (the same name and arguments), with its inputResponses",
+                None,
+            ));
+        }
+        {
+            let Ok(mut rounds) = held.rounds.try_lock() else {
+                return Err(busy());
+            };
+            for (key, answer) in answers.unwrap_or_default() {
+                if let Some(pending) = rounds.open.remove(&key) {
+                    let _ = pending.answer.send(answer);
+                }
+            }
+        }
+        self.turn(state, &held, cancelled).await
+    }
+
+    /// Why `state` names no call held here.
+    fn unknown(&self, state: &str) -> String {
+        let here = state
+            .split_once('.')
+            .is_some_and(|(process, _)| process == self.process);
+        let why = if here {
+            format!(
+                "its call ended: it was answered, cancelled, or not retried within {} s",
+                RETRY_WINDOW.as_secs()
+            )
+        } else {
+            "it was made by another meta-server process (another replica behind the same address, or this one before a restart); a retry must reach the process that made it".to_owned()
+        };
+        format!(
+            "this requestState names no call waiting in this meta-server: {why}. Make the call again, without requestState"
+        )
+    }
+
+    /// Waits for the call's result or its next questions; the client cancelling the request
+    /// cancels the call.
+    async fn turn(
+        self: &Arc<Self>,
+        state: &str,
+        held: &Arc<Held<T>>,
+        cancelled: &CancellationToken,
+    ) -> Result<Turn<T>, McpError> {
+        let turn = held.turns.fetch_add(1, Ordering::Relaxed) + 1;
+        let Ok(mut rounds) = held.rounds.try_lock() else {
+            return Err(busy());
+        };
+        let rounds = &mut *rounds;
+        let mut asking = true;
+        loop {
+            // An upstream that gave up on a question no longer needs its answer.
+            rounds.open.retain(|_, p| !p.answer.is_closed());
+            while let Ok(pending) = rounds.asks.try_recv() {
+                rounds.next_key += 1;
+                rounds
+                    .open
+                    .insert(format!("input-{}", rounds.next_key), pending);
+            }
+            if !rounds.open.is_empty() {
+                let requests = (rounds.open.iter())
+                    .map(|(key, p)| (key.clone(), p.request.clone()))
+                    .collect();
+                {
+                    let mut waiting = self.held.lock();
+                    if !waiting.contains_key(state) && waiting.len() >= MAX_HELD {
+                        return Err(McpError::internal_error(
+                            format!(
+                                "{MAX_HELD} calls are already waiting for their clients' input in this meta-server; call again when some are answered"
+                            ),
+                            None,
+                        ));
+                    }
+                    waiting.insert(state.to_owned(), held.clone());
+                }
+                self.expire_later(state, turn);
+                let asked = InputRequiredResult::new(Some(requests), Some(state.to_owned()));
+                return Ok(Turn::Input(asked));
+            }
+            tokio::select! {
+                result = &mut rounds.done => {
+                    self.held.lock().remove(state);
+                    return result.map(Turn::Done).map_err(|_| {
+                        McpError::internal_error("the call ended without a result", None)
+                    });
+                }
+                pending = rounds.asks.recv(), if asking => match pending {
+                    Some(pending) => {
+                        rounds.next_key += 1;
+                        rounds.open.insert(format!("input-{}", rounds.next_key), pending);
+                    }
+                    None => asking = false,
+                },
+                () = cancelled.cancelled() => {
+                    self.held.lock().remove(state);
+                    return Err(McpError::internal_error("the request was cancelled", None));
+                }
+            }
+        }
+    }
+
+    /// Drops the call `state` names if no request took a turn after `turn` within the window.
+    fn expire_later(self: &Arc<Self>, state: &str, turn: u64) {
+        let waiting: Weak<Self> = Arc::downgrade(self);
+        let state = state.to_owned();
+        tokio::spawn(async move {
+            tokio::time::sleep(RETRY_WINDOW).await;
+            if let Some(waiting) = waiting.upgrade() {
+                let mut held = waiting.held.lock();
+                if held
+                    .get(&state)
+                    .is_some_and(|h| h.turns.load(Ordering::Relaxed) == turn)
+                {
+                    held.remove(&state);
+                }
+            }
+        });
+    }
+}
+
+fn busy() -> McpError {
+    McpError::invalid_request(
+        "another request is already retrying with this requestState; wait for its answer",
+        None,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::{ElicitRequest, ElicitRequestParams, ElicitationSchema, InputRequest};
+
+    use super::*;
+
+    fn made(principal: &str) -> Made {
+        Made {
+            principal: Some(principal.into()),
+            request: serde_json::json!({"name": "call_tool"}),
+        }
+    }
+
+    fn question() -> InputRequest {
+        let schema = ElicitationSchema::builder().build().unwrap();
+        let params = ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: "name?".into(),
+            requested_schema: schema,
+        };
+        InputRequest::Elicitation(ElicitRequest::new(params))
+    }
+
+    fn asked(turn: Result<Turn<String>, McpError>) -> InputRequiredResult {
+        match turn {
+            Ok(Turn::Input(asked)) => asked,
+            Ok(Turn::Done(done)) => panic!("done: {done}"),
+            Err(e) => panic!("error: {}", e.message),
+        }
+    }
+
+    fn refusal(turn: Result<Turn<String>, McpError>) -> String {
+        match turn {
+            Err(e) => e.message.into_owned(),
+            Ok(_) => panic!("a turn was taken"),
+        }
+    }
+
+    /// A call that asks twice, one question after the other, and returns both answers.
+    async fn twice(
+        waiting: &Arc<Waiting<String>>,
+        cancel: &CancellationToken,
+    ) -> InputRequiredResult {
+        let run = |inputs: Inputs, _| async move {
+            let first = inputs.ask(question()).await.unwrap();
+            let second = inputs.ask(question()).await.unwrap();
+            format!("{first} {second}")
+        };
+        let caps = ClientCapabilities::default();
+        asked(waiting.start(made("ada"), caps, cancel, run).await)
+    }
+
+    #[tokio::test]
+    async fn answers_go_to_the_waiting_call_turn_by_turn_and_unanswered_ones_are_asked_again() {
+        let waiting = Waiting::new();
+        let cancel = CancellationToken::new();
+        let first = twice(&waiting, &cancel).await;
+        let state = first.request_state.clone().unwrap();
+        assert_eq!(
+            first.input_requests.unwrap().keys().collect::<Vec<_>>(),
+            ["input-1"]
+        );
+        // A retry without the answer is asked the same again.
+        let again = asked(waiting.resume(&state, &made("ada"), None, &cancel).await);
+        assert_eq!(
+            again.input_requests.unwrap().keys().collect::<Vec<_>>(),
+            ["input-1"]
+        );
+        let answers = |key: &str, value: &str| Some([(key.to_owned(), Value::from(value))].into());
+        let second = asked(
+            waiting
+                .resume(&state, &made("ada"), answers("input-1", "a"), &cancel)
+                .await,
+        );
+        assert_eq!(second.request_state.as_deref(), Some(state.as_str()));
+        assert_eq!(
+            second.input_requests.unwrap().keys().collect::<Vec<_>>(),
+            ["input-2"]
+        );
+        match waiting
+            .resume(&state, &made("ada"), answers("input-2", "b"), &cancel)
+            .await
+        {
+            Ok(Turn::Done(done)) => assert_eq!(done, "\"a\" \"b\""),
+            _ => panic!("the call did not end"),
+        }
+        let ended = refusal(waiting.resume(&state, &made("ada"), None, &cancel).await);
+        assert!(ended.contains("its call ended"), "{ended}");
+    }
+
+    #[tokio::test]
+    async fn a_state_is_refused_to_another_principal_request_or_process() {
+        let waiting = Waiting::new();
+        let cancel = CancellationToken::new();
+        let state = twice(&waiting, &cancel).await.request_state.unwrap();
+        let stranger = refusal(waiting.resume(&state, &made("bob"), None, &cancel).await);
+        assert!(
+            stranger.contains("names no call waiting in this meta-server"),
+            "{stranger}"
+        );
+        let mut other = made("ada");
+        other.request = serde_json::json!({"name": "search_tools"});
+        let other = refusal(waiting.resume(&state, &other, None, &cancel).await);
+        assert!(
+            other.contains("a retry must repeat the request that got it"),
+            "{other}"
+        );
+        let elsewhere = Waiting::<String>::named("another".into());
+        let said = refusal(elsewhere.resume(&state, &made("ada"), None, &cancel).await);
+        assert!(
+            said.contains("made by another meta-server process"),
+            "{said}"
+        );
+        // The refusals left the call waiting for its own client.
+        asked(waiting.resume(&state, &made("ada"), None, &cancel).await);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_not_retried_within_the_window_is_cancelled() {
+        let waiting = Waiting::new();
+        let cancel = CancellationToken::new();
+        let (dropped, gone) = oneshot::channel::<()>();
+        let run = |inputs: Inputs, stop: CancellationToken| async move {
+            let _dropped = dropped;
+            tokio::select! {
+                _ = inputs.ask(question()) => "answered".to_owned(),
+                () = stop.cancelled() => "cancelled".to_owned(),
+            }
+        };
+        let caps = ClientCapabilities::default();
+        let first = asked(waiting.start(made("ada"), caps, &cancel, run).await);
+        tokio::time::sleep(RETRY_WINDOW + Duration::from_secs(1)).await;
+        assert!(gone.await.is_err(), "the call was dropped");
+        let state = first.request_state.unwrap();
+        let said = refusal(waiting.resume(&state, &made("ada"), None, &cancel).await);
+        assert!(said.contains("not retried within 120 s"), "{said}");
+    }
+}

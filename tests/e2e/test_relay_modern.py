@@ -1,0 +1,289 @@
+"""Upstream requests for a 2026-07-28 client: the official Python SDK pinned to "2026-07-28"
+takes no requests from a server, so server-everything's sampling, elicitation and roots
+requests reach it as an InputRequiredResult of its own call_tool, which the SDK answers with
+its callbacks and retries; the upstream call waits in meta-server meanwhile. Over stdio and
+`serve --http`. A requestState meta-server does not hold is refused with the rule."""
+import asyncio
+import os
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx2
+import pytest
+from mcp import Client, StdioServerParameters, types
+from mcp.shared.exceptions import MCPError
+from mcp.client.streamable_http import streamable_http_client
+
+from conftest import BIN, NPM, PEERS, run_cli, text_of, write_config
+from test_http import http_server
+
+pytestmark = pytest.mark.anyio
+
+MODE = "2026-07-28"
+TRANSPORTS = ["stdio", "http"]
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory):
+    """server-everything, and server-filesystem started with no directory: it takes the
+    client's roots or refuses every path."""
+    tmp = tmp_path_factory.mktemp("relay-modern")
+    cfg = write_config(tmp, {
+        "everything": {"command": "node", "args": [str(NPM / "server-everything" / "dist" / "index.js"), "stdio"]},
+        "filesystem": {"command": "node", "args": [str(NPM / "server-filesystem" / "dist" / "index.js")]},
+    })
+    run_cli(cfg, "index")
+    return cfg
+
+
+@asynccontextmanager
+async def http_client(url: str, **callbacks):
+    async with httpx2.AsyncClient(timeout=httpx2.Timeout(30.0, read=120.0)) as http:
+        async with Client(streamable_http_client(url, http_client=http), mode=MODE, **callbacks) as c:
+            yield c
+
+
+@asynccontextmanager
+async def client(cfg: Path, transport: str, **callbacks):
+    if transport == "stdio":
+        params = StdioServerParameters(command=str(BIN), args=["--config", str(cfg), "serve"], env=dict(os.environ))
+        async with Client(params, mode=MODE, **callbacks) as c:
+            yield c
+        return
+    with http_server(cfg) as (_, url):
+        async with http_client(url, **callbacks) as c:
+            yield c
+
+
+async def call(c, name: str, arguments: dict | None = None):
+    return await c.call_tool("call_tool", {"name": name, "arguments": arguments or {}})
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_sampling_reaches_the_calling_clients_callback(indexed, transport):
+    asked = []
+
+    async def sampling(context, params: types.CreateMessageRequestParams):
+        asked.append(params)
+        return types.CreateMessageResult(role="assistant", model="test-model",
+                                         content=types.TextContent(type="text", text="forty-two"))
+
+    async with client(indexed, transport, sampling_callback=sampling) as c:
+        assert c.session.protocol_version == MODE
+        r = await call(c, "everything__trigger-sampling-request", {"prompt": "the answer", "maxTokens": 7})
+        assert not r.is_error, text_of(r)
+        assert "forty-two" in text_of(r) and "test-model" in text_of(r)
+    assert len(asked) == 1
+    assert asked[0].max_tokens == 7 and "the answer" in asked[0].messages[0].content.text
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_elicitation_accepted_and_declined(indexed, transport):
+    answers = [types.ElicitResult(action="accept", content={"name": "Ada Lovelace", "check": True}),
+               types.ElicitResult(action="decline")]
+    asked = []
+
+    async def elicit(context, params):
+        asked.append(params)
+        assert "name" in params.requested_schema["properties"]
+        return answers[len(asked) - 1]
+
+    async with client(indexed, transport, elicitation_callback=elicit) as c:
+        r = await call(c, "everything__trigger-elicitation-request")
+        assert not r.is_error, text_of(r)
+        assert "User provided the requested information" in text_of(r) and "Ada Lovelace" in text_of(r)
+        r = await call(c, "everything__trigger-elicitation-request")
+        assert not r.is_error, text_of(r)
+        assert "declined" in text_of(r).lower() and "Ada Lovelace" not in text_of(r), text_of(r)
+    assert len(asked) == 2
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_roots_of_the_calling_client(indexed, transport, tmp_path):
+    async def roots(context):
+        return types.ListRootsResult(roots=[types.Root(uri=tmp_path.as_uri(), name="work")])
+
+    async with client(indexed, transport, list_roots_callback=roots) as c:
+        for _ in range(100):
+            r = await call(c, "everything__get-roots-list")
+            assert not r.is_error, text_of(r)
+            # server-everything asks for roots as it starts, in the first call's turn, and
+            # takes the answer on its own time.
+            if tmp_path.as_uri() in text_of(r):
+                break
+            await asyncio.sleep(0.05)
+        assert tmp_path.as_uri() in text_of(r) and "work" in text_of(r), text_of(r)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_filesystem_without_directories_serves_the_clients_root(indexed, transport, tmp_path):
+    inside = tmp_path / "inside"
+    inside.mkdir()
+    (inside / "note.txt").write_text("within the root")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not yours")
+
+    async def roots(context):
+        return types.ListRootsResult(roots=[types.Root(uri=inside.as_uri())])
+
+    async with client(indexed, transport, list_roots_callback=roots) as c:
+        for _ in range(100):
+            r = await call(c, "filesystem__list_allowed_directories")
+            assert not r.is_error, text_of(r)
+            if str(inside) in text_of(r):
+                break
+            await asyncio.sleep(0.05)
+        assert str(inside) in text_of(r), text_of(r)
+        r = await call(c, "filesystem__read_text_file", {"path": str(inside / "note.txt")})
+        assert not r.is_error and "within the root" in text_of(r), text_of(r)
+        r = await call(c, "filesystem__read_text_file", {"path": str(outside)})
+        assert r.is_error and "not yours" not in text_of(r)
+        assert "outside allowed directories" in text_of(r) or "Access denied" in text_of(r), text_of(r)
+
+
+async def test_a_client_without_the_capability_is_told_why(indexed):
+    async with client(indexed, "stdio") as c:
+        r = await call(c, "everything__trigger-sampling-request", {"prompt": "x"})
+        assert r.is_error
+        assert ('server "everything" asked the client for sampling, which this client does not offer '
+                "(it did not declare the sampling capability)") in text_of(r), text_of(r)
+
+
+async def test_a_script_nested_call_cannot_ask_the_client(indexed):
+    async def sampling(context, params):
+        raise AssertionError("a script's nested call never asks the client")
+
+    code = """
+    try { await tools.call("everything__trigger-sampling-request", {prompt: "p"}); return "no error"; }
+    catch (e) { return e.message; }
+    """
+    async with client(indexed, "stdio", sampling_callback=sampling) as c:
+        r = await call(c, "meta__run_script", {"code": code})
+        assert not r.is_error, text_of(r)
+        assert "a meta__run_script script cannot answer; call the tool directly with call_tool" in r.structured_content["result"]
+
+
+async def test_a_request_state_is_good_only_in_the_process_that_made_it(indexed):
+    """Driven by hand (allow_input_required): the state of a call waiting in one meta-server
+    is refused by another, by the same process for another request, and works once where it
+    was made."""
+    arguments = {"name": "everything__trigger-sampling-request", "arguments": {"prompt": "who holds me"}}
+    answer = types.CreateMessageResult(role="assistant", model="m", content=types.TextContent(type="text", text="held"))
+
+    async def sampling(context, params):
+        raise AssertionError("this test answers by hand")
+
+    with http_server(indexed) as (_, first), http_server(indexed) as (_, second):
+        async with http_client(first, sampling_callback=sampling) as a, \
+                http_client(second, sampling_callback=sampling) as b:
+            asked = await a.session.call_tool("call_tool", arguments, allow_input_required=True)
+            assert isinstance(asked, types.InputRequiredResult), asked
+            [(key, request)] = asked.input_requests.items()
+            assert request.method == "sampling/createMessage" and "who holds me" in str(request.params)
+            responses = {key: answer.model_dump(mode="json", by_alias=True, exclude_none=True)}
+            with pytest.raises(MCPError) as refused:
+                await b.session.call_tool("call_tool", arguments, input_responses=responses,
+                                          request_state=asked.request_state, allow_input_required=True)
+            assert "names no call waiting in this meta-server: it was made by another meta-server process" in str(refused.value)
+            other = {"name": "everything__echo", "arguments": {"message": "x"}}
+            with pytest.raises(MCPError) as refused:
+                await a.session.call_tool("call_tool", other, input_responses=responses,
+                                          request_state=asked.request_state, allow_input_required=True)
+            assert "a retry must repeat the request that got it" in str(refused.value)
+            r = await a.session.call_tool("call_tool", arguments, input_responses=responses,
+                                          request_state=asked.request_state, allow_input_required=True)
+            assert isinstance(r, types.CallToolResult) and not r.is_error and "held" in text_of(r), r
+            with pytest.raises(MCPError) as refused:
+                await a.session.call_tool("call_tool", arguments, input_responses=responses,
+                                          request_state=asked.request_state, allow_input_required=True)
+            assert "its call ended: it was answered, cancelled, or not retried within" in str(refused.value)
+
+
+@pytest.fixture
+def asking(tmp_path):
+    """The in-repo 2026-07-28 fixture with its tool and prompt that answer with an
+    InputRequiredResult (no real server does yet)."""
+    fixture = Path(__file__).with_name("fixtures") / "modern_server.py"
+    cfg = write_config(tmp_path, {"modern": {"command": str(PEERS / "py" / "bin" / "python"), "args": [str(fixture)],
+                                             "env": {"MODERN_ASKS": "1"}}})
+    run_cli(cfg, "index")
+    return cfg
+
+
+async def test_a_2026_07_28_upstreams_own_input_request_reaches_the_client(asking):
+    """meta-server puts the upstream's question to its own 2026-07-28 client the same way, and
+    retries the upstream with the answer and the upstream's requestState."""
+    asked = []
+
+    async def elicit(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Grace"})
+
+    async with client(asking, "stdio", elicitation_callback=elicit) as c:
+        r = await call(c, "modern__ask_name")
+        assert not r.is_error, text_of(r)
+        assert "hello Grace; state asked-for-name" in text_of(r)
+    assert asked == ["Your name?"]
+
+
+@pytest.mark.parametrize("mode", [MODE, "legacy"])
+async def test_a_prompt_that_asks_reaches_the_client_of_either_revision(asking, mode):
+    """prompts/get takes the same path as a tool call: an InputRequiredResult for a 2026-07-28
+    client, a request on the session for a 2025-11-25 one."""
+    asked = []
+
+    async def elicit(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Alan"})
+
+    params = StdioServerParameters(command=str(BIN), args=["--config", str(asking), "serve"], env=dict(os.environ))
+    async with Client(params, mode=mode, elicitation_callback=elicit) as c:
+        r = await c.get_prompt("modern__greeting")
+        assert "Write a warm greeting for Alan." in r.messages[0].content.text, r
+    assert asked == ["Whom to greet?"]
+
+
+async def test_upstream_log_messages_reach_a_client_that_named_a_log_level(indexed, tmp_path):
+    """A 2026-07-28 request names its log level in `_meta`; server-everything logs (at info)
+    that it got the roots it asked this client for, and that message reaches the client."""
+    logged = asyncio.Event()
+    messages = []
+
+    async def log(params: types.LoggingMessageNotificationParams):
+        messages.append(params)
+        if "Roots updated" in str(params.data):
+            logged.set()
+
+    async def roots(context):
+        return types.ListRootsResult(roots=[types.Root(uri=tmp_path.as_uri())])
+
+    async with client(indexed, "stdio", list_roots_callback=roots, logging_callback=log, log_level="info") as c:
+        r = await call(c, "everything__get-roots-list")
+        assert not r.is_error, text_of(r)
+        await asyncio.wait_for(logged.wait(), 30)
+    said = [m for m in messages if "Roots updated" in str(m.data)]
+    assert said[0].level == "info" and said[0].logger == "everything/everything-server"
+
+
+async def test_no_upstream_log_messages_without_a_log_level(indexed, tmp_path):
+    messages = []
+
+    async def log(params: types.LoggingMessageNotificationParams):
+        messages.append(params)
+
+    async def roots(context):
+        return types.ListRootsResult(roots=[types.Root(uri=tmp_path.as_uri())])
+
+    async with client(indexed, "stdio", list_roots_callback=roots, logging_callback=log) as c:
+        for _ in range(100):
+            r = await call(c, "everything__get-roots-list")
+            if tmp_path.as_uri() in text_of(r):
+                break
+            await asyncio.sleep(0.05)
+        assert tmp_path.as_uri() in text_of(r), text_of(r)
+    assert messages == []
