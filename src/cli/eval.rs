@@ -26,7 +26,8 @@ use crate::search::{self, SearchOptions};
 /// JSON lines {"id", "query", "gold": [{"server", "name", "alt"?: [{"server", "name"}]}]}; a
 /// gold item counts as found when it or one of its alts is retrieved. With --queries, tools come from --tools (JSON
 /// lines, one MCP tool per line plus its "server") or from the catalogs in --catalog-dir. No
-/// config file is needed.
+/// config file is needed. A set may keep part of its queries aside in NAME.heldout.jsonl, measured
+/// only with --held-out (final checks, never tuning).
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Queries with their gold tools (JSON lines). Default: every set in --sets.
@@ -40,6 +41,11 @@ pub struct Args {
     /// Only this set of --sets (repeatable), e.g. --set azure.
     #[arg(long = "set", value_name = "NAME", conflicts_with = "queries")]
     only: Vec<String>,
+
+    /// Measure the held-out part (NAME.heldout.jsonl) of the sets that have one, instead of
+    /// their development queries: for a final check, not for tuning.
+    #[arg(long, conflicts_with = "queries")]
+    held_out: bool,
 
     /// Score every Nth query only (1: all), for quick comparisons on big sets.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
@@ -58,6 +64,11 @@ pub struct Args {
     /// coverage=0 (repeatable). Default: exactly what search_tools uses.
     #[arg(long = "option", value_name = "KEY=VALUE")]
     options: Vec<String>,
+
+    /// Measure the baseline instead: untuned BM25 over name and description only (no stop
+    /// words, stemming, synonyms, boosts, name matching or vectors); --option applies on top.
+    #[arg(long)]
+    baseline: bool,
 
     /// Directory of the embedding runtime and model (scripts/fetch-embed-assets; default:
     /// meta-server's own, ~/.local/share/meta-server/embed). Builds with the `embeddings`
@@ -143,7 +154,11 @@ struct Latency {
 /// `config` is only read, if it exists, for its catalog directory when `--catalog-dir` is not
 /// given and tools do not come from `--tools`.
 pub fn run(args: Args, config: &Path, catalog_dir: Option<PathBuf>) -> anyhow::Result<ExitCode> {
-    let mut options = SearchOptions::default();
+    let mut options = if args.baseline {
+        SearchOptions::plain_bm25()
+    } else {
+        SearchOptions::default()
+    };
     for setting in &args.options {
         options.set(setting).map_err(anyhow::Error::msg)?;
     }
@@ -166,7 +181,7 @@ pub fn run(args: Args, config: &Path, catalog_dir: Option<PathBuf>) -> anyhow::R
     }
     let Some(queries) = &args.queries else {
         let mut reports = Vec::new();
-        for (name, queries, tools) in sets(&args.sets, &args.only)? {
+        for (name, queries, tools) in sets(&args.sets, &args.only, args.held_out)? {
             let catalogs = catalogs_from_jsonl(&tools)?;
             let report = measure(&name, &queries, catalogs, None, &options, &embedder, &args)
                 .with_context(|| format!("set {name}"))?;
@@ -218,8 +233,13 @@ pub fn run(args: Args, config: &Path, catalog_dir: Option<PathBuf>) -> anyhow::R
 }
 
 /// The sets in `dir` (name, queries file, tools file), sorted by name; only those named in
-/// `only` if it is not empty.
-fn sets(dir: &Path, only: &[String]) -> anyhow::Result<Vec<(String, PathBuf, PathBuf)>> {
+/// `only` if it is not empty. With `held_out`, only the sets with a NAME.heldout.jsonl, that
+/// file as their queries and "NAME (held out)" as their name.
+fn sets(
+    dir: &Path,
+    only: &[String],
+    held_out: bool,
+) -> anyhow::Result<Vec<(String, PathBuf, PathBuf)>> {
     let entries = std::fs::read_dir(dir).with_context(|| {
         format!(
             "cannot read the evaluation sets in {}; pass --sets DIR or --queries FILE",
@@ -250,17 +270,26 @@ fn sets(dir: &Path, only: &[String]) -> anyhow::Result<Vec<(String, PathBuf, Pat
             }
             _ => tools,
         };
+        if held_out {
+            let aside = dir.join(format!("{name}.heldout.jsonl"));
+            if aside.exists() {
+                sets.push((format!("{name} (held out)"), aside, tools));
+            }
+            continue;
+        }
         sets.push((name.to_owned(), path, tools));
     }
     sets.sort();
-    if let Some(missing) = only.iter().find(|o| !sets.iter().any(|(n, ..)| n == *o)) {
+    let named = |o: &String, n: &String| n == o || n.strip_suffix(" (held out)") == Some(o);
+    if let Some(missing) = only.iter().find(|o| !sets.iter().any(|(n, ..)| named(o, n))) {
         bail!(
             "no set \"{missing}\" in {} (a set is NAME.queries.jsonl with NAME.catalog.jsonl)",
             dir.display()
         );
     }
     if sets.is_empty() {
-        bail!("no NAME.queries.jsonl in {}", dir.display());
+        let what = if held_out { "heldout" } else { "queries" };
+        bail!("no NAME.{what}.jsonl in {}", dir.display());
     }
     Ok(sets)
 }
@@ -363,6 +392,8 @@ fn measure(
         limit: args.limit,
         ranking: if library.is_hybrid() {
             format!("hybrid, {:?}", library.index.options().fusion)
+        } else if args.baseline {
+            "plain bm25 (baseline)".into()
         } else {
             "bm25".into()
         },

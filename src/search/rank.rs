@@ -17,10 +17,12 @@ impl SearchIndex {
         dense: Option<(&[f32], &DocVectors)>,
     ) -> Result<Vec<Hit>, SearchError> {
         let words = self.words(query);
+        let names = self.options.names;
         let exact: Vec<u32> = self
             .tables
             .names
             .get(query.trim().to_lowercase().as_str())
+            .filter(|_| names)
             .into_iter()
             .flatten()
             .copied()
@@ -120,7 +122,8 @@ impl SearchIndex {
         // Did-you-mean for what looks like an identifier, and for a plain word only when no
         // tool matches the query's words well: "email" is one letter from a tool called
         // `mail`, and must not push `send_email` down.
-        let close = if exact.is_empty()
+        let close = if names
+            && exact.is_empty()
             && (identifier_like(query)
                 || bm25
                     .iter()
