@@ -79,6 +79,11 @@ pub struct Args {
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
+
+    /// Also write every query's ranking to FILE, one JSON line per query: {"set", "line",
+    /// "query", "gold", "ranked", "recall@3"}, to read the misses.
+    #[arg(long, value_name = "FILE")]
+    ranked: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -178,6 +183,10 @@ pub fn run(args: Args, config: &Path, catalog_dir: Option<PathBuf>) -> anyhow::R
     };
     if embedder.is_none() && args.options.iter().any(|o| o.starts_with("fusion=")) {
         eprintln!("note: this search is BM25 only, so the fusion option changes nothing");
+    }
+    if let Some(path) = &args.ranked {
+        // Truncated once here; each measured set appends its lines.
+        std::fs::write(path, "").with_context(|| format!("cannot write {}", path.display()))?;
     }
     let Some(queries) = &args.queries else {
         let mut reports = Vec::new();
@@ -281,7 +290,10 @@ fn sets(
     }
     sets.sort();
     let named = |o: &String, n: &String| n == o || n.strip_suffix(" (held out)") == Some(o);
-    if let Some(missing) = only.iter().find(|o| !sets.iter().any(|(n, ..)| named(o, n))) {
+    if let Some(missing) = only
+        .iter()
+        .find(|o| !sets.iter().any(|(n, ..)| named(o, n)))
+    {
         bail!(
             "no set \"{missing}\" in {} (a set is NAME.queries.jsonl with NAME.catalog.jsonl)",
             dir.display()
@@ -335,6 +347,7 @@ fn measure(
     let mut by_coverage = Buckets::new(&COVERAGES);
     let mut by_similarity = Buckets::new(&SIMILARITIES);
     let mut unknown_gold = Vec::new();
+    let mut rankings = String::new();
     for Query { line, text, gold } in &queries {
         for keys in gold {
             if !keys.iter().any(|k| library.entries.contains_key(k)) {
@@ -346,6 +359,17 @@ fn measure(
         times.push(started.elapsed());
         let ranked: Vec<&str> = hits.iter().map(|h| h.key.as_str()).collect();
         let scores = metrics::score(&ranked, gold);
+        if args.ranked.is_some() {
+            let line = serde_json::json!({
+                "set": name,
+                "line": line,
+                "query": text,
+                "gold": gold.iter().map(|keys| &keys[0]).collect::<Vec<_>>(),
+                "ranked": ranked,
+                "recall@3": scores.recall_3,
+            });
+            rankings.push_str(&format!("{line}\n"));
+        }
         all.add(scores);
         if let Some(best) = hits.first() {
             by_coverage.add(best.coverage, scores);
@@ -384,6 +408,14 @@ fn measure(
         );
     }
     report_unknown(&unknown_gold);
+    if let Some(path) = &args.ranked {
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(rankings.as_bytes()))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
     times.sort();
     Ok(Report {
         set: name.to_owned(),

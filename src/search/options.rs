@@ -82,6 +82,10 @@ pub struct SearchOptions {
     /// Weight (0..=1) of a query word's synonyms (`fetch` for `get`) relative to the word, in
     /// BM25 search without vectors (0: none).
     pub synonyms: f32,
+    /// Boost of a query word as written, where stemming changes it (`papers`, `databases`),
+    /// in the tools' name, title and description as written (0: stems alone): a tool with the
+    /// very form the query uses ranks above one with another form of the stem.
+    pub surface: f32,
     /// A tool whose name is the query, or close to it when the query looks like a name
     /// (did-you-mean), ranks first.
     pub names: bool,
@@ -97,7 +101,7 @@ impl Default for SearchOptions {
             name: 1.0,
             title: 1.0,
             description: 1.0,
-            params: 0.3,
+            params: 0.1,
             server: 1.0,
             combine: Combine::Sum,
             global_idf: false,
@@ -117,6 +121,7 @@ impl Default for SearchOptions {
             even_ties: false,
             synonyms: 0.5,
             helpers: 0.5,
+            surface: 0.5,
             names: true,
         }
     }
@@ -151,6 +156,7 @@ impl SearchOptions {
             even_ties: false,
             synonyms: 0.0,
             helpers: 1.0,
+            surface: 0.0,
             names: false,
             ..Self::default()
         }
@@ -228,6 +234,7 @@ impl SearchOptions {
             "phrase" => self.phrase = number()?,
             "synonyms" => self.synonyms = fraction()?,
             "helpers" => self.helpers = fraction()?,
+            "surface" => self.surface = number()?,
             "max_df" => self.max_df = number()?,
             "embeddings" => {
                 self.embeddings = value
@@ -263,7 +270,7 @@ impl SearchOptions {
             }
             _ => {
                 return Err(format!(
-                    "unknown option \"{key}\"; options: stopwords, stem, split_case, decompound, name, title, description, params, server, combine, idf, name_len, description_len, params_len, server_len, coverage, coverage_words, phrase, synonyms, helpers, max_df, embeddings, fusion, even_ties, names"
+                    "unknown option \"{key}\"; options: stopwords, stem, split_case, decompound, name, title, description, params, server, combine, idf, name_len, description_len, params_len, server_len, coverage, coverage_words, phrase, synonyms, helpers, max_df, embeddings, fusion, even_ties, surface, names"
                 ));
             }
         }

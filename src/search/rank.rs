@@ -76,7 +76,8 @@ impl SearchIndex {
         // meta-server's own tools count less in a long request (`SearchOptions::helpers`).
         let demote = !short && self.options.helpers != 1.0 && !self.helpers.is_empty();
         let mut bm25: Vec<(u32, f32)> = Vec::new();
-        if let Some(q) = self.query(&words, server, &synonyms) {
+        let surface = self.surface_words(query, &words);
+        if let Some(q) = self.query(&words, &surface, server, &synonyms) {
             let searcher = &self.searcher;
             // Paired with `Count`, TopDocs scores every match instead of pruning with
             // block-WAND: a question's many words over five fields give dozens of posting

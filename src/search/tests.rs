@@ -618,11 +618,16 @@ fn a_saved_index_answers_exactly_as_the_index_it_was_saved_from() {
     );
 }
 
+/// The directory of this build's saved format under `dir`.
+fn root_of(dir: &std::path::Path) -> std::path::PathBuf {
+    dir.join(format!("v{}", super::saved::FORMAT))
+}
+
 #[test]
 fn a_damaged_saved_index_is_an_error_never_an_index() {
     let saved = tempfile::tempdir().unwrap();
     index().save(saved.path(), &sources()).unwrap();
-    let root = saved.path().join("v2");
+    let root = root_of(saved.path());
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(root.join("manifest.json")).unwrap()).unwrap();
     let generation = manifest["generation"].as_str().unwrap();
@@ -652,7 +657,7 @@ fn a_damaged_saved_index_is_an_error_never_an_index() {
         for (what, damage) in damages {
             let dir = tempfile::tempdir().unwrap();
             copy_dir(saved.path(), dir.path());
-            damage(&dir.path().join("v2").join(generation).join(file));
+            damage(&root_of(dir.path()).join(generation).join(file));
             let opened = SearchIndex::open_saved(dir.path(), &SearchOptions::default());
             assert!(
                 matches!(opened, Err(SavedError::Unusable { .. })),
@@ -668,7 +673,7 @@ fn a_damaged_saved_index_is_an_error_never_an_index() {
     let sum = outside["files"]["meta.json"].clone();
     outside["files"]["../../secret"] = sum;
     std::fs::write(
-        dir.path().join("v2/manifest.json"),
+        root_of(dir.path()).join("manifest.json"),
         serde_json::to_vec(&outside).unwrap(),
     )
     .unwrap();
@@ -681,23 +686,27 @@ fn a_damaged_saved_index_is_an_error_never_an_index() {
     for manifest in ["", "{", "{\"format\": 1}"] {
         let dir = tempfile::tempdir().unwrap();
         copy_dir(saved.path(), dir.path());
-        std::fs::write(dir.path().join("v2/manifest.json"), manifest).unwrap();
+        std::fs::write(root_of(dir.path()).join("manifest.json"), manifest).unwrap();
         let opened = SearchIndex::open_saved(dir.path(), &SearchOptions::default());
         assert!(opened.is_err(), "manifest {manifest:?}");
     }
     let dir = tempfile::tempdir().unwrap();
     copy_dir(saved.path(), dir.path());
-    std::fs::remove_file(dir.path().join("v2/manifest.json")).unwrap();
+    std::fs::remove_file(root_of(dir.path()).join("manifest.json")).unwrap();
     let opened = SearchIndex::open_saved(dir.path(), &SearchOptions::default());
     assert!(
         matches!(opened, Ok(None)),
         "files written a moment ago may be another process's save in progress"
     );
     let written = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
-    std::fs::File::open(dir.path().join("v2").join(generation))
-        .unwrap()
-        .set_modified(written)
-        .unwrap();
+    std::fs::File::open(
+        dir.path()
+            .join(format!("v{}", super::saved::FORMAT))
+            .join(generation),
+    )
+    .unwrap()
+    .set_modified(written)
+    .unwrap();
     let opened = SearchIndex::open_saved(dir.path(), &SearchOptions::default());
     assert!(
         matches!(&opened, Err(SavedError::Unusable { message, .. }) if message.contains("manifest")),
