@@ -375,5 +375,18 @@ mod tests {
         o.set("even_ties=true").unwrap();
         assert!(o.even_ties);
         assert!(o.set("even_ties=1").is_err());
+        o.set("surface=0.7").unwrap();
+        assert_eq!(o.surface, 0.7);
+        o.set("names=false").unwrap();
+        assert!(!o.names);
+    }
+
+    #[test]
+    fn the_plain_baseline_searches_name_and_description_alone() {
+        let p = SearchOptions::plain_bm25();
+        let fields = [p.name, p.title, p.description, p.params, p.server];
+        assert_eq!(fields, [1.0, 0.0, 1.0, 0.0, 0.0]);
+        assert!(!p.stem && !p.embeddings && !p.names && p.stopwords == StopWords::None);
+        assert_eq!((p.coverage, p.synonyms, p.surface), (0.0, 0.0, 0.0));
     }
 }

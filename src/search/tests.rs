@@ -148,6 +148,52 @@ fn finds_by_description_words_with_stemming() {
     assert_eq!(hits[0].key, "time__get_current_time", "{hits:?}");
 }
 
+/// A product name written in camel case ("MySQL": "my", a stop word, and "SQL") also matches
+/// the whole word in a snake_case name (`mysql_server_list`).
+#[test]
+fn a_word_split_at_case_changes_also_matches_whole() {
+    let docs = vec![
+        doc("db", "mysql_server_list", "List servers", ""),
+        doc("db", "sql_server_list", "List servers", ""),
+    ];
+    let idx = SearchIndex::build(docs).unwrap();
+    let hits = idx.search("MySQL servers", 2, None).unwrap();
+    assert_eq!(
+        keys(&hits),
+        ["db__mysql_server_list", "db__sql_server_list"]
+    );
+    // A whole word no tool has does not count against the tools that have its parts.
+    let hits = idx.search("sqlServer", 2, None).unwrap();
+    assert!((hits[0].coverage - 1.0).abs() < 1e-6, "{hits:?}");
+}
+
+/// The query's word as written ("papers") ranks a tool with that very form above one with
+/// another form of its stem ("paper"), which stemming alone cannot tell apart.
+#[test]
+fn the_form_a_query_uses_counts_beyond_its_stem() {
+    let docs = vec![
+        doc("p", "read_paper", "Read a paper", ""),
+        doc("p", "find_papers", "Find papers by keyword", ""),
+    ];
+    let ranked = |surface: f32, query: &str| {
+        let options = SearchOptions {
+            surface,
+            embeddings: false,
+            ..SearchOptions::default()
+        };
+        let idx = SearchIndex::build_with(docs.clone(), options).unwrap();
+        let hits = idx.search(query, 2, None).unwrap();
+        keys(&hits)
+            .iter()
+            .map(|k| k.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ranked(0.5, "papers")[0], "p__find_papers");
+    assert_eq!(ranked(0.5, "paper")[0], "p__read_paper");
+    // With stems alone both tools have the word once, and the shorter description wins.
+    assert_eq!(ranked(0.0, "papers")[0], "p__read_paper");
+}
+
 #[test]
 fn camel_case_queries_match_snake_case_names() {
     let idx = index();
