@@ -5,7 +5,8 @@ The registry keeps one folder per server, `servers/NAME/`, with `server.yaml` (c
 source project) and, for many, `tools.json`: the server's MCP tool list (name, description,
 inputSchema) as its authors submitted it. Servers come and go, so the catalog takes every
 `tools.json` the history up to REV ever held, each at its newest version that is a non-empty
-list: 242 servers, 4,949 tools.
+list. The set was made with REV `--all` (every branch and pull request of the 2026-12-04
+snapshot): 242 servers, 4,949 tools.
 
 usage:
   docker_mcp_registry.py catalog GIT_DIR REV > docker-mcp.catalog.jsonl
