@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::budget::{O200k, TokenCounter};
 use crate::catalog::Failure;
 use crate::config::Settings;
-use crate::server::{definitions, load_library};
+use crate::server::{definitions, load_library, overview};
 
 /// Count the prompt tokens of every server's tool definitions (from the catalogs, starting
 /// nothing) with the o200k_base tokenizer, and compare them with meta-server's three tools.
@@ -40,7 +40,10 @@ struct Report {
     missing: Vec<String>,
     total_tools: usize,
     total_tokens: usize,
+    /// Tokens of meta-server's surface: `tools/list` and the `initialize` instructions.
     meta_tokens: usize,
+    /// Its characters.
+    meta_chars: usize,
     saving_percent: f64,
 }
 
@@ -68,7 +71,11 @@ pub fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
         })
         .collect();
     let total_tokens: usize = servers.iter().map(|r| r.tokens).sum();
-    let meta_tokens = counter.count(&json!({"tools": definitions()}).to_string());
+    // The surface a client loads before its first turn: tools/list and the instructions.
+    let tools = json!({"tools": definitions()}).to_string();
+    let instructions = overview(&settings, &library);
+    let meta_tokens = counter.count(&tools) + counter.count(&instructions);
+    let meta_chars = tools.chars().count() + instructions.chars().count();
     let report = Report {
         tokenizer: counter.name(),
         total_tools: servers.iter().map(|r| r.tools).sum(),
@@ -81,6 +88,7 @@ pub fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
         missing: load.missing,
         total_tokens,
         meta_tokens,
+        meta_chars,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -112,8 +120,8 @@ pub fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
         share(report.total_tokens, CONTEXTS[1])
     );
     println!(
-        "meta-server shows 3 tools in {} tokens instead: {}% saved ({} tokenizer)",
-        report.meta_tokens, report.saving_percent, report.tokenizer
+        "meta-server shows 3 tools and its instructions in {} tokens ({} characters) instead: {}% saved ({} tokenizer)",
+        report.meta_tokens, report.meta_chars, report.saving_percent, report.tokenizer
     );
     if !report.missing.is_empty() {
         println!(

@@ -104,18 +104,29 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Why a `--listen` value is not an address.
+#[derive(Debug, thiserror::Error)]
+enum ListenError {
+    #[error("bad port: {0}")]
+    Port(#[from] std::num::ParseIntError),
+    #[error("expected IP:PORT, localhost:PORT or PORT, got \"{0}\"")]
+    Form(String),
+}
+
 /// `PORT`, `localhost:PORT` or any `IP:PORT`.
-fn parse_listen(value: &str) -> Result<SocketAddr, String> {
+fn parse_listen(value: &str) -> Result<SocketAddr, ListenError> {
     if let Ok(port) = value.parse::<u16>() {
         return Ok(SocketAddr::from((Ipv4Addr::LOCALHOST, port)));
     }
     if let Some(port) = value.strip_prefix("localhost:") {
-        let port = port.parse::<u16>().map_err(|e| format!("bad port: {e}"))?;
-        return Ok(SocketAddr::from((Ipv4Addr::LOCALHOST, port)));
+        return Ok(SocketAddr::from((
+            Ipv4Addr::LOCALHOST,
+            port.parse::<u16>()?,
+        )));
     }
     value
         .parse()
-        .map_err(|_| format!("expected IP:PORT, localhost:PORT or PORT, got \"{value}\""))
+        .map_err(|_| ListenError::Form(value.to_owned()))
 }
 
 /// The token from the environment or from a file, never both; empty is an error.

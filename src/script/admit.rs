@@ -94,14 +94,26 @@ async fn admit_within(
     }
 }
 
-/// A slot if one is free now, else the message saying which cap is reached.
-fn take(principal: Option<&str>, max_all: usize, max_one: usize) -> Result<Slot, String> {
+/// Which cap kept a script out, as [`ScriptError::Busy`] says it.
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
+pub enum Full {
+    #[error(
+        "{max} scripts are already running in this server (its limit), and none ended within {} s; run this script again once one has finished",
+        WAIT.as_secs()
+    )]
+    Server { max: usize },
+    #[error(
+        "{max} of your scripts are already running on this server (the limit per caller), and none ended within {} s; run this script again once one has finished",
+        WAIT.as_secs()
+    )]
+    Caller { max: usize },
+}
+
+/// A slot if one is free now, else the cap that is reached.
+fn take(principal: Option<&str>, max_all: usize, max_one: usize) -> Result<Slot, Full> {
     let mut running = RUNNING.lock().unwrap_or_else(PoisonError::into_inner);
-    let wait = WAIT.as_secs();
     if running.all >= max_all {
-        return Err(format!(
-            "{max_all} scripts are already running in this server (its limit), and none ended within {wait} s; run this script again once one has finished"
-        ));
+        return Err(Full::Server { max: max_all });
     }
     if let Some(principal) = principal {
         let mine = running
@@ -110,9 +122,7 @@ fn take(principal: Option<&str>, max_all: usize, max_one: usize) -> Result<Slot,
             .entry(principal.into())
             .or_default();
         if *mine >= max_one {
-            return Err(format!(
-                "{max_one} of your scripts are already running on this server (the limit per caller), and none ended within {wait} s; run this script again once one has finished"
-            ));
+            return Err(Full::Caller { max: max_one });
         }
         *mine += 1;
     }
@@ -142,7 +152,7 @@ mod tests {
         .expect("three of one principal");
         let refused = admit_within(Some("cap-test-a"), max_all, 3, wait).await;
         assert!(
-            matches!(&refused, Err(ScriptError::Busy(m)) if m.contains("3 of your scripts")),
+            matches!(&refused, Err(ScriptError::Busy(Full::Caller { max: 3 }))),
             "{refused:?}"
         );
         let b = admit_within(Some("cap-test-b"), max_all, 3, wait)
@@ -172,7 +182,7 @@ mod tests {
             .collect();
         let refused = admit_within(None, max_all, 3, wait).await;
         assert!(
-            matches!(&refused, Err(ScriptError::Busy(m)) if m.contains("already running in this server")),
+            matches!(&refused, Err(ScriptError::Busy(Full::Server { .. }))),
             "{refused:?}"
         );
         drop(all);

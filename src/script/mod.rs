@@ -40,6 +40,24 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
+/// Why a nested call or a host question gives the script no value: the message of the
+/// `Error` its promise is rejected with.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct Rejection(pub String);
+
+impl From<String> for Rejection {
+    fn from(message: String) -> Self {
+        Self(message)
+    }
+}
+
+impl From<&str> for Rejection {
+    fn from(message: &str) -> Self {
+        Self(message.to_owned())
+    }
+}
+
 /// A future the host hands to the sandbox; it runs on the server's runtime.
 pub type HostFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
@@ -50,9 +68,9 @@ pub trait Host: Send + Sync + 'static {
     /// handling like any result a client receives.
     fn call(&self, name: String, arguments: Map<String, Value>) -> HostFuture<CallToolResult>;
     /// What `search_tools {query, limit}` returns (its structured content), or its error.
-    fn search(&self, query: String, limit: Option<u32>) -> HostFuture<Result<Value, String>>;
+    fn search(&self, query: String, limit: Option<u32>) -> HostFuture<Result<Value, Rejection>>;
     /// The full definition of one tool, as `get_tool_details` gives it, or why there is none.
-    fn describe(&self, name: String) -> HostFuture<Result<Value, String>>;
+    fn describe(&self, name: String) -> HostFuture<Result<Value, Rejection>>;
 }
 
 /// Limits of one run that its caller chooses.
@@ -125,8 +143,8 @@ pub enum ScriptError {
         "the script made more than {max} tools.search and tools.describe requests (the limit per run) and was stopped; search once with a broader query, and describe only the tools you call"
     )]
     Lookups { max: usize },
-    #[error("{0}")]
-    Busy(String),
+    #[error(transparent)]
+    Busy(admit::Full),
     #[error("the script was cancelled by the client")]
     Cancelled,
     #[error("the script does not parse: {0}")]
@@ -417,7 +435,7 @@ impl Drop for StopOnDrop {
 /// What `tools.call` resolves to: the result's `structuredContent`, else its text parsed as
 /// JSON when it is JSON, else its text; a result without text gives its content blocks. An
 /// error result is `Err` with its text.
-pub fn script_value(result: &CallToolResult) -> Result<Value, String> {
+pub fn script_value(result: &CallToolResult) -> Result<Value, Rejection> {
     let texts: Vec<&str> = result
         .content
         .iter()
@@ -425,11 +443,11 @@ pub fn script_value(result: &CallToolResult) -> Result<Value, String> {
         .collect();
     let text = texts.join("\n");
     if result.is_error == Some(true) {
-        return Err(if text.is_empty() {
+        return Err(Rejection(if text.is_empty() {
             "the tool reported an error without a message".into()
         } else {
             text
-        });
+        }));
     }
     if let Some(structured) = &result.structured_content {
         return Ok(structured.clone());

@@ -29,7 +29,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use super::{
     CallRecord, Control, HOST_BYTES, Host, Limits, MAX_LOOKUPS, MEMORY_BYTES, RECORD_NAME_CHARS,
-    Report, STACK_BYTES, ScriptError, Slot, Stop, script_value,
+    Rejection, Report, STACK_BYTES, ScriptError, Slot, Stop, script_value,
 };
 use crate::surrogates::from_json;
 
@@ -151,7 +151,7 @@ impl Purse {
     }
 
     /// The answer to give the script, counted until the script has taken it.
-    fn answer(&self, value: Result<Value, String>) -> Result<Answer, String> {
+    fn answer(&self, value: Result<Value, Rejection>) -> Result<Answer, Rejection> {
         let json = value?.to_string();
         match self.hold(json.len()) {
             Some(hold) => Ok(Answer { json, _hold: hold }),
@@ -233,7 +233,7 @@ impl Shared {
         name: String,
         args: String,
         hold: Hold,
-    ) -> Result<Answer, String> {
+    ) -> Result<Answer, Rejection> {
         let (Some(index), Some(job)) = (index, self.job.get()) else {
             return std::future::pending().await;
         };
@@ -251,7 +251,7 @@ impl Shared {
                             purse.answer(script_value(&result))
                         });
                         called.await.unwrap_or_else(|e| {
-                            Err(format!("the call failed inside meta-server: {e}"))
+                            Err(format!("the call failed inside meta-server: {e}").into())
                         })
                     }
                     _ => Err("arguments must be a JSON object".into()),
@@ -269,8 +269,8 @@ impl Shared {
     async fn ask(
         self: Arc<Self>,
         hold: Hold,
-        question: impl FnOnce(&dyn Host) -> super::HostFuture<Result<Value, String>>,
-    ) -> Result<Answer, String> {
+        question: impl FnOnce(&dyn Host) -> super::HostFuture<Result<Value, Rejection>>,
+    ) -> Result<Answer, Rejection> {
         let Some(job) = self.job.get() else {
             return Err("the sandbox has no run".into());
         };
@@ -286,7 +286,7 @@ impl Shared {
         });
         answered
             .await
-            .unwrap_or_else(|e| Err(format!("failed inside meta-server: {e}")))
+            .unwrap_or_else(|e| Err(format!("failed inside meta-server: {e}").into()))
     }
 
     /// Room left for console output, in bytes; with none left the line is counted as dropped.

@@ -76,7 +76,7 @@ impl Host for Tools {
         })
     }
 
-    fn search(&self, query: String, limit: Option<u32>) -> HostFuture<Result<Value, String>> {
+    fn search(&self, query: String, limit: Option<u32>) -> HostFuture<Result<Value, Rejection>> {
         let load = self.load.clone();
         Box::pin(async move {
             if query.starts_with("hang") {
@@ -87,7 +87,7 @@ impl Host for Tools {
         })
     }
 
-    fn describe(&self, name: String) -> HostFuture<Result<Value, String>> {
+    fn describe(&self, name: String) -> HostFuture<Result<Value, Rejection>> {
         let load = self.load.clone();
         Box::pin(async move {
             if name == "t__hang" {
@@ -97,7 +97,7 @@ impl Host for Tools {
             if name == "t__echo" {
                 Ok(json!({"name": name}))
             } else {
-                Err(format!("unknown tool \"{name}\""))
+                Err(format!("unknown tool \"{name}\"").into())
             }
         })
     }

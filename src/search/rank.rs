@@ -8,6 +8,9 @@ use super::names::identifier_like;
 use super::stats::Stats;
 use super::{DocVectors, Fusion, Hit, SearchError, SearchIndex, fusion};
 
+/// The least share of a query's weight one of meta-server's own tools must match to be a hit.
+const HELPER_COVERAGE: f32 = 0.5;
+
 impl SearchIndex {
     pub(super) fn rank(
         &self,
@@ -165,6 +168,12 @@ impl SearchIndex {
             }
         }
         let first = |i: u32| exact.contains(&i) || close.contains(&i);
+        // meta-server's own tools serve narrow needs (a stored result, Code Mode): they are
+        // hits for a query they mostly cover, never for one that merely shares a word or a
+        // sense with them ("repeat back the message" is not about reading results back).
+        scored.retain(|&(i, _)| {
+            !self.helpers.contains(&i) || first(i) || shared(i).0 >= HELPER_COVERAGE
+        });
         let ranked = |&(i, score): &(u32, f32)| (first(i), score, i);
         scored.sort_by(|a, b| {
             let (a_exact, a_score, a) = ranked(a);

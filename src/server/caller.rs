@@ -1,7 +1,10 @@
 //! What the session knows about one tool call: the client's limit, whose results it makes,
 //! its cancellation and where its progress goes. Shared by every path a call takes.
 
+use std::collections::HashSet;
 use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use rmcp::model::ProgressToken;
 use rmcp::service::{Peer, RoleServer};
@@ -26,4 +29,33 @@ pub(in crate::server) struct Caller {
     pub progress_to: ProgressTo,
     /// Where an upstream's requests for the client (sampling, elicitation, roots) go.
     pub origin: Origin,
+    /// The servers whose own instructions the client was given.
+    pub introduced: Introduced,
+}
+
+/// The servers whose own instructions (from their catalogs) a client has been given with
+/// their tools' details: once per server in a session; on every answer where no session
+/// remembers (2026-07-28, the command line).
+#[derive(Clone, Default)]
+pub(in crate::server) struct Introduced(Option<Arc<Mutex<HashSet<String>>>>);
+
+impl Introduced {
+    /// A session's memory: each server's instructions are given once.
+    pub fn per_session() -> Self {
+        Self(Some(Arc::default()))
+    }
+
+    /// Whether `server`'s instructions are still to be given.
+    pub fn is_new(&self, server: &str) -> bool {
+        self.0
+            .as_ref()
+            .is_none_or(|given| !given.lock().contains(server))
+    }
+
+    /// Records that `servers`' instructions were given.
+    pub fn mark<'a>(&self, servers: impl IntoIterator<Item = &'a str>) {
+        if let Some(given) = &self.0 {
+            given.lock().extend(servers.into_iter().map(str::to_owned));
+        }
+    }
 }

@@ -19,7 +19,7 @@ mod tools;
 
 pub use session::{
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, HTTP_PATH, HttpError,
-    HttpOptions, HttpServer, MetaServer, StartError, StdioError, Token, serve_stdio,
+    HttpOptions, HttpServer, MetaServer, StartError, StdioError, Token, overview, serve_stdio,
 };
 pub use state::State;
 pub use tools::{

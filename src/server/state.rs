@@ -179,7 +179,7 @@ impl State {
                 if warn {
                     tracing::warn!(server = %server.name, "cannot be started: {reason}");
                 }
-                self.set_unavailable(&server.name, Some(reason));
+                self.set_unavailable(&server.name, Some(reason.to_string()));
                 false
             }
         }

@@ -10,7 +10,7 @@ use rmcp::model::{CallToolResult, JsonObject};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::caller::Caller;
+use super::caller::{Caller, Introduced};
 use super::tools::builtin;
 use super::tools::request::Request;
 use super::{MetaServer, State, definitions};
@@ -78,6 +78,11 @@ fn rig() -> &'static Rig {
 
 /// Calls `name` of `tools/list` as a Codex session would.
 fn call(name: &str, arguments: Value) -> CallToolResult {
+    call_in(name, arguments, Default::default())
+}
+
+/// [`call`] in a session that remembers the servers it was `introduced` to.
+fn call_in(name: &str, arguments: Value, introduced: Introduced) -> CallToolResult {
     let rig = rig();
     let caller = Caller {
         client_limit: Some(CLIENT_LIMIT),
@@ -86,6 +91,7 @@ fn call(name: &str, arguments: Value) -> CallToolResult {
         cancelled: CancellationToken::new(),
         progress_to: None,
         origin: crate::upstream::Origin::Detached,
+        introduced,
     };
     let arguments: JsonObject = match arguments {
         Value::Object(map) => map,
@@ -105,7 +111,7 @@ fn output_schema(tool: &str, arguments: &Value) -> Option<Arc<jsonschema::Valida
         let meta = definitions::definitions().iter().filter_map(|t| {
             Some((
                 t.name.to_string(),
-                Value::Object((**t.output_schema.as_ref()?).clone()),
+                definitions::result_schema(&t.name)?.clone(),
             ))
         });
         let builtin = builtin::catalog().tools.iter().filter_map(|t| {
@@ -344,6 +350,42 @@ fn snapshot_details() {
 }
 
 #[test]
+fn a_servers_own_instructions_come_with_its_first_details_in_a_session() {
+    let session = Introduced::per_session();
+    let details = |names: Value, introduced: &Introduced| {
+        let result = call_in(
+            definitions::GET_TOOL_DETAILS,
+            json!({ "names": names }),
+            introduced.clone(),
+        );
+        result.structured_content.expect("details")["serverInstructions"].clone()
+    };
+    // The time server has none; server-everything's come once, whole.
+    assert_eq!(
+        details(json!(["time__convert_time"]), &session),
+        Value::Null
+    );
+    let first = details(json!(["everything__echo", "time__convert_time"]), &session);
+    let everything = first["everything"]
+        .as_str()
+        .expect("everything's instructions");
+    assert!(
+        everything.starts_with("# Everything Server"),
+        "{everything}"
+    );
+    assert_eq!(first.as_object().map(|o| o.len()), Some(1));
+    assert_eq!(
+        details(json!(["everything__get-sum"]), &session),
+        Value::Null
+    );
+    // Where no session remembers (2026-07-28, the command line): every time.
+    let stateless = Introduced::default();
+    for _ in 0..2 {
+        assert!(details(json!(["everything__echo"]), &stateless)["everything"].is_string());
+    }
+}
+
+#[test]
 fn snapshot_initialize_instructions() {
     use rmcp::ServerHandler;
     let info = rig().server.get_info();
@@ -422,6 +464,70 @@ fn hundreds_of_unavailable_servers_leave_room_for_the_hits_and_the_one_that_matt
     assert!(
         text.contains("\"broken-250\" cannot be used: its command is not installed"),
         "{text}"
+    );
+}
+
+#[test]
+fn the_surface_stays_within_4000_characters_whatever_the_number_of_servers() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tools = json!({"tools": definitions()}).to_string();
+    let mut sizes = Vec::new();
+    for count in [0, 4, 70, 1000] {
+        let servers: serde_json::Map<String, Value> = (0..count)
+            .map(|i| {
+                let about =
+                    "Reads, writes and searches the records of one team's service in detail";
+                (
+                    format!("team-service-{i:04}"),
+                    json!({"command": "x", "description": about}),
+                )
+            })
+            .collect();
+        let config = json!({"metaServer": {"skillsDirs": []}, "mcpServers": servers});
+        let settings =
+            Settings::parse(&root.join("config.json"), &config.to_string()).expect("config");
+        let (library, _) = super::load_library(&settings).expect("library");
+        let overview = super::overview(&settings, &library);
+        sizes.push(tools.chars().count() + overview.chars().count());
+    }
+    assert!(sizes.iter().all(|&n| n <= 4_000), "{sizes:?}");
+    // Capped: from 70 to 1,000 servers only the count of the servers left out grows a digit.
+    assert!(sizes[3] <= sizes[2] + 1, "{sizes:?}");
+}
+
+#[test]
+fn a_weak_search_while_a_server_is_indexed_points_at_that_server_not_the_query() {
+    let rig = rig();
+    let state = &rig.server.state;
+    let library = state.library();
+    let search = |indexing: &[&str], query: &str| {
+        let scope = super::tools::search::Scope {
+            library: &library,
+            servers: vec!["time", "slow"],
+            boosted: Default::default(),
+            indexing: indexing.iter().map(|s| s.to_string()).collect(),
+            unavailable: Vec::new(),
+            results: &state.results,
+            soft: CLIENT_LIMIT,
+        };
+        let args = serde_json::from_value(json!({ "query": query })).unwrap();
+        let out = super::tools::search::answer(&scope, args)
+            .structured_content
+            .unwrap();
+        out["hint"].as_str().unwrap_or_default().to_owned()
+    };
+    let hint = search(&["slow"], "zebra husbandry");
+    assert!(
+        hint.starts_with(
+            "No tool matched \"zebra husbandry\" well yet: server \"slow\" is still being indexed"
+        ) && hint.contains("with \"server\": \"slow\"")
+            && !hint.contains("Rephrase"),
+        "{hint}"
+    );
+    assert!(search(&["slow", "other"], "zebra husbandry").contains("servers slow, other are"));
+    assert!(
+        search(&[], "zebra husbandry").contains("Rephrase"),
+        "nothing indexing: rephrase"
     );
 }
 

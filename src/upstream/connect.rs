@@ -524,12 +524,26 @@ fn sse_error(server: &str, url: &str, e: SseError) -> UpstreamError {
 #[derive(Default)]
 pub struct CommandLookups(HashMap<(String, String, PathBuf), bool>);
 
+/// Why a configured server cannot be started as it is written.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// A variable it uses is not set, or its entry cannot be launched.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// Its stdio command is on no PATH (the name shown with the config's secrets redacted).
+    #[error("command \"{0}\" was not found; install it or give its full path in \"command\"")]
+    NotFound(String),
+}
+
 /// Whether `config`'s server can be started as configured: its variables are set and a
 /// stdio command exists (looked up once per `lookups`). Says what to fix when not.
-pub fn check_launch(config: &ServerConfig, lookups: &mut CommandLookups) -> Result<(), String> {
+pub fn check_launch(
+    config: &ServerConfig,
+    lookups: &mut CommandLookups,
+) -> Result<(), LaunchError> {
     let Launch::Stdio {
         command, env, cwd, ..
-    } = config.launch().map_err(|e| e.to_string())?
+    } = config.launch()?
     else {
         return Ok(());
     };
@@ -548,9 +562,9 @@ pub fn check_launch(config: &ServerConfig, lookups: &mut CommandLookups) -> Resu
     if found {
         return Ok(());
     }
-    Err(Redactor::new(config.secrets()).apply(&format!(
-        "command \"{command}\" was not found; install it or give its full path in \"command\""
-    )))
+    Err(LaunchError::NotFound(
+        Redactor::new(config.secrets()).apply(&command),
+    ))
 }
 
 fn spawn_message(command: &str, e: &std::io::Error) -> String {
@@ -593,19 +607,19 @@ mod tests {
         )
         .expect("config");
         let mut lookups = CommandLookups::default();
-        let checked: Vec<Result<(), String>> = settings
+        let checked: Vec<Result<(), LaunchError>> = settings
             .servers
             .iter()
             .map(|server| check_launch(server, &mut lookups))
             .collect();
         for missing in &checked[..2] {
-            let message = missing.as_ref().expect_err("not on PATH");
+            let message = missing.as_ref().expect_err("not on PATH").to_string();
             assert!(
                 message.contains("\"meta-server-test-found-nowhere\" was not found"),
                 "{message}"
             );
         }
-        assert_eq!(checked[2], Ok(()));
+        assert!(checked[2].is_ok());
         assert_eq!(lookups.0.len(), 2, "one lookup per command");
     }
 }

@@ -39,7 +39,7 @@ use tokio::time::Instant;
 use crate::config::{ConfigError, ServerConfig};
 use crate::redact::Redactor;
 
-pub use connect::{CommandLookups, UpstreamClient, check_launch};
+pub use connect::{CommandLookups, LaunchError, UpstreamClient, check_launch};
 pub use features::{Answer, Offers};
 
 /// How long a dead server's stderr may take to drain into its error message.

@@ -190,6 +190,20 @@ async def test_always_load_servers_are_connected_and_listed_directly(tmp_path):
         assert [t.name for t in (await c.list_tools()).tools] == names
 
 
+async def test_always_load_names_over_64_characters_are_shortened_and_called(tmp_path):
+    long = "time-server-kept-by-the-platform-engineering-team-tokyo"
+    cfg = write_config(tmp_path, {long: {**server_entries(tmp_path)["time"], "alwaysLoad": True}})
+    async with meta_client(cfg) as c:
+        listed = (await c.list_tools()).tools[3:]
+        qualified = [t.meta["meta-server/qualifiedName"] for t in listed]
+        assert qualified == [f"{long}__convert_time", f"{long}__get_current_time"]
+        assert [len(t.name) for t in listed] == [64, 64] and listed[0].name != listed[1].name
+        r = await c.call_tool(listed[1].name, {"timezone": "UTC"})
+        assert not r.is_error and json.loads(text_of(r))["timezone"] == "UTC"
+        r = await c.call_tool("call_tool", {"name": qualified[1], "arguments": {"timezone": "UTC"}})
+        assert not r.is_error, "the qualified name works through call_tool"
+
+
 async def _has_catalog(tmp: Path, server: str) -> bool:
     return (tmp / "catalogs" / f"{server}.json").exists()
 

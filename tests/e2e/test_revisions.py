@@ -78,6 +78,13 @@ async def test_each_revision_lists_searches_and_calls_the_time_server(time_confi
         r = await c.call_tool("call_tool", {"name": "time__get_current_time", "arguments": {"timezone": "UTC"}})
         assert not r.is_error, text_of(r)
         assert json.loads(text_of(r))["timezone"] == "UTC"
+        # server-everything's own instructions come with its tools' details: once in a session,
+        # every time without one.
+        given = []
+        for _ in range(2):
+            r = await c.call_tool("get_tool_details", {"names": ["everything__echo"]})
+            given.append("everything" in r.structured_content.get("serverInstructions", {}))
+        assert given == ([True, False] if mode == "legacy" else [True, True])
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -9,6 +9,7 @@ use rquickjs::prelude::{Coerced, FromJs, Func, Opt, Rest};
 use rquickjs::{Ctx, Exception, Function, Object, Promise, Value as JsValue, qjs};
 
 use super::{Answer, Hold, Shared, error_text, record_name};
+use crate::script::Rejection;
 use crate::surrogates::from_json;
 
 /// What the API functions do once the run is stopped: throw `null` at once, doing no work;
@@ -162,7 +163,7 @@ impl Shared {
 fn answer<'js>(
     ctx: &Ctx<'js>,
     tool: String,
-    reply: impl Future<Output = Result<Answer, String>> + 'js,
+    reply: impl Future<Output = Result<Answer, Rejection>> + 'js,
 ) -> rquickjs::Result<Promise<'js>> {
     let (promise, resolve, reject) = ctx.promise()?;
     let ctx = ctx.clone();
@@ -172,7 +173,7 @@ fn answer<'js>(
             Ok(answer) => ctx
                 .json_parse(answer.json)
                 .and_then(|v| resolve.call::<_, ()>((v,))),
-            Err(message) => Exception::from_message(ctx.clone(), &message)
+            Err(Rejection(message)) => Exception::from_message(ctx.clone(), &message)
                 .and_then(|e| e.set("tool", tool).map(|()| e))
                 .and_then(|e| reject.call::<_, ()>((e,))),
         };

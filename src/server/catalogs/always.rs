@@ -1,6 +1,7 @@
 //! `alwaysLoad` servers: connected at start-up, their tools listed in `tools/list` under
 //! qualified names after the three meta-tools. Fixed for the life of the process, so the
-//! client's prompt cache stays valid; a change needs a restart.
+//! client's prompt cache stays valid; a change needs a restart. A qualified name longer than
+//! model providers accept (64 characters) is listed shortened (see [`listed_name`]).
 
 use std::sync::Arc;
 
@@ -52,17 +53,45 @@ pub(in crate::server) async fn prepare(state: &Arc<State>) -> Vec<Tool> {
         .collect()
 }
 
-/// The catalog tool as an MCP tool under its qualified name; `None` if it does not parse.
+/// Longest tool name model providers accept.
+const MAX_NAME_CHARS: usize = 64;
+/// Where a shortened tool's `_meta` keeps its qualified name.
+const QUALIFIED_KEY: &str = "meta-server/qualifiedName";
+
+/// The catalog tool as an MCP tool under its listed name; `None` if it does not parse.
 fn listed(mut raw: Value, qualified: &str) -> Option<Tool> {
-    raw.as_object_mut()?.insert("name".into(), qualified.into());
+    let name = listed_name(qualified);
+    let fields = raw.as_object_mut()?;
+    if name != qualified {
+        let meta = fields
+            .entry("_meta")
+            .or_insert_with(|| serde_json::json!({}));
+        meta.as_object_mut()?
+            .insert(QUALIFIED_KEY.into(), qualified.into());
+    }
+    fields.insert("name".into(), name.into());
     serde_json::from_value(raw)
         .inspect_err(|e| tracing::warn!(tool = qualified, "cannot list this alwaysLoad tool: {e}"))
         .ok()
 }
 
-/// Whether `name` is one of the tools listed at start-up.
-pub(in crate::server) fn is_listed(listed: &[Tool], name: &str) -> bool {
-    listed.iter().any(|t| t.name == name)
+/// The name `qualified` is listed under: itself when it has at most 64 characters, else its
+/// first 55 characters, `_` and 8 hex digits of its checksum, which stay the same on every
+/// start and machine while the names do.
+pub(in crate::server) fn listed_name(qualified: &str) -> String {
+    if qualified.chars().count() <= MAX_NAME_CHARS {
+        return qualified.to_owned();
+    }
+    let head: String = qualified.chars().take(MAX_NAME_CHARS - 9).collect();
+    let sum = crate::checksum::of(qualified.as_bytes());
+    format!("{head}_{}", crate::checksum::hex(&sum[..4]))
+}
+
+/// The qualified name of the tool listed at start-up as `name`; `None` if none is.
+pub(in crate::server) fn resolve(listed: &[Tool], name: &str) -> Option<String> {
+    let tool = listed.iter().find(|t| t.name == name)?;
+    let qualified = tool.meta.as_ref().and_then(|m| m.get(QUALIFIED_KEY));
+    Some(qualified.and_then(Value::as_str).unwrap_or(name).to_owned())
 }
 
 #[cfg(test)]
@@ -75,6 +104,37 @@ mod tests {
         let raw = serde_json::json!({"name": "get_current_time", "inputSchema": {"type": "object"}, "x-kept": 1});
         let tool = listed(raw, &qualified_name("time", "get_current_time")).unwrap();
         assert_eq!(tool.name, "time__get_current_time");
-        assert!(is_listed(&[tool], "time__get_current_time"));
+        assert!(tool.meta.is_none());
+        let listed = [tool];
+        assert_eq!(
+            resolve(&listed, "time__get_current_time").as_deref(),
+            Some("time__get_current_time")
+        );
+        assert_eq!(resolve(&listed, "time__convert_time"), None);
+    }
+
+    #[test]
+    fn a_name_over_64_characters_is_listed_shortened_and_resolves_back() {
+        let long = |tool: &str| qualified_name("github-enterprise-server", tool);
+        let (a, b) = (
+            long("list_repository_collaborator_permission_levels_for_org"),
+            long("list_repository_collaborator_permission_levels_for_team"),
+        );
+        assert!(a.len() > 64);
+        let raw = |name: &str| serde_json::json!({"name": name, "inputSchema": {"type": "object"}, "_meta": {"x": 1}});
+        let listed = [listed(raw("a"), &a).unwrap(), listed(raw("b"), &b).unwrap()];
+        for (tool, qualified) in listed.iter().zip([&a, &b]) {
+            assert_eq!(tool.name.chars().count(), 64, "{}", tool.name);
+            assert!(qualified.starts_with(&tool.name[..55]));
+            assert_eq!(tool.name, listed_name(qualified), "the same on every start");
+            assert_eq!(resolve(&listed, &tool.name).as_ref(), Some(qualified));
+            assert_eq!(
+                tool.meta.as_ref().unwrap()["x"],
+                1,
+                "the server's own _meta is kept"
+            );
+        }
+        assert_ne!(listed[0].name, listed[1].name);
+        assert_eq!(listed_name("é".repeat(65).as_str()).chars().count(), 64);
     }
 }

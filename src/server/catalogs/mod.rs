@@ -13,5 +13,5 @@ mod listing;
 mod refresh;
 pub(in crate::server) mod shared;
 
-pub(in crate::server) use always::is_listed;
+pub(in crate::server) use always::resolve as resolve_listed;
 pub use error::RefreshError;

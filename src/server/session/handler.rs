@@ -25,7 +25,7 @@ use crate::result::Owner;
 use super::principal::{ANONYMOUS, Principal};
 use super::{instructions, login_offer, revision};
 use crate::server::State;
-use crate::server::caller::Caller;
+use crate::server::caller::{Caller, Introduced};
 use crate::server::catalogs::always;
 use crate::server::passthrough::{self, Passthrough};
 use crate::server::tools::request::Request;
@@ -58,6 +58,8 @@ pub struct MetaServer {
     /// The log level this session's client asked for; upstream log messages at or above it
     /// reach the client.
     log_level: LogLevel,
+    /// The servers whose instructions this session's client was given.
+    introduced: Introduced,
 }
 
 impl MetaServer {
@@ -80,6 +82,7 @@ impl MetaServer {
             passthrough: Arc::new(Passthrough::new(is_own)),
             client: ClientId::next(),
             log_level: LogLevel::default(),
+            introduced: Introduced::per_session(),
         }
     }
 
@@ -103,6 +106,7 @@ impl MetaServer {
             },
             client: ClientId::next(),
             log_level: LogLevel::default(),
+            introduced: Introduced::per_session(),
             ..self.clone()
         }
     }
@@ -384,6 +388,12 @@ impl ServerHandler for MetaServer {
                     peer: cx.peer.clone(),
                     log_level: self.log_level.clone(),
                 }
+            },
+            // No session remembers for a 2026-07-28 client: it gets them every time.
+            introduced: if revision::is_stateless(&cx) {
+                Introduced::default()
+            } else {
+                self.introduced.clone()
             },
         };
         let arguments = request.arguments.unwrap_or_default();

@@ -4,7 +4,7 @@
 
 mod handler;
 pub(in crate::server) mod http;
-mod instructions;
+pub(in crate::server) mod instructions;
 mod login_offer;
 mod principal;
 mod revision;
@@ -16,5 +16,6 @@ pub use http::{
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, HttpError, HttpOptions,
     HttpServer, PATH as HTTP_PATH, Token,
 };
+pub use instructions::overview;
 pub use start::StartError;
 pub use stdio::{StdioError, serve_stdio};

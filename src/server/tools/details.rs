@@ -1,10 +1,14 @@
 //! `get_tool_details`: full definitions from the catalog, with did-you-mean for unknown names.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::reply::{self, Reply};
+use crate::catalog::hidden;
 use crate::server::State;
+use crate::server::caller::Introduced;
 
 /// `get_tool_details` arguments.
 #[derive(Deserialize)]
@@ -32,6 +36,9 @@ struct Output<'a> {
     /// Tools found but left out to keep within the result budget.
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     omitted: Vec<&'a str>,
+    /// Each shown tool's server's own instructions, the first time the client meets them.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    server_instructions: BTreeMap<&'a str, &'a str>,
 }
 
 #[derive(Serialize)]
@@ -42,10 +49,19 @@ struct NotFound {
 
 const MAX_NAMES: usize = 20;
 
+/// Characters kept of one server's instructions (server-everything's are 1,574).
+const INSTRUCTIONS_CHARS: usize = 3_000;
+
 /// Full definitions of the named tools, within `soft` tokens: tools that do not fit are listed
 /// as `omitted` (ask for them alone); one tool that alone does not fit is given in the text,
-/// where result handling cuts it and keeps it whole for reading back.
-pub(in crate::server) fn run(state: &State, soft: usize, args: Args) -> Reply {
+/// where result handling cuts it and keeps it whole for reading back. With `introduced`, the
+/// instructions of a shown tool's server come with it the first time (a script gets none).
+pub(in crate::server) fn run(
+    state: &State,
+    soft: usize,
+    args: Args,
+    introduced: Option<&Introduced>,
+) -> Reply {
     if args.names.is_empty() || args.names.len() > MAX_NAMES {
         return reply::error(format!(
             "names must hold 1 to {MAX_NAMES} qualified tool names, got {}",
@@ -101,13 +117,21 @@ pub(in crate::server) fn run(state: &State, soft: usize, args: Args) -> Reply {
         tools.push((entry.qualified.clone(), Value::Object(tool)));
     }
     let defs: Vec<Value> = tools.iter().map(|(_, def)| def.clone()).collect();
-    reply::fitted(&state.results, soft, 0, defs.len(), |shown| {
+    let instructions = introduced.map(|i| new_instructions(state, &defs, i));
+    let instructions = instructions.unwrap_or_default();
+    let reply = reply::fitted(&state.results, soft, 0, defs.len(), |shown| {
         let out = Output {
             tools: &defs[..shown],
             not_found: &not_found,
             omitted: tools[shown..]
                 .iter()
                 .map(|(name, _)| name.as_str())
+                .collect(),
+            server_instructions: defs[..shown]
+                .iter()
+                .filter_map(|def| def["server"].as_str())
+                .filter_map(|server| instructions.get_key_value(server))
+                .map(|(server, text)| (server.as_str(), text.as_str()))
                 .collect(),
         };
         let text = match defs.first() {
@@ -116,16 +140,54 @@ pub(in crate::server) fn run(state: &State, soft: usize, args: Args) -> Reply {
             _ => serde_json::to_string(&out).expect("details serialize"),
         };
         reply::structured(&out, text)
-    })
+    });
+    if let (Some(introduced), Some(Value::Object(out))) = (introduced, &reply.structured_content)
+        && let Some(Value::Object(given)) = out.get("serverInstructions")
+    {
+        introduced.mark(given.keys().map(String::as_str));
+    }
+    reply
 }
 
-/// The text of a TypeScript answer: the declarations, then a comment per unknown name.
+/// The instructions of the servers of `defs` that `introduced` has not given yet, cleaned
+/// of hidden characters and cut to [`INSTRUCTIONS_CHARS`].
+fn new_instructions(
+    state: &State,
+    defs: &[Value],
+    introduced: &Introduced,
+) -> BTreeMap<String, String> {
+    let library = state.library();
+    defs.iter()
+        .filter_map(|def| def["server"].as_str())
+        .filter(|server| introduced.is_new(server))
+        .filter_map(|server| {
+            let text = library.catalogs.get(server)?.instructions.as_deref()?;
+            let text = hidden::strip(text.trim()).0;
+            let text = match text.char_indices().nth(INSTRUCTIONS_CHARS) {
+                Some((end, _)) => format!("{}… (cut)", &text[..end]),
+                None => text,
+            };
+            (!text.is_empty()).then(|| (server.to_owned(), text))
+        })
+        .collect()
+}
+
+/// The text of a TypeScript answer: the servers' instructions and the declarations, then a
+/// comment per unknown name.
 fn typescript_text(out: &Output) -> String {
     let mut parts: Vec<String> = out
-        .tools
+        .server_instructions
         .iter()
-        .filter_map(|t| t["typescript"].as_str().map(str::to_owned))
+        .map(|(server, text)| {
+            let text = text.replace("*/", "* /");
+            format!("/* Instructions of server \"{server}\":\n{text}\n*/")
+        })
         .collect();
+    parts.extend(
+        out.tools
+            .iter()
+            .filter_map(|t| t["typescript"].as_str().map(str::to_owned)),
+    );
     for missing in out.not_found {
         parts.push(format!(
             "// unknown tool \"{}\"; did you mean: {}",

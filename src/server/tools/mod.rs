@@ -70,6 +70,7 @@ pub async fn call(
         cancelled: tokio_util::sync::CancellationToken::new(),
         progress_to: None,
         origin: crate::upstream::Origin::Detached,
+        introduced: Default::default(),
     };
     let args = call::Args {
         name: name.to_owned(),

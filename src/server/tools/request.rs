@@ -14,7 +14,7 @@ use crate::config::RESERVED_SERVER;
 use crate::library::SEPARATOR;
 use crate::server::State;
 use crate::server::caller::Caller;
-use crate::server::catalogs::{RefreshError, first_run, is_listed};
+use crate::server::catalogs::{RefreshError, first_run, resolve_listed};
 
 /// A call of a tool of `tools/list`, its arguments read.
 pub(in crate::server) enum Request {
@@ -41,10 +41,12 @@ impl Request {
             SEARCH_TOOLS => reply::parse_args(name, arguments).map(Self::Search),
             GET_TOOL_DETAILS => reply::parse_args(name, arguments).map(Self::Details),
             CALL_TOOL => reply::parse_args(name, arguments).map(Self::Tool),
-            tool if is_listed(listed, tool) => Ok(Self::Tool(call::Args {
-                name: tool.to_owned(),
-                arguments: Some(arguments),
-            })),
+            tool if let Some(qualified) = resolve_listed(listed, tool) => {
+                Ok(Self::Tool(call::Args {
+                    name: qualified,
+                    arguments: Some(arguments),
+                }))
+            }
             other => {
                 return Err(McpError::invalid_params(
                     format!(
@@ -119,7 +121,7 @@ impl Request {
             }
             Self::Details(args) => {
                 let route = Route::GetToolDetails;
-                let result = details::run(state, soft(&route), args);
+                let result = details::run(state, soft(&route), args, Some(&caller.introduced));
                 (GET_TOOL_DETAILS.to_owned(), route, result)
             }
             Self::Tool(args) => {

@@ -19,7 +19,7 @@ use super::{details, search};
 use crate::budget::Route;
 use crate::config::RESERVED_SERVER;
 use crate::result::Owner;
-use crate::script::{self, CallRecord, Host, HostFuture, Limits, Report};
+use crate::script::{self, CallRecord, Host, HostFuture, Limits, Rejection, Report};
 use crate::server::State;
 use crate::server::caller::Caller;
 use crate::upstream::Origin;
@@ -220,6 +220,7 @@ impl Host for ServerHost {
             cancelled: self.scope.clone(),
             progress_to: None,
             origin: self.origin.clone(),
+            introduced: Default::default(),
         };
         let progress = self.progress.clone();
         let dispatch = self.dispatch;
@@ -235,7 +236,7 @@ impl Host for ServerHost {
         })
     }
 
-    fn search(&self, query: String, limit: Option<u32>) -> HostFuture<Result<Value, String>> {
+    fn search(&self, query: String, limit: Option<u32>) -> HostFuture<Result<Value, Rejection>> {
         let state = self.state.clone();
         let soft = self.soft(&Route::SearchTools);
         Box::pin(async move {
@@ -249,14 +250,14 @@ impl Host for ServerHost {
         })
     }
 
-    fn describe(&self, name: String) -> HostFuture<Result<Value, String>> {
+    fn describe(&self, name: String) -> HostFuture<Result<Value, Rejection>> {
         let state = self.state.clone();
         let soft = self.soft(&Route::GetToolDetails);
         Box::pin(async move {
             let mut args = serde_json::Map::new();
             args.insert("names".into(), json!([name]));
             let args = reply::parse_args(GET_TOOL_DETAILS, args)?;
-            let details = script::script_value(&details::run(&state, soft, args))?;
+            let details = script::script_value(&details::run(&state, soft, args, None))?;
             if let Some(tool) = details["tools"].get(0) {
                 return Ok(tool.clone());
             }
@@ -268,7 +269,7 @@ impl Host for ServerHost {
                 let near: Vec<&str> = near.iter().filter_map(Value::as_str).collect();
                 message.push_str(&format!(" Did you mean: {}?", near.join(", ")));
             }
-            Err(message)
+            Err(message.into())
         })
     }
 }

@@ -194,6 +194,8 @@ pub fn answer(scope: &Scope, args: Args) -> Reply {
             reply::echo(args.query.trim()),
             close.join(" or ")
         ))
+    } else if !confident && args.server.is_none() && !scope.indexing.is_empty() {
+        Some(indexing_hint(&args.query, &scope.indexing))
     } else {
         (!confident).then(|| weak_hint(library, &args.query, &hits, &servers))
     };
@@ -369,6 +371,27 @@ fn hints(raw: &Value) -> Option<Value> {
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     (!hints.is_empty()).then_some(Value::Object(hints))
+}
+
+/// What to do when nothing matched well while servers are still being indexed: their tools
+/// are the likeliest answer, so wait for them or search one of them (which waits for its
+/// listing), rather than rephrase.
+fn indexing_hint(query: &str, indexing: &[String]) -> String {
+    let names: Vec<&str> = indexing.iter().map(String::as_str).collect();
+    let (servers, which) = match names.as_slice() {
+        [one] => (
+            format!("server \"{one}\" is"),
+            format!("\"server\": \"{one}\""),
+        ),
+        _ => (
+            format!("servers {} are", name_list(&names)),
+            "\"server\" set to one of them".to_owned(),
+        ),
+    };
+    format!(
+        "No tool matched \"{}\" well yet: {servers} still being indexed, and their tools are not searchable until then. Search again in a moment, or with {which} (that search waits for its tools).",
+        reply::echo(query)
+    )
 }
 
 /// What to do when nothing matched well. With weak hits they are the near misses; without,
