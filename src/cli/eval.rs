@@ -26,7 +26,8 @@ use crate::search::{self, SearchOptions};
 /// JSON lines {"id", "query", "gold": [{"server", "name", "alt"?: [{"server", "name"}]}]}; a
 /// gold item counts as found when it or one of its alts is retrieved. With --queries, tools come from --tools (JSON
 /// lines, one MCP tool per line plus its "server") or from the catalogs in --catalog-dir. No
-/// config file is needed.
+/// config file is needed. A set may keep part of its queries aside in NAME.heldout.jsonl, measured
+/// only with --held-out (final checks, never tuning).
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Queries with their gold tools (JSON lines). Default: every set in --sets.
@@ -40,6 +41,11 @@ pub struct Args {
     /// Only this set of --sets (repeatable), e.g. --set azure.
     #[arg(long = "set", value_name = "NAME", conflicts_with = "queries")]
     only: Vec<String>,
+
+    /// Measure the held-out part (NAME.heldout.jsonl) of the sets that have one, instead of
+    /// their development queries: for a final check, not for tuning.
+    #[arg(long, conflicts_with = "queries")]
+    held_out: bool,
 
     /// Score every Nth query only (1: all), for quick comparisons on big sets.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
@@ -59,6 +65,11 @@ pub struct Args {
     #[arg(long = "option", value_name = "KEY=VALUE")]
     options: Vec<String>,
 
+    /// Measure the baseline instead: untuned BM25 over name and description only (no stop
+    /// words, stemming, synonyms, boosts, name matching or vectors); --option applies on top.
+    #[arg(long)]
+    baseline: bool,
+
     /// Directory of the embedding runtime and model (scripts/fetch-embed-assets; default:
     /// meta-server's own, ~/.local/share/meta-server/embed). Builds with the `embeddings`
     /// feature search hybrid when it holds them; --option embeddings=false measures BM25 alone.
@@ -68,6 +79,11 @@ pub struct Args {
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
+
+    /// Also write every query's ranking to FILE, one JSON line per query: {"set", "line",
+    /// "query", "gold", "ranked", "recall@3"}, to read the misses.
+    #[arg(long, value_name = "FILE")]
+    ranked: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -143,7 +159,11 @@ struct Latency {
 /// `config` is only read, if it exists, for its catalog directory when `--catalog-dir` is not
 /// given and tools do not come from `--tools`.
 pub fn run(args: Args, config: &Path, catalog_dir: Option<PathBuf>) -> anyhow::Result<ExitCode> {
-    let mut options = SearchOptions::default();
+    let mut options = if args.baseline {
+        SearchOptions::plain_bm25()
+    } else {
+        SearchOptions::default()
+    };
     for setting in &args.options {
         options.set(setting).map_err(anyhow::Error::msg)?;
     }
@@ -164,9 +184,13 @@ pub fn run(args: Args, config: &Path, catalog_dir: Option<PathBuf>) -> anyhow::R
     if embedder.is_none() && args.options.iter().any(|o| o.starts_with("fusion=")) {
         eprintln!("note: this search is BM25 only, so the fusion option changes nothing");
     }
+    if let Some(path) = &args.ranked {
+        // Truncated once here; each measured set appends its lines.
+        std::fs::write(path, "").with_context(|| format!("cannot write {}", path.display()))?;
+    }
     let Some(queries) = &args.queries else {
         let mut reports = Vec::new();
-        for (name, queries, tools) in sets(&args.sets, &args.only)? {
+        for (name, queries, tools) in sets(&args.sets, &args.only, args.held_out)? {
             let catalogs = catalogs_from_jsonl(&tools)?;
             let report = measure(&name, &queries, catalogs, None, &options, &embedder, &args)
                 .with_context(|| format!("set {name}"))?;
@@ -218,8 +242,13 @@ pub fn run(args: Args, config: &Path, catalog_dir: Option<PathBuf>) -> anyhow::R
 }
 
 /// The sets in `dir` (name, queries file, tools file), sorted by name; only those named in
-/// `only` if it is not empty.
-fn sets(dir: &Path, only: &[String]) -> anyhow::Result<Vec<(String, PathBuf, PathBuf)>> {
+/// `only` if it is not empty. With `held_out`, only the sets with a NAME.heldout.jsonl, that
+/// file as their queries and "NAME (held out)" as their name.
+fn sets(
+    dir: &Path,
+    only: &[String],
+    held_out: bool,
+) -> anyhow::Result<Vec<(String, PathBuf, PathBuf)>> {
     let entries = std::fs::read_dir(dir).with_context(|| {
         format!(
             "cannot read the evaluation sets in {}; pass --sets DIR or --queries FILE",
@@ -250,17 +279,29 @@ fn sets(dir: &Path, only: &[String]) -> anyhow::Result<Vec<(String, PathBuf, Pat
             }
             _ => tools,
         };
+        if held_out {
+            let aside = dir.join(format!("{name}.heldout.jsonl"));
+            if aside.exists() {
+                sets.push((format!("{name} (held out)"), aside, tools));
+            }
+            continue;
+        }
         sets.push((name.to_owned(), path, tools));
     }
     sets.sort();
-    if let Some(missing) = only.iter().find(|o| !sets.iter().any(|(n, ..)| n == *o)) {
+    let named = |o: &String, n: &String| n == o || n.strip_suffix(" (held out)") == Some(o);
+    if let Some(missing) = only
+        .iter()
+        .find(|o| !sets.iter().any(|(n, ..)| named(o, n)))
+    {
         bail!(
             "no set \"{missing}\" in {} (a set is NAME.queries.jsonl with NAME.catalog.jsonl)",
             dir.display()
         );
     }
     if sets.is_empty() {
-        bail!("no NAME.queries.jsonl in {}", dir.display());
+        let what = if held_out { "heldout" } else { "queries" };
+        bail!("no NAME.{what}.jsonl in {}", dir.display());
     }
     Ok(sets)
 }
@@ -306,6 +347,7 @@ fn measure(
     let mut by_coverage = Buckets::new(&COVERAGES);
     let mut by_similarity = Buckets::new(&SIMILARITIES);
     let mut unknown_gold = Vec::new();
+    let mut rankings = String::new();
     for Query { line, text, gold } in &queries {
         for keys in gold {
             if !keys.iter().any(|k| library.entries.contains_key(k)) {
@@ -317,6 +359,17 @@ fn measure(
         times.push(started.elapsed());
         let ranked: Vec<&str> = hits.iter().map(|h| h.key.as_str()).collect();
         let scores = metrics::score(&ranked, gold);
+        if args.ranked.is_some() {
+            let line = serde_json::json!({
+                "set": name,
+                "line": line,
+                "query": text,
+                "gold": gold.iter().map(|keys| &keys[0]).collect::<Vec<_>>(),
+                "ranked": ranked,
+                "recall@3": scores.recall_3,
+            });
+            rankings.push_str(&format!("{line}\n"));
+        }
         all.add(scores);
         if let Some(best) = hits.first() {
             by_coverage.add(best.coverage, scores);
@@ -355,6 +408,14 @@ fn measure(
         );
     }
     report_unknown(&unknown_gold);
+    if let Some(path) = &args.ranked {
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(rankings.as_bytes()))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
     times.sort();
     Ok(Report {
         set: name.to_owned(),
@@ -363,6 +424,8 @@ fn measure(
         limit: args.limit,
         ranking: if library.is_hybrid() {
             format!("hybrid, {:?}", library.index.options().fusion)
+        } else if args.baseline {
+            "plain bm25 (baseline)".into()
         } else {
             "bm25".into()
         },

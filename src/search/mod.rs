@@ -94,6 +94,8 @@ pub struct SearchIndex {
     version: u64,
     /// The documents' analyzer, reused for queries.
     analyzer: TextAnalyzer,
+    /// The same without stemming, for the surface field (`Fields::surface`).
+    surface: TextAnalyzer,
     /// Synonyms of query words, analyzed like them.
     synonyms: Arc<synonyms::Synonyms>,
     /// Ordinals of meta-server's own tools (server [`HELPER_SERVER`]), ranked down by
@@ -120,10 +122,7 @@ impl SearchIndex {
         };
         let (definition, fields) = schema::schema(&options);
         let index = Index::create_in_ram(definition);
-        let mut analyzer = schema::analyzer(&options);
-        index
-            .tokenizers()
-            .register(schema::ANALYZER, analyzer.clone());
+        let (mut analyzer, surface) = schema::register_analyzers(&index, &options);
         let mut tables = Tables::default();
         schema::commit_docs(
             &index,
@@ -134,13 +133,19 @@ impl SearchIndex {
             &docs,
             &name_parts,
         )?;
-        Ok(Self::open(index, analyzer, fields, options, tables)?)
+        Ok(Self::open(
+            index,
+            (analyzer, surface),
+            fields,
+            options,
+            tables,
+        )?)
     }
 
     /// The first version of an index whose documents are committed and described by `tables`.
     fn open(
         index: Index,
-        analyzer: TextAnalyzer,
+        (analyzer, surface): (TextAnalyzer, TextAnalyzer),
         fields: Fields,
         options: SearchOptions,
         tables: Tables,
@@ -159,6 +164,7 @@ impl SearchIndex {
             synonyms: Arc::new(synonyms::Synonyms::new(&analyzer)),
             helpers: tables.ords_of(HELPER_SERVER),
             analyzer,
+            surface,
             fields,
             options,
             tables,
@@ -227,6 +233,7 @@ impl SearchIndex {
             generation: self.generation.clone(),
             version: self.version + 1,
             analyzer,
+            surface: self.surface.clone(),
             synonyms: self.synonyms.clone(),
             helpers: tables.ords_of(HELPER_SERVER),
             fields: self.fields.clone(),

@@ -82,6 +82,13 @@ pub struct SearchOptions {
     /// Weight (0..=1) of a query word's synonyms (`fetch` for `get`) relative to the word, in
     /// BM25 search without vectors (0: none).
     pub synonyms: f32,
+    /// Boost of a query word as written, where stemming changes it (`papers`, `databases`),
+    /// in the tools' name, title and description as written (0: stems alone): a tool with the
+    /// very form the query uses ranks above one with another form of the stem.
+    pub surface: f32,
+    /// A tool whose name is the query, or close to it when the query looks like a name
+    /// (did-you-mean), ranks first.
+    pub names: bool,
 }
 
 impl Default for SearchOptions {
@@ -94,7 +101,7 @@ impl Default for SearchOptions {
             name: 1.0,
             title: 1.0,
             description: 1.0,
-            params: 0.3,
+            params: 0.1,
             server: 1.0,
             combine: Combine::Sum,
             global_idf: false,
@@ -114,11 +121,47 @@ impl Default for SearchOptions {
             even_ties: false,
             synonyms: 0.5,
             helpers: 0.5,
+            surface: 0.5,
+            names: true,
         }
     }
 }
 
 impl SearchOptions {
+    /// The baseline every ranking is measured against: untuned BM25 over name and description
+    /// alone, words split at non-alphanumeric characters and lower-cased, no stop words,
+    /// stemming, synonyms, coverage factor, name matching or vectors.
+    pub fn plain_bm25() -> Self {
+        Self {
+            stopwords: StopWords::None,
+            stem: false,
+            split_case: false,
+            decompound: false,
+            name: 1.0,
+            title: 0.0,
+            description: 1.0,
+            params: 0.0,
+            server: 0.0,
+            combine: Combine::Sum,
+            global_idf: false,
+            name_len: 1.0,
+            description_len: 1.0,
+            params_len: 1.0,
+            server_len: 1.0,
+            coverage: 0.0,
+            coverage_words: 0,
+            phrase: 0.0,
+            max_df: 1.0,
+            embeddings: false,
+            even_ties: false,
+            synonyms: 0.0,
+            helpers: 1.0,
+            surface: 0.0,
+            names: false,
+            ..Self::default()
+        }
+    }
+
     /// Sets one option from `key=value` text, e.g. `stopwords=false`, `combine=dismax:0.1`.
     pub fn set(&mut self, setting: &str) -> Result<(), String> {
         let (key, value) = setting
@@ -191,6 +234,7 @@ impl SearchOptions {
             "phrase" => self.phrase = number()?,
             "synonyms" => self.synonyms = fraction()?,
             "helpers" => self.helpers = fraction()?,
+            "surface" => self.surface = number()?,
             "max_df" => self.max_df = number()?,
             "embeddings" => {
                 self.embeddings = value
@@ -198,6 +242,11 @@ impl SearchOptions {
                     .map_err(|_| format!("embeddings is true or false, got \"{value}\""))?;
             }
             "fusion" => self.fusion = parse_fusion(value)?,
+            "names" => {
+                self.names = value
+                    .parse()
+                    .map_err(|_| format!("names is true or false, got \"{value}\""))?;
+            }
             "even_ties" => {
                 self.even_ties = value
                     .parse()
@@ -221,7 +270,7 @@ impl SearchOptions {
             }
             _ => {
                 return Err(format!(
-                    "unknown option \"{key}\"; options: stopwords, stem, split_case, decompound, name, title, description, params, server, combine, idf, name_len, description_len, params_len, server_len, coverage, coverage_words, phrase, synonyms, helpers, max_df, embeddings, fusion, even_ties"
+                    "unknown option \"{key}\"; options: stopwords, stem, split_case, decompound, name, title, description, params, server, combine, idf, name_len, description_len, params_len, server_len, coverage, coverage_words, phrase, synonyms, helpers, max_df, embeddings, fusion, even_ties, surface, names"
                 ));
             }
         }
@@ -326,5 +375,18 @@ mod tests {
         o.set("even_ties=true").unwrap();
         assert!(o.even_ties);
         assert!(o.set("even_ties=1").is_err());
+        o.set("surface=0.7").unwrap();
+        assert_eq!(o.surface, 0.7);
+        o.set("names=false").unwrap();
+        assert!(!o.names);
+    }
+
+    #[test]
+    fn the_plain_baseline_searches_name_and_description_alone() {
+        let p = SearchOptions::plain_bm25();
+        let fields = [p.name, p.title, p.description, p.params, p.server];
+        assert_eq!(fields, [1.0, 0.0, 1.0, 0.0, 0.0]);
+        assert!(!p.stem && !p.embeddings && !p.names && p.stopwords == StopWords::None);
+        assert_eq!((p.coverage, p.synonyms, p.surface), (0.0, 0.0, 0.0));
     }
 }

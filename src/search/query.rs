@@ -25,6 +25,7 @@ pub(super) struct Synonym<'a> {
 }
 
 impl SearchIndex {
+    /// The query's analyzed words, without those found in
     /// more than `max_df` of the tools when some rarer word that a tool has remains.
     pub(super) fn words(&self, query: &str) -> Vec<String> {
         // A query is a sentence or two; a megabyte of it must not cost a megabyte of work.
@@ -35,6 +36,14 @@ impl SearchIndex {
         while let Some(token) = stream.next() {
             if words.len() == MAX_QUERY_WORDS {
                 break;
+            }
+            // A word also given in parts (`MySQL`: `my`, `sql`) is searched whole only when
+            // some tool has it: otherwise its parts stand for it, and it would only count as
+            // a word no tool matches.
+            if token.position_length >= tokenizer::JOINED
+                && !self.tables.vocab.contains_key(&token.text)
+            {
+                continue;
             }
             words.push(token.text.clone());
         }
@@ -51,6 +60,27 @@ impl SearchIndex {
             }
         }
         words
+    }
+
+    /// The query's words as written that stemming changes (`papers` of `papers`, `paper`),
+    /// for the surface field; none unless [`super::SearchOptions::surface`] is set.
+    pub(super) fn surface_words(&self, query: &str, words: &[String]) -> Vec<String> {
+        if self.options.surface == 0.0 || !self.options.stem {
+            return Vec::new();
+        }
+        let end = query.floor_char_boundary(MAX_QUERY_BYTES);
+        let mut analyzer = self.surface.clone();
+        let mut surface = Vec::new();
+        let mut stream = analyzer.token_stream(&query[..end]);
+        while let Some(token) = stream.next() {
+            if surface.len() == MAX_QUERY_WORDS {
+                break;
+            }
+            if !words.contains(&token.text) && !surface.contains(&token.text) {
+                surface.push(token.text.clone());
+            }
+        }
+        surface
     }
 
     /// Distinct query words with their term id (if any tool has the word), IDF weight, and
@@ -141,14 +171,24 @@ impl SearchIndex {
     }
 
     /// One clause per distinct query word over all fields (summed or DisMax), its
-    /// `synonyms`' clauses (see [`Self::expansions`]), plus phrase clauses for adjacent words.
+    /// `synonyms`' clauses (see [`Self::expansions`]), one per `surface` word in the surface
+    /// field, plus phrase clauses for adjacent words.
     pub(super) fn query(
         &self,
         words: &[String],
+        surface: &[String],
         server: Option<&str>,
         synonyms: &[Vec<Synonym>],
     ) -> Option<Box<dyn Query>> {
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        for word in surface {
+            let tq = TermQuery::new(
+                Term::from_field_text(self.fields.surface, word),
+                IndexRecordOption::WithFreqs,
+            );
+            let boosted = BoostQuery::new(Box::new(tq), self.options.surface);
+            clauses.push((Occur::Should, Box::new(boosted)));
+        }
         for word in distinct(words) {
             if !self.tables.vocab.contains_key(word) {
                 continue; // no tool has it: nothing to look up

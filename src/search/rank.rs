@@ -20,10 +20,12 @@ impl SearchIndex {
         dense: Option<(&[f32], &DocVectors)>,
     ) -> Result<Vec<Hit>, SearchError> {
         let words = self.words(query);
+        let names = self.options.names;
         let exact: Vec<u32> = self
             .tables
             .names
             .get(query.trim().to_lowercase().as_str())
+            .filter(|_| names)
             .into_iter()
             .flatten()
             .copied()
@@ -77,7 +79,8 @@ impl SearchIndex {
         // meta-server's own tools count less in a long request (`SearchOptions::helpers`).
         let demote = !short && self.options.helpers != 1.0 && !self.helpers.is_empty();
         let mut bm25: Vec<(u32, f32)> = Vec::new();
-        if let Some(q) = self.query(&words, server, &synonyms) {
+        let surface = self.surface_words(query, &words);
+        if let Some(q) = self.query(&words, &surface, server, &synonyms) {
             let searcher = &self.searcher;
             // Paired with `Count`, TopDocs scores every match instead of pruning with
             // block-WAND: a question's many words over five fields give dozens of posting
@@ -123,7 +126,8 @@ impl SearchIndex {
         // Did-you-mean for what looks like an identifier, and for a plain word only when no
         // tool matches the query's words well: "email" is one letter from a tool called
         // `mail`, and must not push `send_email` down.
-        let close = if exact.is_empty()
+        let close = if names
+            && exact.is_empty()
             && (identifier_like(query)
                 || bm25
                     .iter()

@@ -197,12 +197,9 @@ impl SearchIndex {
         if index.schema() != definition {
             return Err(unusable("its schema is not this build's".into()));
         }
-        let analyzer = schema::analyzer(options);
-        index
-            .tokenizers()
-            .register(schema::ANALYZER, analyzer.clone());
+        let analyzers = schema::register_analyzers(&index, options);
         let live = tables.live as u64;
-        let opened = Self::open(index, analyzer, fields, options.clone(), tables)
+        let opened = Self::open(index, analyzers, fields, options.clone(), tables)
             .map_err(|e| unusable(e.to_string()))?;
         let found = opened.searcher.num_docs();
         if found != live {

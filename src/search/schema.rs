@@ -15,6 +15,8 @@ use super::{SearchError, SearchOptions, StopWords, ToolDoc, tokenizer};
 
 /// Name of the analyzer registered with the index.
 pub(super) const ANALYZER: &str = "ident";
+/// Name of the analyzer of the surface field: [`ANALYZER`] without stemming.
+pub(super) const SURFACE_ANALYZER: &str = "surface";
 /// Indexing memory of tantivy's writer (its minimum).
 const WRITER_BYTES: usize = 15_000_000;
 
@@ -28,6 +30,9 @@ pub(super) struct Fields {
     pub description: Field,
     pub params: Field,
     pub server_text: Field,
+    /// Name, title and description with their words as written (not stemmed), searched by
+    /// the query words that stemming changes ([`SearchOptions::surface`]).
+    pub surface: Field,
     /// (field, boost) pairs searched by every query word.
     pub text: Vec<(Field, f32)>,
 }
@@ -48,6 +53,14 @@ pub(super) fn schema(options: &SearchOptions) -> (Schema, Fields) {
     let description = sb.add_text_field("description", text.clone());
     let params = sb.add_text_field("params", text.clone());
     let server_text = sb.add_text_field("server", text);
+    let surface = sb.add_text_field(
+        "surface",
+        TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer(SURFACE_ANALYZER)
+                .set_index_option(IndexRecordOption::WithFreqs),
+        ),
+    );
     let fields = Fields {
         ord,
         server,
@@ -56,6 +69,7 @@ pub(super) fn schema(options: &SearchOptions) -> (Schema, Fields) {
         description,
         params,
         server_text,
+        surface,
         text: vec![
             (name, options.name),
             (title, options.title),
@@ -110,6 +124,7 @@ pub(super) fn commit_docs(
             fields.description => d.description.as_str(),
             fields.params => d.params.as_str(),
             fields.server_text => d.server_text.as_str(),
+            fields.surface => format!("{} {parts} {} {}", d.name, d.title, d.description),
         ))?;
     }
     writer.commit()?;
@@ -117,7 +132,25 @@ pub(super) fn commit_docs(
     Ok(())
 }
 
-pub(super) fn analyzer(options: &SearchOptions) -> TextAnalyzer {
+/// The analyzers of documents and queries ([`ANALYZER`]) and of the surface field
+/// ([`SURFACE_ANALYZER`]), registered with `index`.
+pub(super) fn register_analyzers(
+    index: &Index,
+    options: &SearchOptions,
+) -> (TextAnalyzer, TextAnalyzer) {
+    let words = analyzer(options);
+    let surface = analyzer(&SearchOptions {
+        stem: false,
+        ..options.clone()
+    });
+    index.tokenizers().register(ANALYZER, words.clone());
+    index
+        .tokenizers()
+        .register(SURFACE_ANALYZER, surface.clone());
+    (words, surface)
+}
+
+fn analyzer(options: &SearchOptions) -> TextAnalyzer {
     let tokenizer = tokenizer::IdentTokenizer {
         split_case: options.split_case,
     };

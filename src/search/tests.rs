@@ -148,6 +148,52 @@ fn finds_by_description_words_with_stemming() {
     assert_eq!(hits[0].key, "time__get_current_time", "{hits:?}");
 }
 
+/// A product name written in camel case ("MySQL": "my", a stop word, and "SQL") also matches
+/// the whole word in a snake_case name (`mysql_server_list`).
+#[test]
+fn a_word_split_at_case_changes_also_matches_whole() {
+    let docs = vec![
+        doc("db", "mysql_server_list", "List servers", ""),
+        doc("db", "sql_server_list", "List servers", ""),
+    ];
+    let idx = SearchIndex::build(docs).unwrap();
+    let hits = idx.search("MySQL servers", 2, None).unwrap();
+    assert_eq!(
+        keys(&hits),
+        ["db__mysql_server_list", "db__sql_server_list"]
+    );
+    // A whole word no tool has does not count against the tools that have its parts.
+    let hits = idx.search("sqlServer", 2, None).unwrap();
+    assert!((hits[0].coverage - 1.0).abs() < 1e-6, "{hits:?}");
+}
+
+/// The query's word as written ("papers") ranks a tool with that very form above one with
+/// another form of its stem ("paper"), which stemming alone cannot tell apart.
+#[test]
+fn the_form_a_query_uses_counts_beyond_its_stem() {
+    let docs = vec![
+        doc("p", "read_paper", "Read a paper", ""),
+        doc("p", "find_papers", "Find papers by keyword", ""),
+    ];
+    let ranked = |surface: f32, query: &str| {
+        let options = SearchOptions {
+            surface,
+            embeddings: false,
+            ..SearchOptions::default()
+        };
+        let idx = SearchIndex::build_with(docs.clone(), options).unwrap();
+        let hits = idx.search(query, 2, None).unwrap();
+        keys(&hits)
+            .iter()
+            .map(|k| k.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ranked(0.5, "papers")[0], "p__find_papers");
+    assert_eq!(ranked(0.5, "paper")[0], "p__read_paper");
+    // With stems alone both tools have the word once, and the shorter description wins.
+    assert_eq!(ranked(0.0, "papers")[0], "p__read_paper");
+}
+
 #[test]
 fn camel_case_queries_match_snake_case_names() {
     let idx = index();
@@ -618,11 +664,16 @@ fn a_saved_index_answers_exactly_as_the_index_it_was_saved_from() {
     );
 }
 
+/// The directory of this build's saved format under `dir`.
+fn root_of(dir: &std::path::Path) -> std::path::PathBuf {
+    dir.join(format!("v{}", super::saved::FORMAT))
+}
+
 #[test]
 fn a_damaged_saved_index_is_an_error_never_an_index() {
     let saved = tempfile::tempdir().unwrap();
     index().save(saved.path(), &sources()).unwrap();
-    let root = saved.path().join("v2");
+    let root = root_of(saved.path());
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(root.join("manifest.json")).unwrap()).unwrap();
     let generation = manifest["generation"].as_str().unwrap();
@@ -652,7 +703,7 @@ fn a_damaged_saved_index_is_an_error_never_an_index() {
         for (what, damage) in damages {
             let dir = tempfile::tempdir().unwrap();
             copy_dir(saved.path(), dir.path());
-            damage(&dir.path().join("v2").join(generation).join(file));
+            damage(&root_of(dir.path()).join(generation).join(file));
             let opened = SearchIndex::open_saved(dir.path(), &SearchOptions::default());
             assert!(
                 matches!(opened, Err(SavedError::Unusable { .. })),
@@ -668,7 +719,7 @@ fn a_damaged_saved_index_is_an_error_never_an_index() {
     let sum = outside["files"]["meta.json"].clone();
     outside["files"]["../../secret"] = sum;
     std::fs::write(
-        dir.path().join("v2/manifest.json"),
+        root_of(dir.path()).join("manifest.json"),
         serde_json::to_vec(&outside).unwrap(),
     )
     .unwrap();
@@ -681,23 +732,27 @@ fn a_damaged_saved_index_is_an_error_never_an_index() {
     for manifest in ["", "{", "{\"format\": 1}"] {
         let dir = tempfile::tempdir().unwrap();
         copy_dir(saved.path(), dir.path());
-        std::fs::write(dir.path().join("v2/manifest.json"), manifest).unwrap();
+        std::fs::write(root_of(dir.path()).join("manifest.json"), manifest).unwrap();
         let opened = SearchIndex::open_saved(dir.path(), &SearchOptions::default());
         assert!(opened.is_err(), "manifest {manifest:?}");
     }
     let dir = tempfile::tempdir().unwrap();
     copy_dir(saved.path(), dir.path());
-    std::fs::remove_file(dir.path().join("v2/manifest.json")).unwrap();
+    std::fs::remove_file(root_of(dir.path()).join("manifest.json")).unwrap();
     let opened = SearchIndex::open_saved(dir.path(), &SearchOptions::default());
     assert!(
         matches!(opened, Ok(None)),
         "files written a moment ago may be another process's save in progress"
     );
     let written = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
-    std::fs::File::open(dir.path().join("v2").join(generation))
-        .unwrap()
-        .set_modified(written)
-        .unwrap();
+    std::fs::File::open(
+        dir.path()
+            .join(format!("v{}", super::saved::FORMAT))
+            .join(generation),
+    )
+    .unwrap()
+    .set_modified(written)
+    .unwrap();
     let opened = SearchIndex::open_saved(dir.path(), &SearchOptions::default());
     assert!(
         matches!(&opened, Err(SavedError::Unusable { message, .. }) if message.contains("manifest")),

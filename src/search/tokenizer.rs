@@ -125,13 +125,48 @@ impl Tokenizer for IdentTokenizer {
     /// The words of [`split_words`]; after each CJK character directly followed by another,
     /// also the pair (at the first one's position), so a two-character word matches as a word
     /// and not only as two characters found anywhere (Lucene's CJK bigrams, unigrams kept).
+    /// With `split_case`, a word split at case changes or digits is also given whole, before
+    /// its parts and at the first one's position, marked by a `position_length` of its number
+    /// of parts ([`JOINED`]): `MySQL` gives `MySQL`, `My`, `SQL`, so it matches `mysql` too.
     fn token_stream<'a>(&'a mut self, text: &'a str) -> IdentTokenStream {
-        let mut words = split_words(text);
+        let words = split_words(text);
         if !self.split_case {
-            words = join_touching(text, words);
+            return Self::tokens(text, &join_touching(text, words), &[]);
         }
+        let whole = join_touching(text, words.clone());
+        Self::tokens(text, &words, &whole)
+    }
+}
+
+/// The smallest `position_length` of a token that is a whole word also given in parts.
+pub const JOINED: usize = 2;
+
+impl IdentTokenizer {
+    /// Tokens of `words` (byte ranges), each of `whole` (the same text joined where words
+    /// touch) that spans several words given first, as [`Tokenizer::token_stream`] says.
+    fn tokens(text: &str, words: &[(usize, usize)], whole: &[(usize, usize)]) -> IdentTokenStream {
+        let mut whole = whole.iter().peekable();
         let mut tokens = Vec::with_capacity(words.len());
         for (position, &(from, to)) in words.iter().enumerate() {
+            while let Some(&&(w_from, w_to)) = whole.peek() {
+                if w_from > from {
+                    break;
+                }
+                whole.next();
+                let parts = words[position..]
+                    .iter()
+                    .take_while(|&&(_, end)| end <= w_to)
+                    .count();
+                if w_from == from && parts >= JOINED {
+                    tokens.push(Token {
+                        offset_from: w_from,
+                        offset_to: w_to,
+                        position,
+                        text: text[w_from..w_to].to_owned(),
+                        position_length: parts,
+                    });
+                }
+            }
             let token = |to: usize| Token {
                 offset_from: from,
                 offset_to: to,
@@ -223,8 +258,23 @@ mod tests {
     }
 
     #[test]
-    fn token_stream_yields_every_word() {
-        assert_eq!(texts(true, "readTextFile"), ["read", "Text", "File"]);
+    fn token_stream_yields_every_word_and_a_split_word_whole() {
+        assert_eq!(
+            texts(true, "readTextFile"),
+            ["readTextFile", "read", "Text", "File"]
+        );
+        assert_eq!(
+            tokens(true, "MySQL db, get_issue"),
+            [
+                ("MySQL", 0),
+                ("My", 0),
+                ("SQL", 1),
+                ("db", 2),
+                ("get", 3),
+                ("issue", 4)
+            ]
+            .map(|(t, p)| (t.to_owned(), p))
+        );
     }
 
     #[test]

@@ -73,6 +73,8 @@ fn eval_scores_a_tools_file_without_any_config() {
                 "server=0",
                 "--option",
                 "title=0",
+                "--option",
+                "surface=0",
             ],
         ]
         .concat(),
@@ -218,7 +220,7 @@ fn metatool_numbers_in_the_documents_reproduce() {
         .collect();
     assert_eq!(
         got,
-        ["0.447", "0.650", "0.716", "0.533", "0.577"],
+        ["0.441", "0.645", "0.713", "0.528", "0.572"],
         "{report}"
     );
 }
@@ -275,6 +277,42 @@ fn eval_reports_every_set_side_by_side() {
 
     let stderr = fails(&mut meta_server(&[&base[..], &["--set", "three"]].concat()));
     assert!(stderr.contains("no set \"three\""), "{stderr}");
+
+    // --held-out measures only the sets with a NAME.heldout.jsonl, on those queries.
+    let stderr = fails(&mut meta_server(&[&base[..], &["--held-out"]].concat()));
+    assert!(stderr.contains("no NAME.heldout.jsonl"), "{stderr}");
+    let aside: String = std::fs::read_to_string(fixture("queries.jsonl"))
+        .unwrap()
+        .lines()
+        .take(2)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(dir.path().join("two.heldout.jsonl"), aside).unwrap();
+    let held = report(&["--held-out"]);
+    assert_eq!(held.as_array().unwrap().len(), 1, "{held}");
+    assert_eq!(
+        (&held[0]["set"], &held[0]["queries"]),
+        (&"two (held out)".into(), &2.into())
+    );
+
+    // --baseline ranks with plain BM25 and says so; --ranked writes one line per query.
+    let ranked = dir.path().join("ranked.jsonl");
+    let plain = report(&[
+        "--set",
+        "one",
+        "--baseline",
+        "--ranked",
+        ranked.to_str().unwrap(),
+    ]);
+    assert_eq!(plain[0]["ranking"], "plain bm25 (baseline)", "{plain}");
+    let lines: Vec<Value> = std::fs::read_to_string(&ranked)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 5);
+    assert_eq!(lines[0]["set"], "one");
+    assert!(lines[0]["ranked"].as_array().is_some_and(|r| !r.is_empty()));
 
     // A set named BASE.VARIANT without a catalog of its own asks other queries of BASE's tools;
     // one without either catalog is an error naming the file it looked for.
