@@ -342,6 +342,7 @@ impl State {
                 }
             }
             if Arc::ptr_eq(&library, &self.library()) {
+                embedder.end_documents();
                 return;
             }
         }

@@ -218,3 +218,17 @@ fn a_client_leaving_while_tools_are_embedded_ends_serve_cleanly() {
     assert!(!stderr.contains("not computed"), "{stderr}");
     assert!(!stderr.contains("ONNX"), "{stderr}");
 }
+
+#[test]
+fn the_document_session_dropped_after_a_catalog_comes_back_alike() {
+    let embedder = Embedder::load(&embed_dir()).expect("the fetched model loads");
+    // More texts than the query session takes: the document session embeds them.
+    let texts: Vec<String> = (0..80)
+        .map(|i| format!("Send message {i} to a channel"))
+        .collect();
+    let first = embedder.embed_documents(&texts).unwrap();
+    embedder.end_documents();
+    let again = embedder.embed_documents(&texts).unwrap();
+    assert_eq!(first.len(), 80);
+    assert_eq!(first, again);
+}

@@ -30,6 +30,10 @@ impl Embedder {
     pub fn stop(&self) {
         match self.0 {}
     }
+
+    pub fn end_documents(&self) {
+        match self.0 {}
+    }
 }
 
 #[cfg(test)]

@@ -96,6 +96,15 @@ impl Embedder {
         self.embed_batches(model.as_mut().expect("document session"), texts)
     }
 
+    /// Drops the document session, if any, once a library's tools are embedded: it holds a
+    /// copy of the model (~30 MB) that later changes, a few tools at a time, rarely need.
+    pub fn end_documents(&self) {
+        if self.document_model.lock().take().is_some() {
+            tracing::debug!("document session dropped");
+            trim();
+        }
+    }
+
     /// Ends embedding for good, as the process is about to exit (ONNX Runtime's globals are
     /// torn down at exit, under a session still running): [`Self::embed_documents`] calls
     /// return [`EmbedError::Stopped`] before their next batch. Queries are still answered.
@@ -166,10 +175,30 @@ fn session(dir: &Path, file: &str, threads: Option<usize>) -> Result<TextEmbeddi
         .with_max_length(256)
         .with_session_config("session.intra_op.allow_spinning", "0");
     if let Some(threads) = threads {
-        options = options.with_intra_threads(threads);
+        // The query session lives as long as the process: without the CPU arena it does not
+        // keep the buffers of its largest batch (the built-in tools at start) for good
+        // (BENCHMARKS.md, `scripts/bench-process --rss-model`). The document session keeps
+        // its arena, which halves the time to embed a catalog, and is dropped after it.
+        let cpu = ort::ep::CPU::default().with_arena_allocator(false).build();
+        options = options
+            .with_intra_threads(threads)
+            .with_execution_providers(vec![cpu]);
     }
-    TextEmbedding::try_new_from_user_defined(user, options)
-        .map_err(|e| EmbedError::Model(e.to_string()))
+    let session = TextEmbedding::try_new_from_user_defined(user, options)
+        .map_err(|e| EmbedError::Model(e.to_string()));
+    // The model's bytes, read and parsed, are freed by now.
+    trim();
+    session
+}
+
+/// Gives memory freed by ONNX Runtime back to the system: glibc keeps freed pages of the
+/// threads' heaps otherwise (~5 MB after a model load).
+fn trim() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free pages of the allocator's own heaps.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// `dir/libonnxruntime.so` if it exists, else `ORT_DYLIB_PATH`, else the missing default.
