@@ -490,6 +490,8 @@ pub(super) fn budgets(settings: &Settings) -> Budgets {
 }
 
 #[cfg(test)]
+// A guard held across awaits stands for the embedding thread holding the lock.
+#[allow(clippy::await_holding_lock)]
 mod tests {
     use super::*;
 
