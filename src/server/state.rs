@@ -3,6 +3,7 @@
 //! replicas), metrics, and budgets resolved once.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Mutex, RwLock};
@@ -17,6 +18,7 @@ use crate::upstream::{CommandLookups, Events, Manager};
 use super::caller::Caller;
 use super::metrics::Metrics;
 use crate::library::{Library, LoadReport};
+use crate::search::embed::{EmbedError, Embedder};
 
 /// How long listings still running may finish after the client left, so their catalogs are
 /// written (a one-shot client's servers are not listed again at every start).
@@ -24,10 +26,9 @@ const LISTING_GRACE: Duration = Duration::from_secs(5);
 /// Tools without a stored vector that start-up embeds before serving (a few ms each); with
 /// more, they are embedded in the background.
 const START_EMBED_MOST: usize = 64;
-/// How long a search waits for the start's tool vectors (they take ~0.5 s at 10k tools) before
-/// it answers by words alone (`mode: "bm25"`), so a model that loads slowly or hangs holds up
-/// no search for long.
-const VECTORS_WAIT: Duration = Duration::from_secs(10);
+/// How long stopping waits for the model to finish loading or the tool batch being embedded
+/// (ONNX Runtime must not be torn down under them at exit).
+const EMBED_GRACE: Duration = Duration::from_secs(5);
 
 /// Shared state of one serving process.
 pub struct State {
@@ -59,11 +60,12 @@ pub struct State {
     /// Upstream events, taken by the freshness watcher.
     pub(super) events: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<crate::upstream::Event>>>,
     /// The embedding model, once loading was tried (`None`: BM25 only).
-    embedder: OnceLock<Option<Arc<crate::search::embed::Embedder>>>,
-    /// Held while tool vectors are computed, so only one thread does it.
+    embedder: OnceLock<Option<Arc<Embedder>>>,
+    /// Held while the model loads and tool vectors are computed, so only one thread does it
+    /// and stopping can wait for it.
     embedding: Mutex<()>,
-    /// True while the start's tool vectors are being loaded; searches wait for it.
-    loading_vectors: tokio::sync::watch::Sender<bool>,
+    /// Set when serving ends: no more tool vectors are computed.
+    stopping: AtomicBool,
     /// Listings of servers without a catalog, which outlive the request that started them.
     pub(super) tasks: tokio_util::task::TaskTracker,
     /// One lock per server listed for lack of a catalog, so it is listed once.
@@ -125,7 +127,7 @@ impl State {
             events: Mutex::new(Some(receiver)),
             embedder: OnceLock::new(),
             embedding: Mutex::new(()),
-            loading_vectors: tokio::sync::watch::Sender::new(false),
+            stopping: AtomicBool::new(false),
             tasks: tokio_util::task::TaskTracker::new(),
             listing: Mutex::new(HashMap::new()),
             unavailable: Mutex::new(BTreeMap::new()),
@@ -224,8 +226,10 @@ impl State {
         skipped.chain(failed).collect()
     }
 
-    /// Lets listings in flight finish (within [`LISTING_GRACE`]), then stops every upstream.
+    /// Ends embedding (within [`EMBED_GRACE`]), lets listings in flight finish (within
+    /// [`LISTING_GRACE`]), then stops every upstream.
     pub async fn stop(&self) {
+        self.stop_embedding().await;
         self.tasks.close();
         if !self.tasks.is_empty() {
             tracing::info!("letting listings in flight finish");
@@ -241,55 +245,65 @@ impl State {
 
     /// The embedding model, loaded on first use (see [`crate::library::embedder`]); `None`:
     /// BM25 only.
-    fn embedder(&self) -> Option<Arc<crate::search::embed::Embedder>> {
+    fn embedder(&self) -> Option<Arc<Embedder>> {
         self.embedder
             .get_or_init(|| crate::library::embedder(&self.settings))
             .clone()
     }
 
+    /// The model (loading it if needed), unless serving is ending; call it holding `embedding`.
+    fn embedder_unless_stopping(&self) -> Option<Arc<Embedder>> {
+        if self.stopping.load(Ordering::SeqCst) {
+            return None;
+        }
+        let embedder = self.embedder()?;
+        (!self.stopping.load(Ordering::SeqCst)).then_some(embedder)
+    }
+
+    /// Stops embedding and waits (within [`EMBED_GRACE`]) for the model load or the batch in
+    /// progress: the process must not exit under ONNX Runtime while it runs.
+    async fn stop_embedding(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        let deadline = tokio::time::Instant::now() + EMBED_GRACE;
+        loop {
+            // Again at each turn: a model that was loading is stopped once loaded.
+            if let Some(Some(embedder)) = self.embedder.get() {
+                embedder.stop();
+            }
+            if self.embedding.try_lock().is_some() {
+                return;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!(
+                    "tool vectors still being computed after {EMBED_GRACE:?}; stopping anyway"
+                );
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// At start-up, on a thread of its own: loads the model and attaches the tool vectors that
     /// `index` persisted (embedding at most [`START_EMBED_MOST`] tools that have none, such as
-    /// the built-in ones). `initialize` and `tools/list` answer meanwhile (the model takes
-    /// ~0.4 s to load); searches wait for it ([`Self::start_vectors`]), so the first one is
-    /// hybrid. Anything more is embedded in the background while BM25 answers.
+    /// the built-in ones). Nothing waits for it: searches answer by words (`mode: "bm25"`)
+    /// until the vectors are attached (~0.4 s with the model load), then hybrid. Anything more
+    /// is embedded in the background while BM25 answers.
     pub fn embed_at_start(self: &Arc<Self>) {
-        /// Ends the wait of searches however loading ends, a panic included.
-        struct Done(Arc<State>);
-        impl Drop for Done {
-            fn drop(&mut self) {
-                self.0.loading_vectors.send_replace(false);
-            }
-        }
-        self.loading_vectors.send_replace(true);
-        let done = Done(self.clone());
-        let spawned = std::thread::Builder::new()
+        let state = self.clone();
+        if let Err(e) = std::thread::Builder::new()
             .name("vectors".into())
-            .spawn(move || done.0.load_start_vectors());
-        if let Err(e) = spawned {
-            // The closure, and with it the guard, is dropped: searches do not wait.
+            .spawn(move || state.load_start_vectors())
+        {
             tracing::warn!("cannot start the thread that loads tool vectors, BM25 only: {e}");
         }
     }
 
-    /// Resolves once the tool vectors of the start are attached or known missing (at once
-    /// when they were never being loaded), or after [`VECTORS_WAIT`].
-    pub async fn start_vectors(&self) {
-        let mut loading = self.loading_vectors.subscribe();
-        // Err only when the sender is gone, which it cannot be while `self` lives.
-        let waited = tokio::time::timeout(VECTORS_WAIT, loading.wait_for(|loading| !loading));
-        if waited.await.is_err() {
-            tracing::warn!(
-                "tool vectors still loading after {VECTORS_WAIT:?}; this search answers by words alone"
-            );
-        }
-    }
-
     fn load_start_vectors(self: &Arc<Self>) {
-        let Some(embedder) = self.embedder() else {
-            return;
-        };
         // A library swapped in meanwhile is embedded after this, by `embed_library`.
         let _one = self.embedding.lock();
+        let Some(embedder) = self.embedder_unless_stopping() else {
+            return;
+        };
         let started = std::time::Instant::now();
         let library = self.library();
         match library.embed_within(embedder, Some(&self.settings.catalog_dir), START_EMBED_MOST) {
@@ -303,6 +317,7 @@ impl State {
                 tracing::info!("tool vectors missing; BM25 answers until they are computed");
                 self.embed_in_background();
             }
+            Err(e @ EmbedError::Stopped) => tracing::debug!("{e}"),
             Err(e) => tracing::warn!("tool vectors not loaded, BM25 only: {e}"),
         }
     }
@@ -310,10 +325,10 @@ impl State {
     /// Loads the model if needed and computes the tool vectors of the current library (and of
     /// any library swapped in meanwhile), persisting them next to the catalogs. Blocking.
     pub fn embed_library(&self) {
-        let Some(embedder) = self.embedder() else {
+        let _one = self.embedding.lock();
+        let Some(embedder) = self.embedder_unless_stopping() else {
             return;
         };
-        let _one = self.embedding.lock();
         loop {
             let library = self.library();
             if !library.is_hybrid() {
@@ -325,6 +340,10 @@ impl State {
                         took = ?started.elapsed(),
                         "tool vectors ready; search is hybrid"
                     ),
+                    Err(e @ EmbedError::Stopped) => {
+                        tracing::debug!("{e}");
+                        return;
+                    }
                     Err(e) => {
                         tracing::warn!("tool vectors not computed, BM25 only: {e}");
                         return;
@@ -332,6 +351,7 @@ impl State {
                 }
             }
             if Arc::ptr_eq(&library, &self.library()) {
+                embedder.end_documents();
                 return;
             }
         }
@@ -495,11 +515,12 @@ pub(super) fn budgets(settings: &Settings) -> Budgets {
 }
 
 #[cfg(test)]
+// A guard held across awaits stands for the embedding thread holding the lock.
+#[allow(clippy::await_holding_lock)]
 mod tests {
     use super::*;
 
-    #[tokio::test(start_paused = true)]
-    async fn searches_wait_for_the_start_vectors_but_not_for_ever() {
+    fn state() -> Arc<State> {
         let settings = Settings::parse(
             std::path::Path::new("config.json"),
             r#"{"metaServer": {"skillsDirs": []}, "mcpServers": {}}"#,
@@ -513,24 +534,49 @@ mod tests {
             crate::search::SearchOptions::default(),
         )
         .expect("library");
-        let state = State::new(settings, library);
-        let waited = |state: Arc<State>| async move {
-            let started = tokio::time::Instant::now();
-            state.start_vectors().await;
-            started.elapsed()
-        };
-        assert_eq!(
-            waited(state.clone()).await,
-            Duration::ZERO,
-            "nothing loading"
+        State::new(settings, library)
+    }
+
+    #[tokio::test]
+    async fn searches_answer_by_words_while_the_model_loads() {
+        let state = state();
+        // Held by the start's thread while the model loads and the vectors are attached.
+        let _loading = state.embedding.lock();
+        let args = serde_json::from_value(serde_json::json!({"query": "run a script"})).unwrap();
+        let reply =
+            crate::server::tools::search::run(&state, &Default::default(), 10_000, args).await;
+        let found = reply.structured_content.expect("search result");
+        assert_eq!(found["mode"], "bm25", "{found}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stopping_waits_for_the_embedding_in_progress_then_embeds_no_more() {
+        let state = state();
+        let started = tokio::time::Instant::now();
+        let embedding = state.embedding.lock();
+        let stopping = tokio::spawn({
+            let state = state.clone();
+            async move { state.stop().await }
+        });
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(
+            !stopping.is_finished(),
+            "stop waits for the batch in progress"
         );
-        // Loading that never ends, as a model that hangs would.
-        state.loading_vectors.send_replace(true);
-        assert_eq!(waited(state.clone()).await, VECTORS_WAIT);
-        // Loading that ends: the waiting search goes on at once.
-        let search = tokio::spawn(waited(state.clone()));
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        state.loading_vectors.send_replace(false);
-        assert_eq!(search.await.unwrap(), Duration::from_secs(2));
+        drop(embedding);
+        stopping.await.unwrap();
+        assert!(started.elapsed() < EMBED_GRACE);
+        // Nothing is embedded after the stop: the model is not even loaded.
+        state.embed_library();
+        assert!(state.embedder.get().is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stopping_waits_for_embedding_a_bounded_time() {
+        let state = state();
+        let started = tokio::time::Instant::now();
+        let _stuck = state.embedding.lock();
+        state.stop().await;
+        assert!(started.elapsed() >= EMBED_GRACE);
     }
 }

@@ -136,8 +136,8 @@ fn index_computes_tool_vectors_once_so_serve_starts_hybrid() {
         "{second}"
     );
 
-    // serve loads the persisted vectors while it answers initialize; the very first search
-    // waits for them, so it is hybrid.
+    // serve loads the persisted vectors in the background: searches answer by words until
+    // they are attached, then every search is hybrid, with nothing left to embed.
     let on = [(meta_server::config::EMBEDDINGS_ENV, "on")];
     let mut session = crate::support::Session::start_with(
         &config,
@@ -146,9 +146,16 @@ fn index_computes_tool_vectors_once_so_serve_starts_hybrid() {
         std::process::Stdio::null(),
     );
     session.initialize();
-    let first =
-        session.call(2, "search_tools", serde_json::json!({"query": "crash"}))["result"].clone();
-    assert_eq!(first["structuredContent"]["mode"], "hybrid", "{first}");
+    let mut id = 1;
+    let mut search = |session: &mut crate::support::Session| {
+        id += 1;
+        let found = session.call(id, "search_tools", serde_json::json!({"query": "crash"}));
+        let mode = found["result"]["structuredContent"]["mode"].clone();
+        assert!(mode == "bm25" || mode == "hybrid", "{found}");
+        mode == "hybrid"
+    };
+    crate::support::wait_until("a hybrid search", || search(&mut session).then_some(()));
+    assert!(search(&mut session), "hybrid once hybrid");
     session.finish();
     // Switched off, the same catalogs are searched by words only, and the result says so.
     let off = [(meta_server::config::EMBEDDINGS_ENV, "off")];
@@ -163,4 +170,65 @@ fn index_computes_tool_vectors_once_so_serve_starts_hybrid() {
         session.call(2, "search_tools", serde_json::json!({"query": "crash"}))["result"].clone();
     assert_eq!(first["structuredContent"]["mode"], "bm25", "{first}");
     session.finish();
+}
+
+#[test]
+fn a_client_leaving_while_tools_are_embedded_ends_serve_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalogs = dir.path().join("cat");
+    std::fs::create_dir(&catalogs).unwrap();
+    // More tools than start-up embeds before serving, and no vector file: they are embedded in
+    // the background, by the document session.
+    let tools: Vec<_> = (0..300)
+        .map(|i| {
+            serde_json::json!({
+                "name": format!("tool_{i}"),
+                "description": format!("Update record {i} of the calendar for a user"),
+                "inputSchema": {"type": "object"},
+            })
+        })
+        .collect();
+    let catalog = serde_json::json!({"format": 1, "server": "big", "tools": tools});
+    std::fs::write(catalogs.join("big.json"), catalog.to_string()).unwrap();
+    let config = crate::support::write_config(
+        dir.path(),
+        crate::support::unstartable(&["big"]),
+        serde_json::json!({"skillsDirs": [], "embeddings": {"dir": embed_dir()}}),
+    );
+    let log = dir.path().join("stderr.log");
+    let env = [
+        (meta_server::config::EMBEDDINGS_ENV, "on"),
+        ("META_SERVER_LOG", "info,meta_server::search::embed=debug"),
+    ];
+    let mut session = crate::support::Session::start_with(
+        &config,
+        &catalogs,
+        &env,
+        std::fs::File::create(&log).unwrap(),
+    );
+    session.initialize();
+    let stderr = || std::fs::read_to_string(&log).unwrap();
+    // The client leaves as soon as the tools are being embedded.
+    crate::support::wait_until("the document session", || {
+        stderr().contains("document session created").then_some(())
+    });
+    let status = session.finish();
+    let stderr = stderr();
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(!stderr.contains("not computed"), "{stderr}");
+    assert!(!stderr.contains("ONNX"), "{stderr}");
+}
+
+#[test]
+fn the_document_session_dropped_after_a_catalog_comes_back_alike() {
+    let embedder = Embedder::load(&embed_dir()).expect("the fetched model loads");
+    // More texts than the query session takes: the document session embeds them.
+    let texts: Vec<String> = (0..80)
+        .map(|i| format!("Send message {i} to a channel"))
+        .collect();
+    let first = embedder.embed_documents(&texts).unwrap();
+    embedder.end_documents();
+    let again = embedder.embed_documents(&texts).unwrap();
+    assert_eq!(first.len(), 80);
+    assert_eq!(first, again);
 }

@@ -26,6 +26,14 @@ impl Embedder {
     pub fn embed_query(&self, _query: &str) -> Result<Arc<[f32]>, EmbedError> {
         match self.0 {}
     }
+
+    pub fn stop(&self) {
+        match self.0 {}
+    }
+
+    pub fn end_documents(&self) {
+        match self.0 {}
+    }
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 
@@ -10,7 +11,7 @@ use fastembed::{
     InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel,
 };
 
-use super::{EmbedError, RUNTIME_FILE, SLICE, model_dir};
+use super::{BATCH, EmbedError, RUNTIME_FILE, model_dir};
 
 /// The model's ONNX file as published: int8 weights that ONNX Runtime widens to fp32 at load.
 const MODEL_FILE: &str = "model.onnx";
@@ -43,6 +44,8 @@ pub struct Embedder {
     /// [`INTEGER_FILE`] when it exists, else [`MODEL_FILE`]; both sessions load it.
     file: &'static str,
     queries: moka::sync::Cache<String, Arc<[f32]>>,
+    /// Set by [`Self::stop`]: documents are no longer embedded.
+    stopped: AtomicBool,
 }
 
 impl Embedder {
@@ -61,6 +64,7 @@ impl Embedder {
             dir: dir.to_owned(),
             file,
             queries: moka::sync::Cache::new(QUERY_CACHE),
+            stopped: AtomicBool::new(false),
         })
     }
 
@@ -73,30 +77,60 @@ impl Embedder {
         }
     }
 
-    /// One vector per text, computed in slices of [`SLICE`] texts to bound memory.
+    /// One vector per text, computed in batches of [`BATCH`] texts to bound memory.
     ///
     /// Up to [`FEW_DOCUMENTS`] texts go through the query session while the document session
     /// does not exist yet: creating it is a second model load (over a second on a busy
     /// machine), which a server starting with its vectors stored would pay for the handful of
     /// built-in tools alone. Same model file, same vectors.
     pub fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let mut out = Vec::with_capacity(texts.len());
         let mut model = self.document_model.lock();
         if model.is_none() && texts.len() <= FEW_DOCUMENTS {
-            return self
-                .query_model
-                .lock()
-                .embed(texts, Some(32))
-                .map_err(|e| EmbedError::Model(e.to_string()));
+            return self.embed_batches(&mut self.query_model.lock(), texts);
         }
         if model.is_none() {
+            self.check_stopped()?;
             *model = Some(session(&self.dir, self.file, None)?);
+            tracing::debug!(texts = texts.len(), "document session created");
         }
-        let model = model.as_mut().expect("document session");
-        for slice in texts.chunks(SLICE) {
+        self.embed_batches(model.as_mut().expect("document session"), texts)
+    }
+
+    /// Drops the document session, if any, once a library's tools are embedded: it holds a
+    /// copy of the model (~30 MB) that later changes, a few tools at a time, rarely need.
+    pub fn end_documents(&self) {
+        if self.document_model.lock().take().is_some() {
+            tracing::debug!("document session dropped");
+            trim();
+        }
+    }
+
+    /// Ends embedding for good, as the process is about to exit (ONNX Runtime's globals are
+    /// torn down at exit, under a session still running): [`Self::embed_documents`] calls
+    /// return [`EmbedError::Stopped`] before their next batch. Queries are still answered.
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+    }
+
+    fn check_stopped(&self) -> Result<(), EmbedError> {
+        if self.stopped.load(Ordering::SeqCst) {
+            return Err(EmbedError::Stopped);
+        }
+        Ok(())
+    }
+
+    /// `texts` through `model`, one batch at a time, unless stopped.
+    fn embed_batches(
+        &self,
+        model: &mut TextEmbedding,
+        texts: &[String],
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut out = Vec::with_capacity(texts.len());
+        for batch in texts.chunks(BATCH) {
+            self.check_stopped()?;
             out.extend(
                 model
-                    .embed(slice, Some(32))
+                    .embed(batch, Some(BATCH))
                     .map_err(|e| EmbedError::Model(e.to_string()))?,
             );
         }
@@ -141,10 +175,30 @@ fn session(dir: &Path, file: &str, threads: Option<usize>) -> Result<TextEmbeddi
         .with_max_length(256)
         .with_session_config("session.intra_op.allow_spinning", "0");
     if let Some(threads) = threads {
-        options = options.with_intra_threads(threads);
+        // The query session lives as long as the process: without the CPU arena it does not
+        // keep the buffers of its largest batch (the built-in tools at start) for good
+        // (BENCHMARKS.md, `scripts/bench-process --rss-model`). The document session keeps
+        // its arena, which halves the time to embed a catalog, and is dropped after it.
+        let cpu = ort::ep::CPU::default().with_arena_allocator(false).build();
+        options = options
+            .with_intra_threads(threads)
+            .with_execution_providers(vec![cpu]);
     }
-    TextEmbedding::try_new_from_user_defined(user, options)
-        .map_err(|e| EmbedError::Model(e.to_string()))
+    let session = TextEmbedding::try_new_from_user_defined(user, options)
+        .map_err(|e| EmbedError::Model(e.to_string()));
+    // The model's bytes, read and parsed, are freed by now.
+    trim();
+    session
+}
+
+/// Gives memory freed by ONNX Runtime back to the system: glibc keeps freed pages of the
+/// threads' heaps otherwise (~5 MB after a model load).
+fn trim() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free pages of the allocator's own heaps.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// `dir/libonnxruntime.so` if it exists, else `ORT_DYLIB_PATH`, else the missing default.

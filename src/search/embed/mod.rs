@@ -16,8 +16,8 @@ pub use store::{DocVectors, VectorFile, missing, text_hash, update_vectors};
 pub const MODEL_DIR: &str = "all-minilm-l6-v2-int8";
 /// ONNX Runtime library file in the embedding directory.
 pub const RUNTIME_FILE: &str = "libonnxruntime.so";
-/// Most texts passed to the model at once: memory grows with the texts of one call.
-pub const SLICE: usize = 512;
+/// Texts passed to the model at once: memory grows with them, and a stop waits for one batch.
+pub const BATCH: usize = 32;
 
 /// Errors of the embedding path; every one means "fall back to BM25".
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +39,8 @@ pub enum EmbedError {
     },
     #[error("vector file {path}: {reason}")]
     Format { path: PathBuf, reason: String },
+    #[error("embedding stopped: meta-server is stopping")]
+    Stopped,
 }
 
 /// The text embedded for a tool: its name split into words, title and description.

@@ -158,8 +158,7 @@ pub(in crate::server) async fn run(
     soft: usize,
     args: Args,
 ) -> Reply {
-    // The first search of a hybrid start waits for the tool vectors (see `State::start_vectors`).
-    state.start_vectors().await;
+    // Never waits for the model: until the tool vectors are attached, hits are BM25's.
     let library = state.library();
     let scope = Scope {
         library: &library,
