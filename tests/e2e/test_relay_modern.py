@@ -14,8 +14,9 @@ from mcp import Client, StdioServerParameters, types
 from mcp.shared.exceptions import MCPError
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import BIN, NPM, PEERS, run_cli, text_of, write_config
+from conftest import BIN, PEERS, run_cli, text_of, write_config
 from test_http import http_server
+from test_relay import indexed  # noqa: F401 (the same servers, indexed once per module)
 
 pytestmark = pytest.mark.anyio
 
@@ -26,19 +27,6 @@ TRANSPORTS = ["stdio", "http"]
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def indexed(tmp_path_factory):
-    """server-everything, and server-filesystem started with no directory: it takes the
-    client's roots or refuses every path."""
-    tmp = tmp_path_factory.mktemp("relay-modern")
-    cfg = write_config(tmp, {
-        "everything": {"command": "node", "args": [str(NPM / "server-everything" / "dist" / "index.js"), "stdio"]},
-        "filesystem": {"command": "node", "args": [str(NPM / "server-filesystem" / "dist" / "index.js")]},
-    })
-    run_cli(cfg, "index")
-    return cfg
 
 
 @asynccontextmanager
