@@ -4,7 +4,10 @@
 //! wanted are percentiles and calls per second, which divan does not report.
 //! Run: `cargo build --release --example fault_server && cargo bench --bench call_overhead`;
 //! results and machine in BENCHMARKS.md.
-
+#![allow(
+    clippy::disallowed_types,
+    reason = "measures wall time outside any runtime clock"
+)]
 // The report on stdout is this program's output.
 #![allow(clippy::print_stdout)]
 

@@ -6,7 +6,10 @@
 //! Tokens (o200k_base) are counted per request the model would make: what it writes (the
 //! `call_tool` arguments, a script's code and input included) plus what it reads back (the text
 //! content of the result). "wire" adds the `structuredContent` that travels beside the text.
-
+#![allow(
+    clippy::disallowed_types,
+    reason = "measures wall time outside any runtime clock"
+)]
 // The report on stdout is this program's output.
 #![allow(clippy::print_stdout)]
 

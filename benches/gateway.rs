@@ -6,6 +6,10 @@
 //!
 //! Needs `scripts/install-peers`. Run: `cargo bench --bench gateway` (`GATEWAY_CLIENTS`,
 //! `GATEWAY_CALLS` per client); numbers and machine in BENCHMARKS.md.
+#![allow(
+    clippy::disallowed_types,
+    reason = "measures wall time outside any runtime clock"
+)]
 #![allow(clippy::print_stdout, reason = "the bench prints its table")]
 
 use std::io::{BufRead, BufReader};

@@ -12,6 +12,7 @@ pub mod catalog;
 pub mod checksum;
 pub mod cli;
 pub mod clients;
+pub mod clock;
 pub mod config;
 pub mod echo;
 pub mod library;

@@ -1,10 +1,11 @@
 //! `meta-server eval`: search quality on a query set with known answers.
 
+use crate::clock::Instant;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};

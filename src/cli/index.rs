@@ -1,9 +1,10 @@
 //! `meta-server index`: connect each server, list its tools, write its catalog, disconnect;
 //! then save the search index of all catalogs beside them.
 
+use crate::clock::Instant;
 use std::io::IsTerminal;
 use std::process::ExitCode;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use anyhow::bail;
 use futures::StreamExt;

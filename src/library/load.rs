@@ -160,7 +160,7 @@ impl Library {
         if self.catalogs.is_empty() || self.sources.is_empty() || self.saved.load(SeqCst) {
             return Ok(());
         }
-        let started = std::time::Instant::now();
+        let started = crate::clock::Instant::now();
         if self.index.save(&index_dir(catalog_dir), &self.sources)? {
             self.saved.store(true, SeqCst);
             tracing::debug!(took = ?started.elapsed(), "search index saved");

@@ -19,7 +19,7 @@ pub fn embedder(settings: &Settings) -> Option<Arc<Embedder>> {
         );
         return None;
     }
-    let started = std::time::Instant::now();
+    let started = crate::clock::Instant::now();
     match Embedder::load(&settings.embed_dir) {
         Ok(e) => {
             tracing::info!(dir = %settings.embed_dir.display(), took = ?started.elapsed(), "embedding model loaded");

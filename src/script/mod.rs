@@ -27,11 +27,12 @@ mod runner;
 mod sandbox;
 pub mod typescript;
 
+use crate::clock::Instant;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub use admit::{Slot, admit};
 
@@ -390,7 +391,7 @@ pub async fn run(
     let mut dropped = StopOnDrop(Some(control.clone()));
     let late = async {
         tokio::select! {
-            () = tokio::time::sleep_until(deadline.into()) => {}
+            () = tokio::time::sleep_until(deadline) => {}
             () = cancelled.cancelled() => {}
             () = control.stopped.cancelled() => {}
         }

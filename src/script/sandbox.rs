@@ -11,11 +11,11 @@
 //! return, and a stop would never be seen. Here the loop runs one job at a time and looks at
 //! the stop between jobs; once stopped, no job runs again.
 
+use crate::clock::Instant;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::task::Poll;
-use std::time::Instant;
 
 use rquickjs::context::{EvalOptions, intrinsic};
 use rquickjs::{
@@ -554,7 +554,7 @@ impl Sandbox {
             () = cancelled.cancelled() => control.stop(Stop::Cancelled),
             () = async {
                 match deadline {
-                    Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+                    Some(deadline) => tokio::time::sleep_until(deadline).await,
                     None => std::future::pending().await,
                 }
             } => control.stop(Stop::Deadline),

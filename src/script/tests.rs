@@ -550,7 +550,7 @@ fn run_bounded(
             .enable_all()
             .build()
             .expect("runtime");
-        let started = std::time::Instant::now();
+        let started = crate::clock::Instant::now();
         let report = runtime.block_on(run(
             host,
             code,
@@ -747,8 +747,8 @@ fn nested_work_ends_with_the_script() {
         Duration::from_secs(10),
     );
     assert_eq!(r.outcome, Err(ScriptError::Timeout { ms: 300 }));
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while load.dropped.load(Ordering::SeqCst) < 4 && std::time::Instant::now() < deadline {
+    let deadline = crate::clock::Instant::now() + Duration::from_secs(5);
+    while load.dropped.load(Ordering::SeqCst) < 4 && crate::clock::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(load.started.load(Ordering::SeqCst), 4);

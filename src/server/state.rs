@@ -75,7 +75,7 @@ pub struct State {
     /// Servers with a login offered to a client and not finished yet.
     pub(super) logins: Mutex<BTreeSet<String>>,
     /// When an offered login of each server last completed.
-    pub(super) logged_in: Mutex<HashMap<String, std::time::Instant>>,
+    pub(super) logged_in: Mutex<HashMap<String, crate::clock::Instant>>,
 }
 
 impl State {
@@ -304,7 +304,7 @@ impl State {
         let Some(embedder) = self.embedder_unless_stopping() else {
             return;
         };
-        let started = std::time::Instant::now();
+        let started = crate::clock::Instant::now();
         let library = self.library();
         match library.embed_within(embedder, Some(&self.settings.catalog_dir), START_EMBED_MOST) {
             Ok(Some(stats)) => tracing::info!(
@@ -332,7 +332,7 @@ impl State {
         loop {
             let library = self.library();
             if !library.is_hybrid() {
-                let started = std::time::Instant::now();
+                let started = crate::clock::Instant::now();
                 match library.embed(embedder.clone(), Some(&self.settings.catalog_dir)) {
                     Ok(stats) => tracing::info!(
                         tools = stats.tools,

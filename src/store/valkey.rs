@@ -4,11 +4,12 @@
 //! a moment, in which operations fail without waiting, so a hung store costs a caller at most
 //! one timeout, never a hang. Either is used again as soon as it answers.
 
+use crate::clock::Instant;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 

@@ -1,5 +1,9 @@
 //! Integration tests: the real `meta-server` binary, driven over stdio and on the command line.
 //! Tests that talk to upstream servers use the pinned ones from `scripts/install-peers`.
+#![allow(
+    clippy::disallowed_types,
+    reason = "measures wall time outside any runtime clock"
+)]
 
 mod auth;
 mod cli;

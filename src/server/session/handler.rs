@@ -566,7 +566,7 @@ impl ServerHandler for MetaServer {
         if revision::is_stateless(&cx) {
             return self.call_stateless(request, cx).await;
         }
-        let started = std::time::Instant::now();
+        let started = crate::clock::Instant::now();
         let caller = self.caller(&cx, self.session_origin(&cx), cx.ct.clone());
         let arguments = request.arguments.unwrap_or_default();
         let request = Request::read(&request.name, arguments, &self.tools)?;
@@ -727,7 +727,7 @@ impl MetaServer {
         servers: &[String],
         mut result: CallToolResult,
         peer: &rmcp::service::Peer<RoleServer>,
-        started: std::time::Instant,
+        started: crate::clock::Instant,
     ) -> CallToolResult {
         if result.is_error != Some(true) {
             return result;

@@ -2,8 +2,9 @@
 //! the client takes URL-mode elicitation, the authorization URL is offered to the user and the
 //! login completes in the background (the loopback callback), taking effect at the next call.
 
+use crate::clock::Instant;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rmcp::model::ElicitRequestParams;
 use rmcp::service::{ElicitationMode, Peer, RoleServer};

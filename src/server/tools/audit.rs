@@ -1,7 +1,7 @@
 //! The audit line of one tool call ([`crate::audit`] writes it): who, what, how it ended, how
 //! long it took and what it returned.
 
-use std::time::Instant;
+use crate::clock::Instant;
 
 use serde_json::{Map, Value};
 

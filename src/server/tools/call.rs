@@ -59,7 +59,7 @@ pub(in crate::server) async fn dispatch(
     name: &str,
     arguments: Map<String, Value>,
 ) -> Reply {
-    let started = std::time::Instant::now();
+    let started = crate::clock::Instant::now();
     let Some(log) = &state.audit else {
         return attempt(state, caller, name, arguments).await.0;
     };
@@ -130,7 +130,7 @@ async fn attempt(
     if let Some(skill) = &entry.skill {
         return audit::ended(skill::run(state, skill));
     }
-    let started = std::time::Instant::now();
+    let started = crate::clock::Instant::now();
     let result = if entry.server == RESERVED_SERVER && entry.def.name == script::TOOL {
         script::run(state, caller, arguments, boxed).await
     } else if entry.server == RESERVED_SERVER {
