@@ -94,15 +94,18 @@ async fn attempt(
     {
         return (reply::foreign_error(failed.to_string()), Outcome::Error);
     }
-    let Some(entry) = state.library().get(name).cloned() else {
+    // One snapshot: the tool and the catalog its quarantine is judged by.
+    let library = state.library();
+    let Some(entry) = library.get(name).cloned() else {
         return (unknown(state, caller, name), Outcome::Error);
     };
-    if let Some(held) = state.quarantine(&state.library(), &entry) {
+    if let Some(held) = state.quarantine(&library, &entry) {
         return (
             reply::error(held.refusal(&entry.qualified)),
             Outcome::Quarantined,
         );
     }
+    drop(library);
     if let Some(validator) = entry.validator() {
         let instance = Value::Object(arguments.clone());
         let problems: Vec<String> = validator

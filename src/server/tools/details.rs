@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use super::reply::{self, Reply};
 use crate::catalog::hidden;
+use crate::library::Library;
 use crate::server::State;
 use crate::server::access::Access;
 use crate::server::caller::Introduced;
@@ -120,8 +121,9 @@ pub(in crate::server) fn run(
         tools.push((entry.qualified.clone(), Value::Object(tool)));
     }
     let defs: Vec<Value> = tools.iter().map(|(_, def)| def.clone()).collect();
-    let instructions = introduced.map(|i| new_instructions(state, &defs, i));
-    let instructions = instructions.unwrap_or_default();
+    let instructions = introduced
+        .map(|i| new_instructions(&library, &defs, i))
+        .unwrap_or_default();
     let reply = reply::fitted(&state.results, soft, 0, defs.len(), |shown| {
         let out = Output {
             tools: &defs[..shown],
@@ -155,11 +157,10 @@ pub(in crate::server) fn run(
 /// The instructions of the servers of `defs` that `introduced` has not given yet, cleaned
 /// of hidden characters and cut to [`INSTRUCTIONS_CHARS`].
 fn new_instructions(
-    state: &State,
+    library: &Library,
     defs: &[Value],
     introduced: &Introduced,
 ) -> BTreeMap<String, String> {
-    let library = state.library();
     defs.iter()
         .filter_map(|def| def["server"].as_str())
         .filter(|server| introduced.is_new(server))
