@@ -110,8 +110,13 @@ impl Approvals {
 
     /// Writes the approvals into `dir`, owner-only and atomically.
     pub fn write(&self, dir: &Path) -> Result<(), TrustError> {
-        let path = Self::path(dir, &self.server);
-        atomic_file::write(&path, self.to_json().as_bytes(), Access::OwnerOnly)
+        Self::write_text(dir, &self.server, &self.to_json())
+    }
+
+    /// Writes `text` as `server`'s approvals file in `dir`, owner-only and atomically.
+    pub(super) fn write_text(dir: &Path, server: &str, text: &str) -> Result<(), TrustError> {
+        let path = Self::path(dir, server);
+        atomic_file::write(&path, text.as_bytes(), Access::OwnerOnly)
             .map_err(|source| TrustError::Write { path, source })
     }
 

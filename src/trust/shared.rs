@@ -27,8 +27,8 @@ fn parse(server: &str, shared: &SharedApprovals) -> Result<Approvals, TrustError
     Approvals::parse(Path::new(ORIGIN), server, &shared.json)
 }
 
-/// Makes the copy of `server`'s approvals in `dir` the store's: the store's approvals replace
-/// the copy; a copy the store lacks is published; without either, `first` (under first-use, the
+/// Makes the copy of `server`'s approvals in `dir` the store's: the store's text replaces the
+/// copy; a copy the store lacks is published; without either, `first` (under first-use, the
 /// server's first catalog) is approved and published, unless another replica came first.
 /// Returns the version shared now (`None`: the server has no approvals).
 async fn sync(
@@ -39,9 +39,10 @@ async fn sync(
 ) -> Result<Option<String>, TrustError> {
     for _ in 0..ROUNDS {
         if let Some(shared) = store.approvals(server).await? {
-            let approvals = parse(server, &shared)?;
-            if Approvals::load(dir, server).ok().flatten().as_ref() != Some(&approvals) {
-                approvals.write(dir)?;
+            // The store's text as it is: unusable approvals there hold every tool here too.
+            let copy = std::fs::read_to_string(Approvals::path(dir, server)).ok();
+            if copy.as_deref() != Some(shared.json.as_str()) {
+                Approvals::write_text(dir, server, &shared.json)?;
             }
             return Ok(Some(shared.version));
         }

@@ -210,6 +210,40 @@ async fn approvals_made_on_one_replica_hold_on_the_others() {
         .unwrap();
     assert_eq!(held, ["add"]);
 
+    // Approvals someone else wrote into the store, unusable: every replica holds every tool
+    // until `tools approve` writes usable ones.
+    let version = store.approvals("s").await.unwrap().unwrap().version;
+    store
+        .replace_approvals("s", Some(&version), "{")
+        .await
+        .unwrap()
+        .unwrap();
+    shared::Follow::start(
+        FirstUse,
+        a.path().to_owned(),
+        store.clone(),
+        vec!["s".to_owned()],
+    )
+    .await;
+    let held = on_a.quarantine(&pulled, "greet").expect("held");
+    assert!(
+        held.why().contains("meta-server tools approve"),
+        "{}",
+        held.why()
+    );
+    shared::approve(&store, cli.path(), &pulled, None)
+        .await
+        .unwrap();
+    shared::Follow::start(
+        FirstUse,
+        a.path().to_owned(),
+        store.clone(),
+        vec!["s".to_owned()],
+    )
+    .await;
+    assert_eq!(on_a.quarantine(&pulled, "greet"), None);
+    assert_eq!(on_a.quarantine(&pulled, "add"), None);
+
     // A store restarted empty gets the approvals back from a replica's copy, not from a
     // catalog listed after.
     drop(valkey);
