@@ -63,14 +63,32 @@ struct Held<T> {
     /// Counts the turns taken, so that an expiry set after one turn spares a later one.
     turns: AtomicU64,
     cancel: CancellationToken,
-    task: JoinHandle<()>,
+    /// The running call (taken when the call is dropped).
+    task: Option<JoinHandle<()>>,
     rounds: tokio::sync::Mutex<Rounds<T>>,
 }
+
+/// How long a dropped call has to end itself once cancelled (recording how it ended, e.g.
+/// the audit log's `declined` for a confirmation never answered) before it is aborted.
+const WIND_DOWN: Duration = Duration::from_secs(5);
 
 impl<T> Drop for Held<T> {
     fn drop(&mut self) {
         self.cancel.cancel();
-        self.task.abort();
+        let Some(task) = self.task.take() else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    let abort = task.abort_handle();
+                    if tokio::time::timeout(WIND_DOWN, task).await.is_err() {
+                        abort.abort();
+                    }
+                });
+            }
+            Err(_) => task.abort(),
+        }
     }
 }
 
@@ -121,7 +139,7 @@ impl<T: Send + 'static> Waiting<T> {
             made,
             turns: AtomicU64::new(0),
             cancel,
-            task,
+            task: Some(task),
             rounds: tokio::sync::Mutex::new(Rounds {
                 asks,
                 open: BTreeMap::new(),
@@ -391,23 +409,56 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_call_not_retried_within_the_window_is_cancelled() {
+    async fn a_call_not_retried_within_the_window_is_cancelled_and_ends_itself() {
         let waiting = Waiting::new();
         let cancel = CancellationToken::new();
-        let (dropped, gone) = oneshot::channel::<()>();
+        let (ended, how) = oneshot::channel::<&str>();
         let run = |inputs: Inputs, stop: CancellationToken| async move {
-            let _dropped = dropped;
-            tokio::select! {
-                _ = inputs.ask(question()) => "answered".to_owned(),
-                () = stop.cancelled() => "cancelled".to_owned(),
-            }
+            let how = tokio::select! {
+                answer = inputs.ask(question()) => match answer {
+                    Ok(_) => "answered",
+                    Err(_) => "unanswered",
+                },
+                () = stop.cancelled() => "cancelled",
+            };
+            // What a call records as it ends (its audit line) happens after the cancel.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let _ = ended.send(how);
+            how.to_owned()
         };
         let caps = ClientCapabilities::default();
         let first = asked(waiting.start(made("ada"), caps, &cancel, run).await);
         tokio::time::sleep(RETRY_WINDOW + Duration::from_secs(1)).await;
-        assert!(gone.await.is_err(), "the call was dropped");
+        let how = how.await.expect("the call ended itself, not aborted");
+        assert_ne!(how, "answered");
         let state = first.request_state.unwrap();
         let said = refusal(waiting.resume(&state, &made("ada"), None, &cancel).await);
         assert!(said.contains("not retried within 120 s"), "{said}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_call_that_does_not_end_is_aborted() {
+        let waiting = Waiting::new();
+        let cancel = CancellationToken::new();
+        let (dropped, gone) = oneshot::channel::<()>();
+        let run = |_inputs: Inputs, _stop: CancellationToken| async move {
+            let _dropped = dropped;
+            std::future::pending::<()>().await;
+        };
+        let caps = ClientCapabilities::default();
+        // The call asks nothing and never ends: the client cancelling its request drops it.
+        let cancelled = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            cancelled.cancel();
+        });
+        assert!(
+            waiting
+                .start(made("ada"), caps, &cancel, run)
+                .await
+                .is_err()
+        );
+        tokio::time::sleep(WIND_DOWN + Duration::from_secs(1)).await;
+        assert!(gone.await.is_err(), "the call was aborted");
     }
 }

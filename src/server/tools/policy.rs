@@ -136,16 +136,19 @@ async fn confirm(
         // which waits here for the retry (see `session/input_required.rs`).
         Asker::Turn(inputs) => {
             let question = InputRequest::Elicitation(ElicitRequest::new(params));
+            // Cancelled here: the client cancelled the call or did not retry it in time.
             let answer = tokio::select! {
                 answer = inputs.ask(question) => answer,
                 () = caller.cancelled.cancelled() => {
-                    return Err(Refusal::new(Outcome::Error, "cancelled by the client".into()));
+                    return Err(declined("the user did not answer the confirmation"));
                 }
             };
-            let answer = answer.map_err(|e| e.to_string()).and_then(|value| {
-                serde_json::from_value::<ElicitResult>(value)
-                    .map_err(|e| format!("its answer is not an elicitation result ({e})"))
-            });
+            // The client's call ended before it answered (not retried in time).
+            let Ok(answer) = answer else {
+                return Err(declined("the user did not answer the confirmation"));
+            };
+            let answer = serde_json::from_value::<ElicitResult>(answer)
+                .map_err(|e| format!("its answer is not an elicitation result ({e})"));
             Ok(answer.map_err(|why| {
                 Refusal::new(
                     Outcome::Error,
