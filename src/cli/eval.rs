@@ -273,7 +273,10 @@ pub fn run(args: Args, config: &Path, catalog_dir: Option<PathBuf>) -> anyhow::R
     }
     // Vectors persist next to catalogs read from a directory; JSON-lines tools in
     // --vector-cache, else they are embedded on every run.
-    let cache = args.tools.as_deref().and_then(|tools| cache_dir(&args, tools));
+    let cache = args
+        .tools
+        .as_deref()
+        .and_then(|tools| cache_dir(&args, tools));
     let store = match &args.tools {
         None => Some(catalog_dir.as_path()),
         Some(_) => cache.as_deref(),
@@ -396,7 +399,11 @@ fn measure(
         bail!(
             "{} has fewer than --every {every} queries{}",
             queries_path.display(),
-            if args.part.is_some() { " in this --part" } else { "" }
+            if args.part.is_some() {
+                " in this --part"
+            } else {
+                ""
+            }
         );
     }
     let limit = usize::from(args.limit);
@@ -406,7 +413,10 @@ fn measure(
     let mut by_similarity = Buckets::new(&SIMILARITIES);
     let mut unknown_gold = Vec::new();
     let mut rankings = String::new();
-    for Query { line, text, gold, .. } in &queries {
+    for Query {
+        line, text, gold, ..
+    } in &queries
+    {
         for keys in gold {
             if !keys.iter().any(|k| library.entries.contains_key(k)) {
                 unknown_gold.push(format!("{}:{line}: {}", queries_path.display(), keys[0]));
