@@ -32,22 +32,35 @@ pub enum Context {
 
 /// Adds [`Context`] to `cosine` (by ordinal), the server of ordinal `i` being `servers[i]`.
 pub fn server_context(cosine: &mut [f32], servers: &[String], context: Context) {
+    // A server's ordinals are mostly consecutive: one map update per run of them.
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for i in 0..servers.len().min(cosine.len()) {
+        match runs.last_mut() {
+            Some((_, end)) if servers[*end - 1] == servers[i] => *end = i + 1,
+            _ => runs.push((i, i + 1)),
+        }
+    }
     let mut by_server: std::collections::HashMap<&str, (f32, f32, u32)> =
         std::collections::HashMap::new();
-    for (server, &c) in servers.iter().zip(cosine.iter()) {
+    for &(start, end) in &runs {
         let (sum, max, n) = by_server
-            .entry(server)
+            .entry(&servers[start])
             .or_insert((0.0, f32::NEG_INFINITY, 0));
-        *sum += c;
-        *max = max.max(c);
-        *n += 1;
+        for &c in &cosine[start..end] {
+            *sum += c;
+            *max = max.max(c);
+        }
+        *n += (end - start) as u32;
     }
-    for (server, c) in servers.iter().zip(cosine.iter_mut()) {
-        let (sum, max, n) = by_server[server.as_str()];
-        *c += match context {
+    for &(start, end) in &runs {
+        let (sum, max, n) = by_server[servers[start].as_str()];
+        let lift = match context {
             Context::Mean { weight } => weight * sum / n as f32,
             Context::Max { weight } => weight * max,
         };
+        for c in &mut cosine[start..end] {
+            *c += lift;
+        }
     }
 }
 
