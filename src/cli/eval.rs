@@ -491,7 +491,11 @@ fn measure(
         tools,
         limit: args.limit,
         ranking: if library.is_hybrid() {
-            format!("hybrid, {:?}", library.index.options().fusion)
+            let o = library.index.options();
+            match o.context {
+                Some(context) => format!("hybrid, {:?}, {context:?}", o.fusion),
+                None => format!("hybrid, {:?}", o.fusion),
+            }
         } else if args.baseline {
             "plain bm25 (baseline)".into()
         } else {
