@@ -48,6 +48,16 @@ pub struct Args {
     #[arg(long, conflicts_with = "queries")]
     held_out: bool,
 
+    /// Only one part of each query file, split by a stable hash of each query's id: `fit`
+    /// (about two thirds) to fit ranking parameters on, `check` (the rest) to check them on.
+    #[arg(long, value_enum)]
+    part: Option<Part>,
+
+    /// Keep the vectors of JSON-lines tools in DIR between runs (one sub-directory per tools
+    /// file), so only tools whose text or model changed are embedded again.
+    #[arg(long, value_name = "DIR")]
+    vector_cache: Option<PathBuf>,
+
     /// Score every Nth query only (1: all), for quick comparisons on big sets.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     every: u32,
@@ -85,6 +95,31 @@ pub struct Args {
     /// "query", "gold", "ranked", "recall@3"}, to read the misses.
     #[arg(long, value_name = "FILE")]
     ranked: Option<PathBuf>,
+}
+
+/// A part of a query file for [`Args::part`].
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq)]
+enum Part {
+    Fit,
+    Check,
+}
+
+impl Part {
+    /// The part a query belongs to: `check` when the first byte of the SHA-256 of its id (its
+    /// text if it has none) is a multiple of 3.
+    fn of(id: &Value, query: &str) -> Self {
+        use sha2::Digest;
+        let id = match id {
+            Value::Null => query.to_owned(),
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        if sha2::Sha256::digest(id.as_bytes())[0] % 3 == 0 {
+            Part::Check
+        } else {
+            Part::Fit
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -193,8 +228,17 @@ pub fn run(args: Args, config: &Path, catalog_dir: Option<PathBuf>) -> anyhow::R
         let mut reports = Vec::new();
         for (name, queries, tools) in sets(&args.sets, &args.only, args.held_out)? {
             let catalogs = catalogs_from_jsonl(&tools)?;
-            let report = measure(&name, &queries, catalogs, None, &options, &embedder, &args)
-                .with_context(|| format!("set {name}"))?;
+            let store = cache_dir(&args, &tools);
+            let report = measure(
+                &name,
+                &queries,
+                catalogs,
+                store.as_deref(),
+                &options,
+                &embedder,
+                &args,
+            )
+            .with_context(|| format!("set {name}"))?;
             reports.push(report);
         }
         print_sets(&reports, args.json)?;
@@ -227,9 +271,16 @@ pub fn run(args: Args, config: &Path, catalog_dir: Option<PathBuf>) -> anyhow::R
             ),
         }
     }
-    // Vectors persist next to catalogs read from a directory; JSON-lines tools are embedded on
-    // every run.
-    let store = args.tools.is_none().then_some(catalog_dir.as_path());
+    // Vectors persist next to catalogs read from a directory; JSON-lines tools in
+    // --vector-cache, else they are embedded on every run.
+    let cache = args
+        .tools
+        .as_deref()
+        .and_then(|tools| cache_dir(&args, tools));
+    let store = match &args.tools {
+        None => Some(catalog_dir.as_path()),
+        Some(_) => cache.as_deref(),
+    };
     let name = queries
         .file_name()
         .and_then(|n| n.to_str())
@@ -240,6 +291,13 @@ pub fn run(args: Args, config: &Path, catalog_dir: Option<PathBuf>) -> anyhow::R
     let report = measure(&name, queries, catalogs, store, &options, &embedder, &args)?;
     print(&report, args.json)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where the vectors of the JSON-lines tools in `tools` are kept: a directory of
+/// `--vector-cache` named after the file (sets sharing a catalog share it).
+fn cache_dir(args: &Args, tools: &Path) -> Option<PathBuf> {
+    let name = tools.file_name()?.to_str()?.trim_end_matches(".jsonl");
+    Some(args.vector_cache.as_ref()?.join(name))
 }
 
 /// The sets in `dir` (name, queries file, tools file), sorted by name; only those named in
@@ -332,14 +390,20 @@ fn measure(
     let every = args.every as usize;
     let queries: Vec<Query> = read_queries(queries_path)?
         .into_iter()
+        .filter(|q| args.part.is_none_or(|p| p == q.part))
         .enumerate()
         .filter(|(i, _)| (i + 1) % every == 0)
         .map(|(_, q)| q)
         .collect();
     if queries.is_empty() {
         bail!(
-            "{} has fewer than --every {every} queries",
-            queries_path.display()
+            "{} has fewer than --every {every} queries{}",
+            queries_path.display(),
+            if args.part.is_some() {
+                " in this --part"
+            } else {
+                ""
+            }
         );
     }
     let limit = usize::from(args.limit);
@@ -349,7 +413,10 @@ fn measure(
     let mut by_similarity = Buckets::new(&SIMILARITIES);
     let mut unknown_gold = Vec::new();
     let mut rankings = String::new();
-    for Query { line, text, gold } in &queries {
+    for Query {
+        line, text, gold, ..
+    } in &queries
+    {
         for keys in gold {
             if !keys.iter().any(|k| library.entries.contains_key(k)) {
                 unknown_gold.push(format!("{}:{line}: {}", queries_path.display(), keys[0]));
@@ -424,7 +491,11 @@ fn measure(
         tools,
         limit: args.limit,
         ranking: if library.is_hybrid() {
-            format!("hybrid, {:?}", library.index.options().fusion)
+            let o = library.index.options();
+            match o.context {
+                Some(context) => format!("hybrid, {:?}, {context:?}", o.fusion),
+                None => format!("hybrid, {:?}", o.fusion),
+            }
         } else if args.baseline {
             "plain bm25 (baseline)".into()
         } else {
@@ -588,6 +659,7 @@ fn embed_tools(library: &Library, embedder: Arc<Embedder>, store: Option<&Path>)
 /// One line of the query file.
 struct Query {
     line: usize,
+    part: Part,
     text: String,
     /// Gold items, each as its acceptable qualified names (the tool, then its alts).
     gold: Vec<Vec<String>>,
@@ -622,6 +694,7 @@ fn read_queries(path: &Path) -> anyhow::Result<Vec<Query>> {
         }
         out.push(Query {
             line: i + 1,
+            part: Part::of(&q.id, &q.query),
             text: q.query,
             gold,
         });

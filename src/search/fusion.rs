@@ -19,6 +19,51 @@ pub enum Fusion {
     Coverage { beta: f32 },
 }
 
+/// Server evidence added to each tool's cosine before fusion: `weight` × a score of its
+/// server's tools' cosines with the query.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Context {
+    /// The mean cosine of the server's tools: the query's cosine with the sum of their vectors
+    /// (a server vector), over the number of tools.
+    Mean { weight: f32 },
+    /// The best cosine among the server's tools.
+    Max { weight: f32 },
+}
+
+/// Adds [`Context`] to `cosine` (by ordinal), the server of ordinal `i` being `servers[i]`.
+pub fn server_context(cosine: &mut [f32], servers: &[String], context: Context) {
+    // A server's ordinals are mostly consecutive: one map update per run of them.
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for i in 0..servers.len().min(cosine.len()) {
+        match runs.last_mut() {
+            Some((_, end)) if servers[*end - 1] == servers[i] => *end = i + 1,
+            _ => runs.push((i, i + 1)),
+        }
+    }
+    let mut by_server: std::collections::HashMap<&str, (f32, f32, u32)> =
+        std::collections::HashMap::new();
+    for &(start, end) in &runs {
+        let (sum, max, n) = by_server
+            .entry(&servers[start])
+            .or_insert((0.0, f32::NEG_INFINITY, 0));
+        for &c in &cosine[start..end] {
+            *sum += c;
+            *max = max.max(c);
+        }
+        *n += (end - start) as u32;
+    }
+    for &(start, end) in &runs {
+        let (sum, max, n) = by_server[servers[start].as_str()];
+        let lift = match context {
+            Context::Mean { weight } => weight * sum / n as f32,
+            Context::Max { weight } => weight * max,
+        };
+        for c in &mut cosine[start..end] {
+            *c += lift;
+        }
+    }
+}
+
 /// Per-query normalisation of one score list for [`Fusion::Normalized`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Norm {
@@ -179,6 +224,24 @@ mod tests {
         assert_eq!(order(rrf_each(&[&lexical, &vector], 5.0))[0], 2);
         let full = [(1, 1.0), (3, 1.0)];
         assert_eq!(order(rrf_each(&[&full, &vector], 5.0))[0], 1);
+    }
+
+    #[test]
+    fn server_context_lifts_the_tools_of_a_server_near_the_query() {
+        // Server b has the two nearest tools (1, 2), server a one near tool (0) and one far
+        // (3). Alone, 0 is second; with server evidence b's second tool passes it.
+        let servers = ["a", "b", "b", "a"].map(String::from);
+        let cosine = [0.50, 0.55, 0.48, 0.0];
+        let ranked = |c: &[f32]| order(c.iter().enumerate().map(|(i, &c)| (i as u32, c)).collect());
+        assert_eq!(ranked(&cosine)[..3], [1, 0, 2]);
+        for context in [Context::Mean { weight: 0.5 }, Context::Max { weight: 0.5 }] {
+            let mut c = cosine;
+            server_context(&mut c, &servers, context);
+            assert_eq!(ranked(&c)[..3], [1, 2, 0], "{context:?}");
+        }
+        let mut c = cosine;
+        server_context(&mut c, &servers, Context::Mean { weight: 1.0 });
+        assert!((c[0] - 0.75).abs() < 1e-6 && (c[2] - 0.995).abs() < 1e-6);
     }
 
     #[test]

@@ -10,7 +10,7 @@ pub enum Combine {
     DisMax { tie: f32 },
 }
 
-pub use super::fusion::{Fusion, Norm};
+pub use super::fusion::{Context, Fusion, Norm};
 
 /// Which English stop words are dropped from documents and queries.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -69,6 +69,11 @@ pub struct SearchOptions {
     pub embeddings: bool,
     /// How BM25 and vector ranks are combined in hybrid search.
     pub fusion: Fusion,
+    /// In hybrid search, server evidence added to each tool's cosine before fusion (`None`:
+    /// the tool's own cosine alone). 0.3 × the mean cosine of the tool's server's tools by
+    /// default: fitted on docker-mcp's `fit` part, checked on its `check` part (EVAL.md, round
+    /// 7b); a catalog of one server is ranked as without it.
+    pub context: Option<Context>,
     /// In hybrid search, tools that match exactly the same query words enter fusion with the
     /// same BM25 score (the best of them): what tells them apart lexically is only term
     /// frequency and field length, and the vectors then decide between them.
@@ -118,6 +123,7 @@ impl Default for SearchOptions {
                 alpha: 0.3,
                 norm: Norm::ZScore,
             },
+            context: Some(Context::Mean { weight: 0.3 }),
             even_ties: false,
             synonyms: 0.5,
             helpers: 0.5,
@@ -242,6 +248,26 @@ impl SearchOptions {
                     .map_err(|_| format!("embeddings is true or false, got \"{value}\""))?;
             }
             "fusion" => self.fusion = parse_fusion(value)?,
+            "context" => {
+                let usage =
+                    || format!("context is off, mean:WEIGHT or max:WEIGHT, got \"{value}\"");
+                self.context = match value.split_once(':') {
+                    None if value == "off" => None,
+                    Some((kind, w)) => {
+                        let weight = w
+                            .parse::<f32>()
+                            .ok()
+                            .filter(|w| w.is_finite() && *w >= 0.0)
+                            .ok_or_else(usage)?;
+                        match kind {
+                            "mean" => Some(Context::Mean { weight }),
+                            "max" => Some(Context::Max { weight }),
+                            _ => return Err(usage()),
+                        }
+                    }
+                    None => return Err(usage()),
+                };
+            }
             "names" => {
                 self.names = value
                     .parse()
@@ -270,7 +296,7 @@ impl SearchOptions {
             }
             _ => {
                 return Err(format!(
-                    "unknown option \"{key}\"; options: stopwords, stem, split_case, decompound, name, title, description, params, server, combine, idf, name_len, description_len, params_len, server_len, coverage, coverage_words, phrase, synonyms, helpers, max_df, embeddings, fusion, even_ties, surface, names"
+                    "unknown option \"{key}\"; options: stopwords, stem, split_case, decompound, name, title, description, params, server, combine, idf, name_len, description_len, params_len, server_len, coverage, coverage_words, phrase, synonyms, helpers, max_df, embeddings, fusion, context, even_ties, surface, names"
                 ));
             }
         }
@@ -372,6 +398,13 @@ mod tests {
         assert_eq!(o.fusion, Fusion::Coverage { beta: 0.4 });
         assert!(o.set("fusion=rrf:1:2:3").is_err());
         assert!(o.set("fusion=max").is_err());
+        o.set("context=max:0.2").unwrap();
+        assert_eq!(o.context, Some(Context::Max { weight: 0.2 }));
+        o.set("context=mean:0.5").unwrap();
+        assert_eq!(o.context, Some(Context::Mean { weight: 0.5 }));
+        o.set("context=off").unwrap();
+        assert_eq!(o.context, None);
+        assert!(o.set("context=sum:1").is_err() && o.set("context=mean").is_err());
         o.set("even_ties=true").unwrap();
         assert!(o.even_ties);
         assert!(o.set("even_ties=1").is_err());

@@ -149,16 +149,17 @@ impl SearchIndex {
                         matched(i).filter_map(|(id, _, _)| *id).collect()
                     });
                 }
+                let mut cosine = cosine.clone();
+                if let Some(context) = self.options.context {
+                    fusion::server_context(&mut cosine, &self.tables.servers, context);
+                }
                 if demote {
-                    let mut cosine = cosine.clone();
                     for &i in &self.helpers {
                         let c = &mut cosine[i as usize];
                         *c = c.min(*c * self.options.helpers);
                     }
-                    self.fuse(bm25, &cosine, pool, server, &coverage)
-                } else {
-                    self.fuse(bm25, cosine, pool, server, &coverage)
                 }
+                self.fuse(bm25, &cosine, pool, server, &coverage)
             }
         };
         // An exact or close name outside the pool (its words are common) still comes first.

@@ -506,6 +506,35 @@ fn hybrid_search_agreement_beats_either_signal_alone() {
 }
 
 #[test]
+fn hybrid_search_counts_the_servers_nearness_by_default() {
+    let idx = index();
+    let vectors = axis_vectors(&idx);
+    // echo is the nearest tool alone; every fs tool is almost as near. With server evidence
+    // (the default) an fs tool comes first; with the tools' own cosines alone, echo does.
+    let mut q = vec![0.0; idx.len()];
+    for (key, c) in [
+        ("everything__echo", 0.50),
+        ("fs__write_file", 0.48),
+        ("fs__read_text_file", 0.46),
+        ("fs__list_directory", 0.44),
+    ] {
+        q[idx.keys().iter().position(|k| k == key).unwrap()] = c;
+    }
+    let hits = idx.search_hybrid("zzz", &q, &vectors, 3, None).unwrap();
+    assert_eq!(hits[0].key, "fs__write_file", "{hits:?}");
+    let alone = SearchIndex::build_with(
+        index_docs(),
+        SearchOptions {
+            context: None,
+            ..SearchOptions::default()
+        },
+    )
+    .unwrap();
+    let hits = alone.search_hybrid("zzz", &q, &vectors, 3, None).unwrap();
+    assert_eq!(hits[0].key, "everything__echo", "{hits:?}");
+}
+
+#[test]
 fn cjk_descriptions_are_searchable_by_their_words() {
     let idx = SearchIndex::build(vec![
         doc("zh", "read", "读取文件内容", ""),

@@ -295,6 +295,14 @@ fn eval_reports_every_set_side_by_side() {
         (&"two (held out)".into(), &2.into())
     );
 
+    // --part splits each query file by a hash of the ids: the fixture's five are all "fit".
+    let fit = report(&["--set", "one", "--part", "fit"]);
+    assert_eq!(fit[0]["queries"], 5, "{fit}");
+    let stderr = fails(&mut meta_server(
+        &[&base[..], &["--set", "one", "--part", "check"]].concat(),
+    ));
+    assert!(stderr.contains("queries in this --part"), "{stderr}");
+
     // --baseline ranks with plain BM25 and says so; --ranked writes one line per query.
     let ranked = dir.path().join("ranked.jsonl");
     let plain = report(&[
