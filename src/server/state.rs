@@ -32,7 +32,7 @@ const EMBED_GRACE: Duration = Duration::from_secs(5);
 
 /// Shared state of one serving process.
 pub struct State {
-    pub settings: Settings,
+    pub settings: Arc<Settings>,
     /// Result budgets from the settings, resolved once.
     budgets: Budgets,
     pub manager: Arc<Manager>,
@@ -117,7 +117,7 @@ impl State {
             audit: settings.audit.clone().map(crate::audit::AuditLog::new),
             catalog_counts: Mutex::new(BTreeMap::new()),
             shared_versions: Mutex::new(HashMap::new()),
-            settings,
+            settings: Arc::new(settings),
             library: RwLock::new(Arc::new(library)),
             swapped: tokio::sync::watch::Sender::new(0),
             rebuilding: Mutex::new(()),
