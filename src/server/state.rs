@@ -16,6 +16,7 @@ use crate::store::{DEFAULT_SPILL_BYTES, SharedResults, SpillStore, Valkey};
 use crate::upstream::{CommandLookups, Events, Manager};
 
 use super::caller::Caller;
+use super::logins::Logins;
 use super::metrics::Metrics;
 use crate::library::{Library, LoadReport};
 use crate::search::embed::{EmbedError, Embedder};
@@ -72,10 +73,8 @@ pub struct State {
     listing: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Why servers could not be listed (cannot start, needs login, ...), until they are.
     unavailable: Mutex<BTreeMap<String, String>>,
-    /// Servers with a login offered to a client and not finished yet.
-    pub(super) logins: Mutex<BTreeSet<String>>,
-    /// When an offered login of each server last completed.
-    pub(super) logged_in: Mutex<HashMap<String, crate::clock::Instant>>,
+    /// Logins offered to clients.
+    pub(super) logins: Logins,
 }
 
 impl State {
@@ -131,8 +130,7 @@ impl State {
             tasks: tokio_util::task::TaskTracker::new(),
             listing: Mutex::new(HashMap::new()),
             unavailable: Mutex::new(BTreeMap::new()),
-            logins: Mutex::new(BTreeSet::new()),
-            logged_in: Mutex::new(HashMap::new()),
+            logins: Logins::default(),
         })
     }
 
