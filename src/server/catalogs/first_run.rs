@@ -21,9 +21,9 @@ pub(in crate::server) async fn ensure(
         let state = state.clone();
         let server = server.to_owned();
         state
-            .tasks
+            .catalogs
             .clone()
-            .spawn(async move { list(&state, &server).await })
+            .track(async move { list(&state, &server).await })
     };
     task.await.unwrap_or_else(|e| {
         Err(RefreshError::Task {

@@ -18,7 +18,7 @@ pub(super) async fn fetch(state: &Arc<State>, server: &str) -> Result<Catalog, R
         .ok_or(RefreshError::NotConfigured)?;
     let fresh = catalog::fetch(&state.manager, config).await?;
     state.count_catalog(server, true);
-    state.dirty.lock().remove(server);
+    state.catalogs.clear_dirty(server);
     Ok(fresh)
 }
 

@@ -170,7 +170,7 @@ pub(in crate::server) async fn run(
             .map(|s| s.name.as_str())
             .filter(|s| access.sees_server(s))
             .collect(),
-        boosted: state.boosted.lock().clone(),
+        boosted: state.catalogs.boosted(),
         indexing: (state.indexing().into_iter())
             .filter(|s| access.sees_server(s))
             .collect(),
