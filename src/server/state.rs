@@ -2,7 +2,6 @@
 //! the catalogs (the library and its bookkeeping), the result store (local, or shared with
 //! other replicas), metrics, trust, the audit log, logins offered, and budgets resolved once.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::budget::{self, Budgets, ByteEstimate, Limits, O200k, Route, TokenCounter};
@@ -102,9 +101,7 @@ impl State {
             .into_iter()
             .filter(|name| {
                 let server = state.settings.servers.iter().find(|s| &s.name == name);
-                server.is_none_or(|server| {
-                    state.catalogs.check_launch(server, &mut lookups, false)
-                })
+                server.is_none_or(|server| state.catalogs.check_launch(server, &mut lookups, false))
             })
             .collect();
         (state, missing)
@@ -147,79 +144,6 @@ impl State {
         let catalog = library.catalogs.get(&entry.server)?;
         self.trust.quarantine(catalog, &entry.def.name)
     }
-
-    /// The current library (a snapshot; cheap to hold across a call).
-    pub fn library(&self) -> Arc<Library> {
-        self.catalogs.library()
-    }
-
-    /// Whether `server`'s catalog should be re-listed on its next connection.
-    pub fn is_stale(&self, server: &str) -> bool {
-        self.catalogs.is_stale(server)
-    }
-
-    /// Servers being indexed in the background right now, sorted.
-    pub fn indexing(&self) -> Vec<String> {
-        self.catalogs.indexing()
-    }
-
-    /// Configured servers meta-server cannot serve now, with why.
-    pub fn unavailable(&self) -> Vec<(String, String)> {
-        self.catalogs.unavailable()
-    }
-
-    /// Per server: (tool lists fetched by this process, catalogs taken from the shared store).
-    pub fn catalog_counts(&self) -> BTreeMap<String, (u64, u64)> {
-        self.catalogs.catalog_counts()
-    }
-
-    /// See [`Catalogs::check_launches`].
-    pub fn check_launches(&self) {
-        self.catalogs.check_launches();
-    }
-
-    /// See [`Catalogs::embed_at_start`].
-    pub fn embed_at_start(&self) {
-        self.catalogs.embed_at_start();
-    }
-
-    /// See [`Catalogs::embed_in_background`].
-    pub fn embed_in_background(&self) {
-        self.catalogs.embed_in_background();
-    }
-
-    /// See [`Catalogs::save_index_in_background`].
-    pub(super) fn save_index_in_background(&self) {
-        self.catalogs.save_index_in_background();
-    }
-
-    /// See [`Catalogs::replace_catalog`].
-    pub(super) fn replace_catalog(
-        &self,
-        catalog: crate::catalog::Catalog,
-    ) -> Result<(), crate::search::SearchError> {
-        self.catalogs.replace_catalog(catalog)
-    }
-
-    /// See [`Catalogs::library_swaps`].
-    pub(super) fn library_swaps(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.catalogs.library_swaps()
-    }
-
-    /// See [`Catalogs::listing_lock`].
-    pub(super) fn listing_lock(&self, server: &str) -> Arc<tokio::sync::Mutex<()>> {
-        self.catalogs.listing_lock(server)
-    }
-
-    /// See [`Catalogs::set_unavailable`].
-    pub(super) fn set_unavailable(&self, server: &str, reason: Option<String>) {
-        self.catalogs.set_unavailable(server, reason);
-    }
-
-    /// See [`Catalogs::count_catalog`].
-    pub(super) fn count_catalog(&self, server: &str, listed: bool) {
-        self.catalogs.count_catalog(server, listed);
-    }
 }
 
 /// Result handling as the settings configure it: the tokenizer, and the result store (`shared`
@@ -258,4 +182,3 @@ pub(super) fn budgets(settings: &Settings) -> Budgets {
             .map_or(budget::DEFAULT_HARD_TOKENS, |t| t as usize),
     }
 }
-

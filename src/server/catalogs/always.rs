@@ -32,7 +32,7 @@ pub(in crate::server) async fn prepare(state: &Arc<State>) -> Vec<Tool> {
                 server,
                 "alwaysLoad server did not start; its tools are listed from the catalog: {e}"
             );
-        } else if state.is_stale(server)
+        } else if state.catalogs.is_stale(server)
             && let Err(e) = refresh(state, server, false).await
         {
             tracing::warn!(server, "re-listing tools failed: {e}");
@@ -40,7 +40,7 @@ pub(in crate::server) async fn prepare(state: &Arc<State>) -> Vec<Tool> {
         state.catalogs.end_indexing(server);
     }))
     .await;
-    let library = state.library();
+    let library = state.catalogs.library();
     servers
         .iter()
         .flat_map(|&server| {

@@ -106,7 +106,10 @@ impl Catalogs {
     pub(in crate::server) fn save_index_in_background(self: &Arc<Self>) {
         let catalogs = self.clone();
         tokio::task::spawn_blocking(move || {
-            if let Err(e) = catalogs.library().save_index(&catalogs.settings.catalog_dir) {
+            if let Err(e) = catalogs
+                .library()
+                .save_index(&catalogs.settings.catalog_dir)
+            {
                 tracing::warn!("{e}; the next start builds the index again");
             }
         });

@@ -57,7 +57,7 @@ pub(in crate::server) async fn watch(state: Arc<State>) {
                 None => return,
                 Some(Event::Connected(server)) => {
                     let indexing = state.catalogs.is_indexing(&server);
-                    if !indexing && state.is_stale(&server) {
+                    if !indexing && state.catalogs.is_stale(&server) {
                         due.insert(server, Instant::now());
                     }
                 }

@@ -83,7 +83,7 @@ pub(in crate::server) async fn pull(
 /// Records the shared versions [`pull`] took, and counts them as taken from the store.
 pub(in crate::server) fn record_pulled(state: &State, taken: Vec<(String, String, String)>) {
     for (server, field, version) in taken {
-        state.count_catalog(&server, false);
+        state.catalogs.count_catalog(&server, false);
         state.catalogs.record_shared_version(field, version);
     }
 }
@@ -181,7 +181,7 @@ async fn publish(store: &Valkey, fingerprint: &str, catalog: &Catalog) -> Option
 fn take(state: &State, field: &str, version: String, catalog: Catalog) -> Catalog {
     let server = catalog.server.clone();
     tracing::info!(server, "catalog taken from the shared store");
-    state.count_catalog(&server, false);
+    state.catalogs.count_catalog(&server, false);
     state
         .catalogs
         .record_shared_version(field.to_owned(), version);

@@ -89,7 +89,8 @@ impl MetaServer {
             .cloned()
             .chain(always)
             .collect();
-        let instructions = instructions::overview(&state.settings, &state.library()).into();
+        let instructions =
+            instructions::overview(&state.settings, &state.catalogs.library()).into();
         let passthrough = Arc::new(Passthrough::new(is_own));
         let list_changes = ListChanges::follow(&state, passthrough.clone());
         Self {
@@ -352,7 +353,7 @@ impl ServerHandler for MetaServer {
         _request: Option<PaginatedRequestParams>,
         cx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let library = self.state.library();
+        let library = self.state.catalogs.library();
         let skills = library.skills.iter().map(|skill| {
             let mut r = rmcp::model::Resource::new(
                 format!("{SKILL_SCHEME}{}", skill.name),
@@ -465,7 +466,7 @@ impl ServerHandler for MetaServer {
         cx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         if let Some(name) = request.uri.strip_prefix(SKILL_SCHEME) {
-            let library = self.state.library();
+            let library = self.state.catalogs.library();
             let skill = library
                 .skills
                 .iter()

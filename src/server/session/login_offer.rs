@@ -75,7 +75,7 @@ pub(in crate::server) fn offer(
             Ok(login) => {
                 tracing::info!(server = %login.server, "logged in through the client's login offer");
                 state.logins.complete(&login.server);
-                state.set_unavailable(&login.server, None);
+                state.catalogs.set_unavailable(&login.server, None);
             }
             Err(e) => {
                 tracing::warn!(server = %config.name, "login offered to the client failed: {e}")
