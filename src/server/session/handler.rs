@@ -14,8 +14,8 @@ use rmcp::model::{
     InitializeRequestParams, InitializeResult, InputResponses, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    ResourceTemplate, ResourceUpdatedNotificationParam, ResultType, ServerCapabilities,
-    ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+    ResourceUpdatedNotificationParam, ResultType, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::{
     NotificationContext, RequestContext, RoleServer, SubscriptionContext, SubscriptionSendError,
@@ -41,13 +41,8 @@ use crate::server::tools::request::Request;
 use crate::server::tools::{definitions, reply};
 use crate::upstream::{ClientId, LogLevel, Origin};
 
-/// URI scheme of skills as resources.
-const SKILL_SCHEME: &str = "skill://";
-
-/// Whether meta-server serves `uri` itself (a skill or a stored result), never an upstream.
-fn is_own(uri: &str) -> bool {
-    uri.starts_with(SKILL_SCHEME) || uri.starts_with(crate::result::RESOURCE_PREFIX)
-}
+mod own;
+use own::is_own;
 
 /// The `ServerHandler` behind `meta-server serve`.
 #[derive(Clone)]
@@ -354,15 +349,7 @@ impl ServerHandler for MetaServer {
         cx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let library = self.state.catalogs.library();
-        let skills = library.skills.iter().map(|skill| {
-            let mut r = rmcp::model::Resource::new(
-                format!("{SKILL_SCHEME}{}", skill.name),
-                skill.name.clone(),
-            );
-            r.description = Some(skill.description.clone());
-            r.mime_type = Some("text/markdown".into());
-            r
-        });
+        let skills = own::skills(&library);
         let routes = (self.passthrough).routes(&self.state, &access(&cx.extensions));
         let resources = skills.chain(routes.resources().iter().cloned()).collect();
         let mut list = ListResourcesResult::with_all_items(resources);
@@ -378,16 +365,8 @@ impl ServerHandler for MetaServer {
         _request: Option<PaginatedRequestParams>,
         cx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        let mut template = ResourceTemplate::new(
-            format!("{}{{resourceId}}", crate::result::RESOURCE_PREFIX),
-            "stored-result",
-        );
-        template.title = Some("Full result of a truncated tool call".into());
-        template.description = Some(
-            "The whole result behind a TRUNCATION NOTICE; resourceId is the notice's resourceId (r- and 32 hex digits).".into(),
-        );
         let routes = (self.passthrough).routes(&self.state, &access(&cx.extensions));
-        let templates = std::iter::once(template)
+        let templates = std::iter::once(own::stored_result_template())
             .chain(routes.templates().iter().cloned())
             .collect();
         let mut list = ListResourceTemplatesResult::with_all_items(templates);
@@ -465,29 +444,9 @@ impl ServerHandler for MetaServer {
         request: ReadResourceRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        if let Some(name) = request.uri.strip_prefix(SKILL_SCHEME) {
+        if let Some(name) = own::skill_name(&request.uri) {
             let library = self.state.catalogs.library();
-            let skill = library
-                .skills
-                .iter()
-                .find(|s| s.name == name)
-                .ok_or_else(|| {
-                    McpError::resource_not_found(
-                        format!(
-                            "no skill \"{}\"; resources/list shows the skills",
-                            reply::echo(name)
-                        ),
-                        None,
-                    )
-                })?;
-            let mut contents =
-                rmcp::model::ResourceContents::text(skill.text.clone(), request.uri.clone());
-            if let rmcp::model::ResourceContents::TextResourceContents { mime_type, .. } =
-                &mut contents
-            {
-                *mime_type = Some("text/markdown".into());
-            }
-            return Ok(ReadResourceResult::new(vec![contents]).into());
+            return Ok(own::read_skill(&library, name, &request.uri)?.into());
         }
         if !is_own(&request.uri) {
             if !revision::is_stateless(&cx) {
@@ -526,25 +485,10 @@ impl ServerHandler for MetaServer {
                 }
             }
         }
-        let id = crate::result::resource_id(&request.uri).ok_or_else(|| {
-            McpError::resource_not_found(
-                format!(
-                    "unknown resource {}; resources/list and resources/templates/list show the resources, and stored results look like {}r-<32 hex digits>",
-                    reply::echo(&request.uri),
-                    crate::result::RESOURCE_PREFIX
-                ),
-                None,
-            )
-        })?;
-        match self
-            .state
-            .results
-            .read_resource(id, &self.owner(&cx.extensions))
-            .await
-        {
-            Ok(contents) => Ok(ReadResourceResult::new(vec![contents]).into()),
-            Err(e) => Err(McpError::resource_not_found(e.to_string(), None)),
-        }
+        let owner = self.owner(&cx.extensions);
+        Ok(own::read_stored(&self.state, &request.uri, &owner)
+            .await?
+            .into())
     }
 
     async fn list_tools(
