@@ -1,6 +1,7 @@
 //! Live connections to upstream servers: connect once per server on demand, stop when idle,
 //! reconnect after a crash. The only module that holds connections.
 
+mod ask;
 mod child;
 mod connect;
 mod diagnose;
