@@ -117,17 +117,29 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let bar = progress(chosen.len(), args.json);
+    // Approvals are shared through the store when there is one (`trust::shared`).
+    let store = match &settings.store {
+        Some(store) => Some(crate::store::Valkey::open(&store.url)?),
+        None => None,
+    };
     let mut outcomes: Vec<Outcome> = futures::stream::iter(chosen)
         .map(|server| {
             let manager = manager.clone();
             let bar = bar.clone();
             let dir = settings.catalog_dir.clone();
+            let store = store.clone();
             async move {
                 let started = Instant::now();
                 let mut quarantined = Vec::new();
                 let result = match catalog::fetch(&manager, server).await {
                     Ok(catalog) => {
-                        match crate::trust::observe(settings.trust, &dir, &catalog) {
+                        let observed = crate::trust::shared::observe(
+                            settings.trust,
+                            &dir,
+                            store.as_ref(),
+                            &catalog,
+                        );
+                        match observed.await {
                             Ok(held) => {
                                 quarantined = held
                                     .iter()

@@ -191,7 +191,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Command::Search(args) => search::run(settings, args),
             Command::Call(args) => call::run(settings, args).await,
             Command::Auth(args) => auth::run(settings, args).await,
-            Command::Tools(args) => tools::run(settings, args),
+            Command::Tools(args) => tools::run(settings, args).await,
             Command::Measure(args) => measure::run(settings, args),
             Command::Eval(_)
             | Command::Import(_)

@@ -11,6 +11,8 @@ use super::terminal::{escape, escape_json};
 use crate::catalog::Catalog;
 use crate::config::{ServerConfig, Settings, TrustMode};
 use crate::library::{SEPARATOR, qualified_name};
+use crate::store::Valkey;
+use crate::trust::{Approvals, TrustError};
 
 /// Review and approve upstream tools (`metaServer.trust`).
 ///
@@ -19,7 +21,8 @@ use crate::library::{SEPARATOR, qualified_name};
 /// that changes or appears later is quarantined: flagged in search_tools and get_tool_details
 /// and refused by call_tool, scripts and alwaysLoad, until you approve it here. Under
 /// "review" a new server's tools wait too. Approvals are kept beside the catalogs
-/// (<catalog-dir>/<server>.approved).
+/// (<catalog-dir>/<server>.approved); with a shared store (metaServer.store) they are kept
+/// there, for every replica, and the catalogs the replicas share are the ones reviewed.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(subcommand)]
@@ -74,27 +77,78 @@ struct Reviewed {
     flags: Vec<String>,
 }
 
-pub fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
+pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
+    let store = match &settings.store {
+        Some(store) => Some(Valkey::open(&store.url)?),
+        None => None,
+    };
     match args.command {
-        ToolsCommand::Review(args) => review(&settings, args),
-        ToolsCommand::Approve(args) => approve(&settings, args),
+        ToolsCommand::Review(args) => review(&settings, store.as_ref(), args).await,
+        ToolsCommand::Approve(args) => approve(&settings, store.as_ref(), args).await,
     }
 }
 
-/// The catalog of `server` in the catalog dir, if it has one.
-fn catalog(settings: &Settings, server: &ServerConfig) -> anyhow::Result<Option<Catalog>> {
+/// The catalog of `server`: the one the replicas share if there is a store and it holds one,
+/// else the one in the catalog dir, if any.
+async fn catalog(
+    settings: &Settings,
+    store: Option<&Valkey>,
+    server: &ServerConfig,
+) -> anyhow::Result<Option<Catalog>> {
+    if let Some(store) = store {
+        let fingerprint = crate::catalog::config_fingerprint(server);
+        match store.catalog(&server.name, &fingerprint).await {
+            Ok(Some(shared)) => {
+                let catalog = Catalog::parse(std::path::Path::new("<shared store>"), &shared.json)?;
+                if catalog.server == server.name {
+                    return Ok(Some(catalog));
+                }
+            }
+            Ok(None) => {}
+            Err(e) => eprintln!(
+                "warning: {e}; reading the catalog in {}",
+                settings.catalog_dir.display()
+            ),
+        }
+    }
     Ok(Catalog::load_server(&settings.catalog_dir, &server.name)?)
 }
 
+/// The approvals of `server`: from the store if there is one (the local copy, said so, when
+/// it does not answer).
+async fn approvals(
+    settings: &Settings,
+    store: Option<&Valkey>,
+    server: &str,
+) -> Result<Option<Approvals>, TrustError> {
+    let Some(store) = store else {
+        return Approvals::load(&settings.catalog_dir, server);
+    };
+    let (approvals, unshared) =
+        crate::trust::shared::load(store, &settings.catalog_dir, server).await;
+    if let Some(e) = unshared {
+        eprintln!(
+            "warning: {e}; showing the approvals of {server} last copied into {}",
+            settings.catalog_dir.display()
+        );
+    }
+    approvals
+}
+
 #[allow(clippy::print_stdout)]
-fn review(settings: &Settings, args: ReviewArgs) -> anyhow::Result<ExitCode> {
+async fn review(
+    settings: &Settings,
+    store: Option<&Valkey>,
+    args: ReviewArgs,
+) -> anyhow::Result<ExitCode> {
     let mut listed = Vec::new();
     for server in &settings.servers {
-        let Some(catalog) = catalog(settings, server)? else {
+        let Some(catalog) = catalog(settings, store, server).await? else {
             continue;
         };
+        let approvals = approvals(settings, store, &server.name).await;
         let mut pending: std::collections::BTreeMap<String, crate::trust::Pending> =
-            crate::trust::pending(settings.trust, &settings.catalog_dir, &catalog)
+            crate::trust::pending(settings.trust, approvals, &catalog)
                 .into_iter()
                 .filter_map(|p| Some((p.tool.value()["name"].as_str()?.to_owned(), p)))
                 .collect();
@@ -181,7 +235,11 @@ fn side_by_side(approved: Option<&Value>, current: &Value) {
 }
 
 #[allow(clippy::print_stdout)]
-fn approve(settings: &Settings, args: ApproveArgs) -> anyhow::Result<ExitCode> {
+async fn approve(
+    settings: &Settings,
+    store: Option<&Valkey>,
+    args: ApproveArgs,
+) -> anyhow::Result<ExitCode> {
     // Per server: the tool names to approve (`None`: all of them).
     let mut chosen: Vec<(&ServerConfig, Option<Vec<String>>)> = Vec::new();
     if args.all {
@@ -203,7 +261,9 @@ fn approve(settings: &Settings, args: ApproveArgs) -> anyhow::Result<ExitCode> {
             chosen.push((config, None));
             continue;
         };
-        let catalog = catalog(settings, config)?.with_context(|| no_catalog(server))?;
+        let catalog = catalog(settings, store, config)
+            .await?
+            .with_context(|| no_catalog(server))?;
         let Some(def) = catalog
             .tool_defs()
             .into_iter()
@@ -217,13 +277,17 @@ fn approve(settings: &Settings, args: ApproveArgs) -> anyhow::Result<ExitCode> {
         chosen.push((config, Some(vec![def.name])));
     }
     for (config, tools) in chosen {
-        let Some(catalog) = catalog(settings, config)? else {
+        let Some(catalog) = catalog(settings, store, config).await? else {
             if args.all {
                 continue;
             }
             bail!(no_catalog(&config.name));
         };
-        let approved = crate::trust::approve(&settings.catalog_dir, &catalog, tools.as_deref())?;
+        let (dir, tools) = (&settings.catalog_dir, tools.as_deref());
+        let approved = match store {
+            Some(store) => crate::trust::shared::approve(store, dir, &catalog, tools).await?,
+            None => crate::trust::approve(dir, &catalog, tools)?,
+        };
         let names: Vec<String> = approved
             .iter()
             .map(|t| qualified_name(&config.name, t))

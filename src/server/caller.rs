@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::access::Access;
 use crate::result::Owner;
-use crate::upstream::Origin;
+use crate::upstream::{Inputs, Origin};
 
 /// Where the client wants progress for this call: its peer and its own progress token.
 pub(in crate::server) type ProgressTo = Option<(Peer<RoleServer>, ProgressToken)>;
@@ -80,10 +80,11 @@ pub(in crate::server) struct Who {
 }
 
 impl Who {
-    /// Who sent this request, whose principal has `access`; `stateless` for a 2026-07-28
-    /// request.
+    /// Who sent this request from `origin`, whose principal has `access`; `stateless` for a
+    /// 2026-07-28 request.
     pub(in crate::server) fn of(
         cx: &RequestContext<RoleServer>,
+        origin: &Origin,
         stateless: bool,
         access: Access,
     ) -> Self {
@@ -101,10 +102,11 @@ impl Who {
         Self {
             client: cx.client_info().map(|c| c.name.into()),
             session,
-            user: if stateless {
-                User::Stateless
-            } else {
-                User::Session(cx.peer.clone())
+            user: match (stateless, origin.inputs()) {
+                (false, _) => User::Session(cx.peer.clone()),
+                (true, Some(inputs)) => User::Stateless(inputs.clone()),
+                // Every 2026-07-28 call carries where it asks; without that, nobody is asked.
+                (true, None) => User::Nobody,
             },
             access,
         }
@@ -116,8 +118,9 @@ impl Who {
 pub(in crate::server) enum User {
     /// Through this 2025-11-25 session, if its client takes elicitation.
     Session(Peer<RoleServer>),
-    /// A 2026-07-28 request: no session to send an elicitation on.
-    Stateless,
+    /// A 2026-07-28 call: asked through its `InputRequiredResult` (a script's nested calls
+    /// too, as they run within it).
+    Stateless(Inputs),
     /// No client at all (`meta-server call`).
     #[default]
     Nobody,

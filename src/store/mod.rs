@@ -1,8 +1,10 @@
 //! Where full results, MCP sessions and catalogs are kept: in this process (`local.rs`: memory
 //! and an owner-only temp dir), or in a Valkey/Redis server that several `serve --http` replicas
 //! share (`valkey.rs` the connection, `results.rs` chunked results, `sessions.rs` rmcp's session
-//! store, `catalogs.rs` shared catalogs and the lease that lets one replica list a server).
+//! store, `catalogs.rs` shared catalogs and the lease that lets one replica list a server,
+//! `approvals.rs` the tool approvals of every replica).
 
+mod approvals;
 mod catalogs;
 mod local;
 mod results;
@@ -14,6 +16,7 @@ use std::sync::{Arc, OnceLock};
 use rand::Rng;
 use sha2::{Digest, Sha256};
 
+pub use approvals::SharedApprovals;
 pub use catalogs::{Lease, SharedCatalog};
 pub use local::{DEFAULT_SPILL_BYTES, SpillStore};
 pub use results::SharedResults;

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::TrustError;
 use crate::atomic_file::{self, Access};
-use crate::catalog::{RawTool, tool_fingerprint};
+use crate::catalog::{Catalog, RawTool, tool_fingerprint};
 
 /// The approvals format this build writes and reads.
 const FORMAT: u64 = 1;
@@ -63,6 +63,15 @@ impl Approvals {
         }
     }
 
+    /// Every tool of `catalog` approved as it is now.
+    pub fn of(catalog: &Catalog) -> Self {
+        let mut approvals = Self::empty(&catalog.server);
+        for tool in &catalog.tools {
+            approvals.approve(tool);
+        }
+        approvals
+    }
+
     /// `server`'s approvals; `Ok(None)` when none were recorded.
     pub fn load(dir: &Path, server: &str) -> Result<Option<Self>, TrustError> {
         let path = Self::path(dir, server);
@@ -71,27 +80,42 @@ impl Approvals {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(source) => return Err(TrustError::Read { path, source }),
         };
-        let approvals: Self = serde_json::from_str(&text).map_err(|e| TrustError::Invalid {
-            path: path.clone(),
+        Self::parse(&path, server, &text).map(Some)
+    }
+
+    /// `server`'s approvals in `text`, read from `origin` (a path, or where else they came from).
+    pub fn parse(origin: &Path, server: &str, text: &str) -> Result<Self, TrustError> {
+        let approvals: Self = serde_json::from_str(text).map_err(|e| TrustError::Invalid {
+            path: origin.to_owned(),
             message: e.to_string(),
         })?;
         if approvals.format != FORMAT || approvals.server != server {
             return Err(TrustError::Invalid {
-                path,
+                path: origin.to_owned(),
                 message: format!(
                     "it holds format {} approvals of server \"{}\"",
                     approvals.format, approvals.server
                 ),
             });
         }
-        Ok(Some(approvals))
+        Ok(approvals)
+    }
+
+    /// The approvals as their file holds them.
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).expect("approvals serialize");
+        text.push('\n');
+        text
     }
 
     /// Writes the approvals into `dir`, owner-only and atomically.
     pub fn write(&self, dir: &Path) -> Result<(), TrustError> {
-        let path = Self::path(dir, &self.server);
-        let mut text = serde_json::to_string_pretty(self).expect("approvals serialize");
-        text.push('\n');
+        Self::write_text(dir, &self.server, &self.to_json())
+    }
+
+    /// Writes `text` as `server`'s approvals file in `dir`, owner-only and atomically.
+    pub(super) fn write_text(dir: &Path, server: &str, text: &str) -> Result<(), TrustError> {
+        let path = Self::path(dir, server);
         atomic_file::write(&path, text.as_bytes(), Access::OwnerOnly)
             .map_err(|source| TrustError::Write { path, source })
     }

@@ -4,6 +4,7 @@
 //! where it is called, until the user approves it.
 
 mod approvals;
+pub mod shared;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -14,6 +15,7 @@ use parking_lot::Mutex;
 
 use crate::catalog::{Catalog, RawTool, tool_fingerprint};
 use crate::config::TrustMode;
+use crate::store::StoreError;
 
 pub use approvals::{Approvals, Approved};
 
@@ -38,6 +40,17 @@ pub enum TrustError {
         "server \"{server}\" has no tool \"{tool}\" in its catalog; `meta-server tools review` lists what waits"
     )]
     NoSuchTool { server: String, tool: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// `tools approve` with a store that does not answer.
+    #[error(
+        "nothing was approved: approvals are kept in the shared store (metaServer.store) so that every replica holds them, and {0}; run the command again when it answers"
+    )]
+    Unshared(StoreError),
+    #[error(
+        "the approvals of server \"{0}\" kept changing in the shared store while they were written; run the command again"
+    )]
+    Contended(String),
 }
 
 /// Why a tool is quarantined.
@@ -147,10 +160,7 @@ pub fn observe(mode: TrustMode, dir: &Path, fresh: &Catalog) -> Result<Vec<Strin
     let previous = Catalog::load_server(dir, &fresh.server).ok().flatten();
     let mut approvals = Approvals::load(dir, &fresh.server);
     if matches!(approvals, Ok(None)) && mode == TrustMode::FirstUse {
-        let mut first = Approvals::empty(&fresh.server);
-        for tool in &previous.as_ref().unwrap_or(fresh).tools {
-            first.approve(tool);
-        }
+        let first = Approvals::of(previous.as_ref().unwrap_or(fresh));
         first.write(dir)?;
         approvals = Ok(Some(first));
     }
@@ -189,6 +199,18 @@ pub fn approve(
         Ok(None) | Err(TrustError::Invalid { .. }) => Approvals::empty(&catalog.server),
         Err(e) => return Err(e),
     };
+    let names = approve_in(&mut approvals, catalog, tools)?;
+    approvals.write(dir)?;
+    Ok(names)
+}
+
+/// Approves the tools of `catalog` named in `tools` (all when `None`) in `approvals`; returns
+/// the names approved.
+fn approve_in(
+    approvals: &mut Approvals,
+    catalog: &Catalog,
+    tools: Option<&[String]>,
+) -> Result<Vec<String>, TrustError> {
     let by_name: BTreeMap<String, &RawTool> = catalog
         .tools
         .iter()
@@ -205,7 +227,6 @@ pub fn approve(
         })?;
         approvals.approve(tool);
     }
-    approvals.write(dir)?;
     Ok(names)
 }
 
@@ -218,9 +239,13 @@ pub struct Pending {
     pub approved: Option<Approved>,
 }
 
-/// The tools of `catalog` waiting for approval under `mode`, in catalog order.
-pub fn pending(mode: TrustMode, dir: &Path, catalog: &Catalog) -> Vec<Pending> {
-    let approvals = Approvals::load(dir, &catalog.server);
+/// The tools of `catalog` waiting for approval under `mode` and its server's `approvals`, in
+/// catalog order.
+pub fn pending(
+    mode: TrustMode,
+    approvals: Result<Option<Approvals>, TrustError>,
+    catalog: &Catalog,
+) -> Vec<Pending> {
     let mut held = assess(mode, &approvals, catalog);
     let approved = approvals.ok().flatten();
     catalog

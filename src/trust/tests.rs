@@ -50,7 +50,7 @@ fn first_use_approves_the_first_listing_and_holds_what_changes_or_appears_after(
         "reported once"
     );
 
-    let pending = pending(mode, dir.path(), &second);
+    let pending = pending(mode, Approvals::load(dir.path(), "s"), &second);
     assert_eq!(pending.len(), 2);
     let approved = pending[0].approved.as_ref().unwrap();
     assert_eq!(approved.tool.value()["description"], "reads");

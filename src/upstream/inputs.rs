@@ -61,6 +61,11 @@ impl Inputs {
         answered.await.map_err(|_| InputError::Ended)
     }
 
+    /// Whether the client declared form elicitation, which meta-server's own questions use.
+    pub fn takes_forms(&self) -> bool {
+        self.offer(Ask::Elicitation(ElicitationMode::Form))
+    }
+
     /// Whether the client declared what `ask` needs.
     pub(super) fn offer(&self, ask: Ask) -> bool {
         let caps = &self.capabilities;

@@ -81,6 +81,14 @@ impl Origin {
         }
     }
 
+    /// Where a 2026-07-28 call asks its client, if this is one.
+    pub fn inputs(&self) -> Option<&Inputs> {
+        match self {
+            Self::Stateless { inputs, .. } => Some(inputs),
+            _ => None,
+        }
+    }
+
     /// The session this call belongs to, if any.
     pub fn client(&self) -> Option<ClientId> {
         self.key().1

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from mcp import Client, StdioServerParameters, types
+from mcp import Client, MCPError, StdioServerParameters, types
 
 from conftest import BIN, meta_client, run_cli, server_entries, text_of
 
@@ -48,9 +48,10 @@ def configure(tmp: Path, name: str, fs: dict | None = None, memory: dict | None 
 
 
 @asynccontextmanager
-async def asking(cfg: Path, answer: str | None):
-    """A legacy (2025-11-25) session whose user answers every elicitation with `answer`
-    (`None`: a client without elicitation); yields the client and the questions asked."""
+async def asking(cfg: Path, answer: str | None, mode: str = "legacy"):
+    """A client (by default a legacy, 2025-11-25, session) whose user answers every elicitation
+    with `answer` (`None`: a client without elicitation); yields the client and the questions
+    asked."""
     asked: list[str] = []
 
     async def elicit(context, params):
@@ -60,7 +61,7 @@ async def asking(cfg: Path, answer: str | None):
     callbacks = {} if answer is None else {"elicitation_callback": elicit}
     params = StdioServerParameters(command=str(BIN), args=["--config", str(cfg), "serve"],
                                    env={**os.environ, "META_SERVER_LOG": "meta_server=info"})
-    async with Client(params, mode="legacy", **callbacks) as c:
+    async with Client(params, mode=mode, **callbacks) as c:
         yield c, asked
 
 
@@ -110,8 +111,75 @@ async def test_a_client_that_cannot_be_asked_is_told_which_key_allows_the_call(h
         assert r.is_error and 'mcpServers."memory".policy.destructive' in text_of(r)
     async with meta_client(cfg, mode="2026-07-28") as c:
         r = await call(c, "filesystem__write_file", {"path": str(target), "content": "x"})
-        assert r.is_error and "2026-07-28" in text_of(r), text_of(r)
+        said = text_of(r)
+        assert r.is_error and "did not declare the elicitation capability" in said, said
+        assert f'set {FS_KEY} to "allow"' in said, said
     assert not target.exists()
+
+
+async def test_confirm_asks_a_2026_07_28_client_in_its_calls_input_required_result(home):
+    """The same confirmation form reaches a 2026-07-28 client as an input request of its
+    call's InputRequiredResult; the SDK answers it with the retry; decline and cancel run
+    nothing, accept runs the call, from call_tool and from a script, with audit lines."""
+    cfg = configure(home, "modern.json", fs={"policy": {"destructive": "confirm"}}, audit={"path": "modern.jsonl"})
+    target = home / "files" / "modern.txt"
+    write = {"path": str(target), "content": "secret\u202eText"}
+    async with asking(cfg, "decline", mode="2026-07-28") as (c, asked):
+        r = await call(c, "filesystem__write_file", write)
+        assert r.is_error and "the user declined it" in text_of(r), text_of(r)
+        assert not target.exists(), "declined: nothing written"
+        [question] = asked
+        assert "Tool: write_file" in question and 'server "filesystem"' in question, question
+        assert str(target) in question and "\\u{202e}" in question and "\u202e" not in question, question
+        assert FS_KEY in question
+        code = f"""
+        try {{ await tools.call("filesystem__write_file", {{path: {json.dumps(str(target))}, content: "by script"}}); return "written"; }}
+        catch (e) {{ return "refused: " + e.message; }}"""
+        r = await script(c, code)
+        assert "the user declined it" in r.structured_content["result"], text_of(r)
+        assert not target.exists() and len(asked) == 2
+    async with asking(cfg, "cancel", mode="2026-07-28") as (c, _):
+        r = await call(c, "filesystem__write_file", write)
+        assert r.is_error and "cancelled" in text_of(r) and not target.exists()
+    async with asking(cfg, "accept", mode="2026-07-28") as (c, asked):
+        r = await script(c, code)
+        assert r.structured_content["result"] == "written", text_of(r)
+        assert target.read_text() == "by script"
+        r = await call(c, "filesystem__write_file", {"path": str(target), "content": "approved"})
+        assert not r.is_error, text_of(r)
+        assert target.read_text() == "approved" and len(asked) == 2
+
+        # By hand: the first answer is the InputRequiredResult with the form; a retry of
+        # another request with its requestState is refused, and nothing ran meanwhile.
+        arguments = {"name": "filesystem__write_file", "arguments": {"path": str(target), "content": "by hand"}}
+        first = await c.session.call_tool("call_tool", arguments, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult), first
+        [(key, request)] = first.input_requests.items()
+        assert request.method == "elicitation/create" and "Tool: write_file" in request.params.message
+        accept = {key: {"action": "accept", "content": {}}}
+        other = {**arguments, "arguments": {**arguments["arguments"], "content": "swapped"}}
+        with pytest.raises(MCPError) as refused:
+            await c.session.call_tool("call_tool", other, input_responses=accept,
+                                      request_state=first.request_state, allow_input_required=True)
+        assert "a retry must repeat the request that got it" in str(refused.value)
+        assert target.read_text() == "approved"
+        r = await c.session.call_tool("call_tool", arguments, input_responses=accept,
+                                      request_state=first.request_state, allow_input_required=True)
+        assert isinstance(r, types.CallToolResult) and not r.is_error, r
+        assert target.read_text() == "by hand"
+    lines = [json.loads(line) for line in (home / "modern.jsonl").read_text().splitlines()]
+    got = [(l["tool"], l["outcome"], l["inScript"]) for l in lines]
+    assert got == [
+        ("write_file", "declined", False),
+        ("write_file", "declined", True),
+        ("run_script", "ok", False),
+        ("write_file", "declined", False),
+        ("write_file", "ok", True),
+        ("run_script", "ok", False),
+        ("write_file", "ok", False),
+        ("write_file", "ok", False),
+    ], got
+    assert "secret" not in (home / "modern.jsonl").read_text()
 
 
 async def test_deny_and_read_only_refuse_and_nothing_is_done(home):

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters
 
-from conftest import BIN, PEERS, meta_client, run_cli, text_of, write_config
+from conftest import BIN, PEERS, free_port, meta_client, run_cli, text_of, write_config
+from test_gateway import valkey  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.anyio
 FIXTURE = Path(__file__).with_name("fixtures") / "mutable_server.py"
@@ -33,11 +34,11 @@ def anyio_backend():
     return "asyncio"
 
 
-def setup(tmp: Path, tools: list, **meta) -> tuple[Path, Path]:
+def setup(tmp: Path, tools: list, env: dict | None = None, **meta) -> tuple[Path, Path]:
     texts = tmp / "tools.json"
     texts.write_text(json.dumps(tools))
     entry = {"command": str(PEERS / "py" / "bin" / "python"), "args": [str(FIXTURE)],
-             "env": {"MUTABLE_TOOLS": str(texts)}}
+             "env": {"MUTABLE_TOOLS": str(texts), **(env or {})}}
     return write_config(tmp, {"mutable": entry}, **meta), texts
 
 
@@ -189,3 +190,62 @@ async def test_review_mode_holds_a_new_server_and_off_holds_nothing(tmp_path):
         r = await c.call_tool("search_tools", {"query": "backup notes"})
         flags = hits_by_name(r)["mutable__backup"].get("flags", [])
         assert not any(f.startswith("quarantined") for f in flags), flags
+
+
+async def test_replicas_share_approvals_through_the_store(tmp_path, valkey):
+    """Two `serve --http` replicas on one real Valkey, each with its own catalog dir: a rug pull
+    seen by replica A is quarantined on B, and on a replica started after it (which, alone,
+    would approve what it first saw); `tools approve` run with the shared config makes the tool
+    callable on every replica, and nothing else."""
+    from test_gateway import Balancer, client_through, replicas
+
+    # Lists that stay fresh for an hour, so the replicas share the catalogs too.
+    cfg, texts = setup(tmp_path, [ADD, GREET], env={"MUTABLE_TTL_MS": "3600000"})
+    shared = {"META_SERVER_STORE_URL": valkey.url, "META_SERVER_CATALOG_DIR": str(tmp_path / "cli-catalogs")}
+
+    async def refused(client, name: str) -> bool:
+        r = await call(client, name, {"text": "x"})
+        return r.is_error and f"`meta-server tools approve {name}`" in text_of(r)
+
+    async def runs(client, name: str) -> bool:
+        r = await call(client, name, {"text": "x"})
+        return not r.is_error and f"ran with 'x'" in text_of(r)
+
+    with replicas(tmp_path, cfg, 2, valkey.url) as (a, b):
+        async with client_through(Balancer([a.port])) as on_a, client_through(Balancer([b.port])) as on_b:
+            assert await runs(on_a, "mutable__add") and await runs(on_b, "mutable__add")
+            approved = json.loads(valkey.command("HGET", "meta-server:a:mutable", "json"))
+            assert sorted(approved["tools"]) == ["add", "greet", "reload"], "one first listing, shared"
+
+            texts.write_text(json.dumps([ADD_PULLED, GREET, EXFIL]))
+            assert not (await call(on_a, "mutable__reload")).is_error
+            await eventually(lambda: refused(on_a, "mutable__add"), "A to quarantine the changed tool")
+            await eventually(lambda: refused(on_b, "mutable__add"), "B to quarantine it too")
+            assert await refused(on_b, "mutable__backup")
+            r = await on_b.call_tool("search_tools", {"query": "backup notes", "limit": 10})
+            assert any(f.startswith("quarantined") for f in hits_by_name(r)["mutable__backup"]["flags"])
+            assert await runs(on_b, "mutable__greet"), "the unchanged tool runs"
+
+            (tmp_path / "late").mkdir()
+            with replicas(tmp_path / "late", cfg, 1, valkey.url) as (c,):
+                async with client_through(Balancer([c.port])) as on_c:
+                    assert await refused(on_c, "mutable__add"), "a late replica judges by the shared approvals"
+                    assert await runs(on_c, "mutable__greet")
+
+                    out = run_cli(cfg, "tools", "approve", "mutable__add", env=shared).stdout
+                    assert "approved 1 tool(s) of mutable: mutable__add" in out, out
+                    for client in (on_a, on_b, on_c):
+                        await eventually(lambda: runs(client, "mutable__add"), "the approval on every replica")
+                        assert await refused(client, "mutable__backup"), "nothing else was approved"
+            review = json.loads(run_cli(cfg, "tools", "review", "--json", env=shared).stdout)
+            assert [t["name"] for t in review if "quarantined" in t] == ["mutable__backup"], review
+
+    # Without the store, `tools approve` (on a replica's catalog dir) approves nothing, not even
+    # in the local copy, and says why.
+    replica_dir = tmp_path / "catalogs-1"
+    copy = (replica_dir / "mutable.approved").read_bytes()
+    dead = {"META_SERVER_STORE_URL": f"redis://127.0.0.1:{free_port()}/0", "META_SERVER_CATALOG_DIR": str(replica_dir)}
+    proc = run_cli(cfg, "tools", "approve", "mutable__backup", env=dead, check=False)
+    assert proc.returncode != 0 and "nothing was approved" in proc.stderr, proc.stderr
+    assert "metaServer.store" in proc.stderr and "run the command again" in proc.stderr, proc.stderr
+    assert (replica_dir / "mutable.approved").read_bytes() == copy

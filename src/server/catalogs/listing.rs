@@ -23,7 +23,7 @@ pub(super) async fn fetch(state: &Arc<State>, server: &str) -> Result<Catalog, R
 }
 
 /// Logs what changed, persists the catalog and swaps the library.
-pub(super) fn install(state: &Arc<State>, fresh: Catalog) -> Result<(), RefreshError> {
+pub(super) async fn install(state: &Arc<State>, fresh: Catalog) -> Result<(), RefreshError> {
     let server = fresh.server.clone();
     let library = state.catalogs.library();
     match library.catalogs.get(&server) {
@@ -32,7 +32,7 @@ pub(super) fn install(state: &Arc<State>, fresh: Catalog) -> Result<(), RefreshE
         }
         old => log_changes(&server, old, &fresh),
     }
-    observe(state.settings.trust, &state.settings.catalog_dir, &fresh);
+    observe(&state.settings, state.shared.as_ref(), &fresh).await;
     if let Err(e) = fresh.write(&state.settings.catalog_dir) {
         tracing::warn!(server, "{e}");
     }
@@ -42,9 +42,15 @@ pub(super) fn install(state: &Arc<State>, fresh: Catalog) -> Result<(), RefreshE
     Ok(())
 }
 
-/// Records `fresh` with pinning (before it is written) and logs its new quarantines in one line.
-pub(super) fn observe(mode: crate::config::TrustMode, dir: &std::path::Path, fresh: &Catalog) {
-    match crate::trust::observe(mode, dir, fresh) {
+/// Records `fresh` with pinning (before it is written; approvals shared through `store` if
+/// given) and logs its new quarantines in one line.
+pub(super) async fn observe(
+    settings: &crate::config::Settings,
+    store: Option<&crate::store::Valkey>,
+    fresh: &Catalog,
+) {
+    let (mode, dir) = (settings.trust, &settings.catalog_dir);
+    match crate::trust::shared::observe(mode, dir, store, fresh).await {
         Ok(held) if !held.is_empty() => {
             let names: Vec<String> = held
                 .iter()

@@ -19,5 +19,5 @@ pub(in crate::server) async fn refresh(
         Some(store) => shared::refresh(state, store, server, changed).await?,
         None => listing::fetch(state, server).await?,
     };
-    listing::install(state, fresh)
+    listing::install(state, fresh).await
 }

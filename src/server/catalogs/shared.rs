@@ -64,7 +64,7 @@ pub(in crate::server) async fn pull(
         if local.is_none_or(|l| {
             !l.lists_same(&catalog) || l.is_stale(config, std::time::SystemTime::now())
         }) {
-            listing::observe(settings.trust, &settings.catalog_dir, &catalog);
+            listing::observe(settings, Some(store), &catalog).await;
             if let Err(e) = catalog.write(&settings.catalog_dir) {
                 tracing::warn!(server = %config.name, "{e}");
                 continue;
@@ -210,7 +210,7 @@ pub(in crate::server) async fn follow(state: Arc<State>, store: Valkey) {
             if let Ok(Some(shared)) = store.catalog(&config.name, &fingerprint).await
                 && let Some(catalog) = usable(&shared, config)
                 && let Err(e) =
-                    listing::install(&state, take(&state, &field, shared.version, catalog))
+                    listing::install(&state, take(&state, &field, shared.version, catalog)).await
             {
                 tracing::warn!(server = %config.name, "shared catalog not installed: {e}");
             }

@@ -533,6 +533,12 @@ impl MetaServer {
         origin: Origin,
         cancelled: CancellationToken,
     ) -> Caller {
+        let who = Who::of(
+            cx,
+            &origin,
+            revision::is_stateless(cx),
+            access(&cx.extensions),
+        );
         Caller {
             // From this request's `_meta` (2026-07-28) or its session's `initialize`.
             client_limit: cx
@@ -552,7 +558,7 @@ impl MetaServer {
             } else {
                 self.introduced.clone()
             },
-            who: Who::of(cx, revision::is_stateless(cx), access(&cx.extensions)),
+            who,
         }
     }
 

@@ -7,6 +7,7 @@ use crate::server::State;
 use crate::server::catalogs::{freshness, shared};
 use crate::server::tools::load_library;
 use crate::store::{StoreError, Valkey};
+use crate::trust::shared::Follow;
 
 /// Why serving could not start.
 #[derive(Debug, thiserror::Error)]
@@ -18,7 +19,7 @@ pub enum StartError {
 }
 
 /// Start-up shared by stdio and HTTP: opens the shared store if one is configured (taking the
-/// catalogs other replicas listed), loads the library from the catalogs, starts the freshness
+/// catalogs other replicas listed and the approvals they share, then following both), loads the library from the catalogs, starts the freshness
 /// watcher, connects alwaysLoad servers, fixes `tools/list` and the `initialize` instructions;
 /// checks that servers with a catalog can be started, saves the search index if it was built or
 /// updated, and indexes servers without one, all in the background.
@@ -37,6 +38,14 @@ pub(super) async fn start(settings: Settings) -> Result<MetaServer, StartError> 
         }
         None => Vec::new(),
     };
+    let approvals = match &shared {
+        Some(store) => {
+            let servers = settings.servers.iter().map(|s| s.name.clone()).collect();
+            let dir = settings.catalog_dir.clone();
+            Some(Follow::start(settings.trust, dir, store.clone(), servers).await)
+        }
+        None => None,
+    };
     let loaded = load_library(&settings)?;
     let (state, missing) = State::open(settings, shared.clone(), loaded);
     for (server, reason) in state.catalogs.unavailable() {
@@ -47,6 +56,9 @@ pub(super) async fn start(settings: Settings) -> Result<MetaServer, StartError> 
     shared::record_pulled(&state, pulled);
     if let Some(store) = shared {
         tokio::spawn(shared::follow(state.clone(), store));
+    }
+    if let Some(approvals) = approvals {
+        tokio::spawn(approvals.run());
     }
     state.catalogs.embed_at_start();
     tokio::spawn(freshness::watch(state.clone()));

@@ -1,13 +1,17 @@
 //! The call policy applied to one call of an upstream tool ([`crate::policy`] judges it):
 //! refused, let through, or let through once the user confirmed it through an elicitation to
-//! the calling client. meta-server's own tools and skills are not judged (a script's nested
+//! the calling client (a request on a 2025-11-25 session; an input request of the call for a
+//! 2026-07-28 client). meta-server's own tools and skills are not judged (a script's nested
 //! calls are, each on its own).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
-use rmcp::service::ElicitationMode;
+use rmcp::model::{
+    ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
+    InputRequest,
+};
+use rmcp::service::{ElicitationMode, Peer, RoleServer};
 use serde_json::{Map, Value};
 
 use super::reply::{self, Reply};
@@ -17,6 +21,7 @@ use crate::library::Entry;
 use crate::policy::{self, Hints, Verdict};
 use crate::server::State;
 use crate::server::caller::{Caller, User};
+use crate::upstream::Inputs;
 
 /// How long the user has to answer a confirmation.
 const CONFIRM_WAIT: Duration = Duration::from_secs(300);
@@ -55,6 +60,14 @@ pub(in crate::server) async fn check(
     }
 }
 
+/// How the user behind a call is asked.
+enum Asker<'a> {
+    /// An elicitation request on its 2025-11-25 session.
+    Session(&'a Peer<RoleServer>),
+    /// An input request in its 2026-07-28 call's `InputRequiredResult`.
+    Turn(&'a Inputs),
+}
+
 /// Asks the user behind `caller` to confirm the call; refused unless they accept.
 async fn confirm(
     state: &State,
@@ -73,22 +86,18 @@ async fn confirm(
             ),
         )
     };
-    let peer = match &caller.who.user {
+    let asker = match &caller.who.user {
         User::Session(peer)
             if peer
                 .supported_elicitation_modes()
                 .contains(&ElicitationMode::Form) =>
         {
-            peer
+            Asker::Session(peer)
         }
-        User::Session(_) => {
+        User::Stateless(inputs) if inputs.takes_forms() => Asker::Turn(inputs),
+        User::Session(_) | User::Stateless(_) => {
             return Err(cannot_ask(
                 "this client cannot be asked (it did not declare the elicitation capability)",
-            ));
-        }
-        User::Stateless => {
-            return Err(cannot_ask(
-                "meta-server cannot ask the user of an MCP 2026-07-28 request yet (a client that connects with protocol 2025-11-25 and offers elicitation can be asked)",
             ));
         }
         User::Nobody => return Err(cannot_ask("no client is connected to ask")),
@@ -116,10 +125,35 @@ async fn confirm(
             ),
         )
     };
-    let answer = tokio::select! {
-        answer = peer.create_elicitation_with_timeout(params, Some(CONFIRM_WAIT)) => answer,
-        () = caller.cancelled.cancelled() => {
-            return Err(Refusal::new(Outcome::Error, "cancelled by the client".into()));
+    let answer = match asker {
+        Asker::Session(peer) => tokio::select! {
+            answer = peer.create_elicitation_with_timeout(params, Some(CONFIRM_WAIT)) => answer,
+            () = caller.cancelled.cancelled() => {
+                return Err(Refusal::new(Outcome::Error, "cancelled by the client".into()));
+            }
+        },
+        // A 2026-07-28 client: the question goes out in the `InputRequiredResult` of its call,
+        // which waits here for the retry (see `session/input_required.rs`).
+        Asker::Turn(inputs) => {
+            let question = InputRequest::Elicitation(ElicitRequest::new(params));
+            let answer = tokio::select! {
+                answer = inputs.ask(question) => answer,
+                () = caller.cancelled.cancelled() => {
+                    return Err(Refusal::new(Outcome::Error, "cancelled by the client".into()));
+                }
+            };
+            let answer = answer.map_err(|e| e.to_string()).and_then(|value| {
+                serde_json::from_value::<ElicitResult>(value)
+                    .map_err(|e| format!("its answer is not an elicitation result ({e})"))
+            });
+            Ok(answer.map_err(|why| {
+                Refusal::new(
+                    Outcome::Error,
+                    format!(
+                        "could not ask the user to confirm {qualified}: {why}. Nothing was done."
+                    ),
+                )
+            })?)
         }
     };
     match answer {
