@@ -29,7 +29,7 @@ use crate::result::Owner;
 
 use super::input_required::{Made, Turn, Waiting};
 use super::list_changes::{Changed, ListChanges};
-use super::principal::{ANONYMOUS, Principal};
+use super::principal::{ANONYMOUS, Principal, access, principal};
 use super::subscriptions::Subscribed;
 use super::{instructions, login_offer, revision};
 use crate::server::State;
@@ -157,24 +157,6 @@ impl MetaServer {
             None => Owner::of(principal, None),
         }
     }
-}
-
-/// The principal of a request over HTTP (anonymous without a token); `None` over stdio.
-fn principal(extensions: &rmcp::model::Extensions) -> Option<Arc<str>> {
-    let parts = extensions.get::<http::request::Parts>()?;
-    let name = parts
-        .extensions
-        .get::<Principal>()
-        .map_or(ANONYMOUS, |p| p.name());
-    Some(name.into())
-}
-
-/// What the principal of a request may see and call (everything over stdio).
-fn access(extensions: &rmcp::model::Extensions) -> Access {
-    extensions
-        .get::<http::request::Parts>()
-        .and_then(|parts| parts.extensions.get::<Principal>())
-        .map_or_else(Access::default, |p| p.access().clone())
 }
 
 impl ServerHandler for MetaServer {
