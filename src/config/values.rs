@@ -147,6 +147,21 @@ impl TryFrom<Value> for Flag {
     }
 }
 
+/// A whole number within `range`; `what` names the range in the error.
+fn whole_in(
+    value: Value,
+    range: std::ops::RangeInclusive<u64>,
+    what: &'static str,
+) -> Result<u64, ValueError> {
+    match value {
+        Value::Number(number) => match number.as_u64() {
+            Some(v) if range.contains(&v) => Ok(v),
+            _ => Err(ValueError::Number { what, number }),
+        },
+        other => Err(wrong(what, &other)),
+    }
+}
+
 /// A whole number above 0 (counts, seconds, tokens).
 #[derive(Deserialize)]
 #[serde(try_from = "Value")]
@@ -155,16 +170,7 @@ pub(super) struct Positive(pub(super) u64);
 impl TryFrom<Value> for Positive {
     type Error = ValueError;
     fn try_from(value: Value) -> Result<Self, ValueError> {
-        match value {
-            Value::Number(n) => match n.as_u64() {
-                Some(v) if v > 0 => Ok(Self(v)),
-                _ => Err(ValueError::Number {
-                    what: "a whole number above 0",
-                    number: n,
-                }),
-            },
-            other => Err(wrong("a whole number above 0", &other)),
-        }
+        whole_in(value, 1..=u64::MAX, "a whole number above 0").map(Self)
     }
 }
 
@@ -176,17 +182,8 @@ pub(super) struct MessageMb(pub(super) usize);
 impl TryFrom<Value> for MessageMb {
     type Error = ValueError;
     fn try_from(value: Value) -> Result<Self, ValueError> {
-        const WHAT: &str = "a whole number of MiB from 1 to 4096";
-        match value {
-            Value::Number(n) => match n.as_u64() {
-                Some(mb @ 1..=4096) => Ok(Self(mb as usize)),
-                _ => Err(ValueError::Number {
-                    what: WHAT,
-                    number: n,
-                }),
-            },
-            other => Err(wrong(WHAT, &other)),
-        }
+        let mb = whole_in(value, 1..=4096, "a whole number of MiB from 1 to 4096")?;
+        Ok(Self(mb as usize))
     }
 }
 
@@ -198,17 +195,8 @@ pub(super) struct Port(pub(super) u16);
 impl TryFrom<Value> for Port {
     type Error = ValueError;
     fn try_from(value: Value) -> Result<Self, ValueError> {
-        const WHAT: &str = "a port number (1 to 65535)";
-        match value {
-            Value::Number(n) => match n.as_u64().and_then(|p| u16::try_from(p).ok()) {
-                Some(p) if p > 0 => Ok(Self(p)),
-                _ => Err(ValueError::Number {
-                    what: WHAT,
-                    number: n,
-                }),
-            },
-            other => Err(wrong(WHAT, &other)),
-        }
+        let port = whole_in(value, 1..=u16::MAX.into(), "a port number (1 to 65535)")?;
+        Ok(Self(port as u16))
     }
 }
 

@@ -5,13 +5,15 @@
 //! stdio, HTTP, start-up), `tools` (the meta-tools and the one call path) and `passthrough`
 //! (upstream prompts, resources and completions), `catalogs` (first
 //! run, freshness, shared catalogs, alwaysLoad); beneath them `state` (what one process shares),
-//! `caller` (what a session knows about a call) and `metrics`.
+//! `caller` (what a session knows about a call), `logins` (those offered to clients) and
+//! `metrics`.
 
 mod access;
 mod caller;
 mod catalogs;
 #[cfg(test)]
 mod integrity_tests;
+mod logins;
 pub mod metrics;
 mod passthrough;
 mod session;

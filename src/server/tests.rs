@@ -500,7 +500,7 @@ fn the_surface_stays_within_4000_characters_whatever_the_number_of_servers() {
 fn a_weak_search_while_a_server_is_indexed_points_at_that_server_not_the_query() {
     let rig = rig();
     let state = &rig.server.state;
-    let library = state.library();
+    let library = state.catalogs.library();
     let search = |indexing: &[&str], query: &str| {
         let scope = super::tools::search::Scope {
             library: &library,

@@ -33,11 +33,12 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::ChildStderr;
 use tokio::sync::Mutex;
 
+use super::ask::Ask;
 use super::child::ChildTransport;
 use super::diagnose;
 use super::http::{Ordered, Upstream};
 use super::progress::ProgressRoutes;
-use super::relay::{self, Ask, Origin, Relays, Target};
+use super::relay::{self, Origin, Relays, Target};
 use super::revision::Start;
 use super::sse::{SseError, SseTransport};
 use super::wire::{self, Faults};

@@ -10,7 +10,7 @@ use rmcp::service::ElicitationMode;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use super::relay::Ask;
+use super::ask::Ask;
 
 /// Input requests one call may have waiting for the session at once; an upstream asking
 /// more waits for room.

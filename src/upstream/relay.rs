@@ -23,10 +23,11 @@ use parking_lot::Mutex;
 use rmcp::ErrorData as McpError;
 #[expect(deprecated, reason = "logging, for 2025-11-25 clients")]
 use rmcp::model::LoggingLevel;
-use rmcp::model::{ClientRequest, ElicitRequestParams, ErrorCode, PingRequest};
-use rmcp::service::{ElicitationMode, Peer, RoleClient, RoleServer, ServiceError};
+use rmcp::model::{ClientRequest, ErrorCode, PingRequest};
+use rmcp::service::{Peer, RoleClient, RoleServer, ServiceError};
 use tokio::sync::{broadcast, watch};
 
+use super::ask::Ask;
 use super::inputs::{InputError, Inputs};
 
 /// One client session of this process (a fresh id per session).
@@ -98,54 +99,6 @@ impl Origin {
         match self.client() {
             Some(id) => Self::Script(id),
             None => Self::Detached,
-        }
-    }
-}
-
-/// What an upstream asks the client for.
-#[derive(Clone, Copy)]
-pub(super) enum Ask {
-    Sampling,
-    Elicitation(ElicitationMode),
-    Roots,
-}
-
-impl Ask {
-    pub(super) fn elicitation(params: &ElicitRequestParams) -> Self {
-        Self::Elicitation(match params {
-            ElicitRequestParams::UrlElicitationParams { .. } => ElicitationMode::Url,
-            _ => ElicitationMode::Form,
-        })
-    }
-
-    fn what(self) -> &'static str {
-        match self {
-            Self::Sampling => "sampling",
-            Self::Elicitation(ElicitationMode::Url) => "URL-mode elicitation",
-            Self::Elicitation(_) => "elicitation",
-            Self::Roots => "its roots",
-        }
-    }
-
-    /// The capability a client declares to offer this.
-    fn capability(self) -> &'static str {
-        match self {
-            Self::Sampling => "sampling",
-            Self::Elicitation(ElicitationMode::Url) => "elicitation (url)",
-            Self::Elicitation(_) => "elicitation",
-            Self::Roots => "roots",
-        }
-    }
-
-    /// Whether the client declared what this needs.
-    fn offered_by(self, peer: &Peer<RoleServer>) -> bool {
-        let Some(info) = peer.peer_info() else {
-            return false;
-        };
-        match self {
-            Self::Sampling => info.capabilities.sampling.is_some(),
-            Self::Elicitation(mode) => peer.supported_elicitation_modes().contains(&mode),
-            Self::Roots => info.capabilities.roots.is_some(),
         }
     }
 }
@@ -453,6 +406,8 @@ pub(super) fn input_answer<T: serde::de::DeserializeOwned>(
 
 #[cfg(test)]
 mod tests {
+    use rmcp::service::ElicitationMode;
+
     use super::*;
 
     fn refused(relays: &Relays, ask: Ask) -> String {

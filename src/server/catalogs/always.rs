@@ -24,24 +24,23 @@ pub(in crate::server) async fn prepare(state: &Arc<State>) -> Vec<Tool> {
         .collect();
     // Marked as indexing so the freshness watcher does not re-list them a second time.
     state
-        .indexing
-        .lock()
-        .extend(servers.iter().map(|s| s.to_string()));
+        .catalogs
+        .start_indexing(servers.iter().map(|s| s.to_string()));
     futures::future::join_all(servers.iter().map(|&server| async move {
         if let Err(e) = state.manager.connect(server).await {
             tracing::warn!(
                 server,
                 "alwaysLoad server did not start; its tools are listed from the catalog: {e}"
             );
-        } else if state.is_stale(server)
+        } else if state.catalogs.is_stale(server)
             && let Err(e) = refresh(state, server, false).await
         {
             tracing::warn!(server, "re-listing tools failed: {e}");
         }
-        state.indexing.lock().remove(server);
+        state.catalogs.end_indexing(server);
     }))
     .await;
-    let library = state.library();
+    let library = state.catalogs.library();
     servers
         .iter()
         .flat_map(|&server| {

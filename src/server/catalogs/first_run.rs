@@ -14,16 +14,18 @@ pub(in crate::server) async fn ensure(
     state: &Arc<State>,
     server: &str,
 ) -> Result<(), RefreshError> {
-    if state.settings.server(server).is_none() || state.library().catalogs.contains_key(server) {
+    if state.settings.server(server).is_none()
+        || state.catalogs.library().catalogs.contains_key(server)
+    {
         return Ok(());
     }
     let task = {
         let state = state.clone();
         let server = server.to_owned();
         state
-            .tasks
+            .catalogs
             .clone()
-            .spawn(async move { list(&state, &server).await })
+            .track(async move { list(&state, &server).await })
     };
     task.await.unwrap_or_else(|e| {
         Err(RefreshError::Task {
@@ -36,13 +38,15 @@ pub(in crate::server) async fn ensure(
 /// Lists a server that has no catalog, once: whoever comes second waits for the first
 /// listing and then finds the catalog. Failures are remembered for search results.
 pub(in crate::server) async fn list(state: &Arc<State>, server: &str) -> Result<(), RefreshError> {
-    let lock = state.listing_lock(server);
+    let lock = state.catalogs.listing_lock(server);
     let _one = lock.lock().await;
-    if state.library().catalogs.contains_key(server) {
+    if state.catalogs.library().catalogs.contains_key(server) {
         return Ok(());
     }
     tracing::info!(server, "listing tools (no catalog yet)");
     let listed = refresh(state, server, false).await;
-    state.set_unavailable(server, listed.as_ref().err().map(ToString::to_string));
+    state
+        .catalogs
+        .set_unavailable(server, listed.as_ref().err().map(ToString::to_string));
     listed
 }

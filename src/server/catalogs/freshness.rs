@@ -22,18 +22,18 @@ const DEBOUNCE: Duration = Duration::from_millis(300);
 /// Indexes `servers` (no catalog yet) with bounded concurrency, then disconnects them.
 /// Each listing is a tracked task, so it finishes even when the client leaves meanwhile.
 pub(in crate::server) async fn index_missing(state: Arc<State>, servers: Vec<String>) {
-    state.indexing.lock().extend(servers.iter().cloned());
+    state.catalogs.start_indexing(servers.iter().cloned());
     let concurrency = state.settings.index_concurrency;
     futures::stream::iter(servers)
         .for_each_concurrent(concurrency, |server| {
             let state = state.clone();
-            let task = state.tasks.clone().spawn(async move {
+            let task = state.catalogs.clone().track(async move {
                 tracing::info!(server, "indexing in the background");
                 if let Err(e) = first_run::list(&state, &server).await {
                     tracing::warn!(server, "background indexing failed: {e}");
                 }
                 state.manager.disconnect_if_idle(&server).await;
-                state.indexing.lock().remove(&server);
+                state.catalogs.end_indexing(&server);
             });
             async move {
                 let _ = task.await;
@@ -44,7 +44,7 @@ pub(in crate::server) async fn index_missing(state: Arc<State>, servers: Vec<Str
 
 /// Reacts to upstream events until the manager is gone.
 pub(in crate::server) async fn watch(state: Arc<State>) {
-    let Some(mut events) = state.events.lock().take() else {
+    let Some(mut events) = state.catalogs.take_events() else {
         return;
     };
     let mut due: BTreeMap<String, Instant> = BTreeMap::new();
@@ -56,8 +56,8 @@ pub(in crate::server) async fn watch(state: Arc<State>) {
             event = events.recv() => match event {
                 None => return,
                 Some(Event::Connected(server)) => {
-                    let indexing = state.indexing.lock().contains(&server);
-                    if !indexing && state.is_stale(&server) {
+                    let indexing = state.catalogs.is_indexing(&server);
+                    if !indexing && state.catalogs.is_stale(&server) {
                         due.insert(server, Instant::now());
                     }
                 }
@@ -78,7 +78,7 @@ pub(in crate::server) async fn watch(state: Arc<State>) {
                         }
                     } else {
                         // Re-listed on its next connection instead of starting it now.
-                        state.dirty.lock().insert(server);
+                        state.catalogs.mark_dirty(server);
                     }
                 }
             }

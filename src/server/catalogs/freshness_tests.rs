@@ -38,7 +38,7 @@ async fn a_burst_of_list_changed_is_one_relisting_after_the_quiet_time() {
     tokio::time::sleep(Duration::from_millis(1)).await;
     let first = lists();
     assert!(first >= 1, "listed when it connected");
-    assert!(state.library().get("up__alpha").is_some());
+    assert!(state.catalogs.library().get("up__alpha").is_some());
 
     upstream.set_tools(&["alpha", "beta"]);
     for _ in 0..5 {
@@ -49,7 +49,7 @@ async fn a_burst_of_list_changed_is_one_relisting_after_the_quiet_time() {
     assert_eq!(lists(), first, "nothing is re-listed during a burst");
     tokio::time::sleep(Duration::from_millis(250)).await;
     assert_eq!(lists(), first + 1, "one re-listing after the burst");
-    assert!(state.library().get("up__beta").is_some());
+    assert!(state.catalogs.library().get("up__beta").is_some());
     let catalog = Catalog::load_server(&state.settings.catalog_dir, "up")
         .unwrap()
         .unwrap();

@@ -17,15 +17,15 @@ pub(super) async fn fetch(state: &Arc<State>, server: &str) -> Result<Catalog, R
         .server(server)
         .ok_or(RefreshError::NotConfigured)?;
     let fresh = catalog::fetch(&state.manager, config).await?;
-    state.count_catalog(server, true);
-    state.dirty.lock().remove(server);
+    state.catalogs.count_catalog(server, true);
+    state.catalogs.clear_dirty(server);
     Ok(fresh)
 }
 
 /// Logs what changed, persists the catalog and swaps the library.
 pub(super) async fn install(state: &Arc<State>, fresh: Catalog) -> Result<(), RefreshError> {
     let server = fresh.server.clone();
-    let library = state.library();
+    let library = state.catalogs.library();
     match library.catalogs.get(&server) {
         Some(old) if old.tools_hash == fresh.tools_hash => {
             tracing::debug!(server, "tool list unchanged");
@@ -36,9 +36,9 @@ pub(super) async fn install(state: &Arc<State>, fresh: Catalog) -> Result<(), Re
     if let Err(e) = fresh.write(&state.settings.catalog_dir) {
         tracing::warn!(server, "{e}");
     }
-    state.replace_catalog(fresh)?;
-    state.embed_in_background();
-    state.save_index_in_background();
+    state.catalogs.replace_catalog(fresh)?;
+    state.catalogs.embed_in_background();
+    state.catalogs.save_index_in_background();
     Ok(())
 }
 

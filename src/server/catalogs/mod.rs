@@ -4,6 +4,7 @@
 //! `shared` when a store is configured, and `listing` lists and installs it.
 
 pub(in crate::server) mod always;
+mod book;
 mod error;
 pub(in crate::server) mod first_run;
 pub(in crate::server) mod freshness;
@@ -12,6 +13,8 @@ mod freshness_tests;
 mod listing;
 mod refresh;
 pub(in crate::server) mod shared;
+mod vectors;
 
 pub(in crate::server) use always::resolve as resolve_listed;
+pub use book::Catalogs;
 pub use error::RefreshError;

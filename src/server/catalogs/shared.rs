@@ -82,10 +82,9 @@ pub(in crate::server) async fn pull(
 
 /// Records the shared versions [`pull`] took, and counts them as taken from the store.
 pub(in crate::server) fn record_pulled(state: &State, taken: Vec<(String, String, String)>) {
-    let mut versions = state.shared_versions.lock();
     for (server, field, version) in taken {
-        state.count_catalog(&server, false);
-        versions.insert(field, version);
+        state.catalogs.count_catalog(&server, false);
+        state.catalogs.record_shared_version(field, version);
     }
 }
 
@@ -127,7 +126,7 @@ pub(super) async fn refresh(
                 lease.release().await;
                 let catalog = listed?;
                 if let Some(version) = published {
-                    state.shared_versions.lock().insert(field, version);
+                    state.catalogs.record_shared_version(field, version);
                 }
                 return Ok(catalog);
             }
@@ -182,11 +181,10 @@ async fn publish(store: &Valkey, fingerprint: &str, catalog: &Catalog) -> Option
 fn take(state: &State, field: &str, version: String, catalog: Catalog) -> Catalog {
     let server = catalog.server.clone();
     tracing::info!(server, "catalog taken from the shared store");
-    state.count_catalog(&server, false);
+    state.catalogs.count_catalog(&server, false);
     state
-        .shared_versions
-        .lock()
-        .insert(field.to_owned(), version);
+        .catalogs
+        .record_shared_version(field.to_owned(), version);
     catalog
 }
 
@@ -205,7 +203,7 @@ pub(in crate::server) async fn follow(state: Arc<State>, store: Valkey) {
             let Some(version) = versions.get(&field) else {
                 continue;
             };
-            let known = state.shared_versions.lock().get(&field).cloned();
+            let known = state.catalogs.shared_version(&field);
             if known.as_ref() == Some(version) {
                 continue;
             }

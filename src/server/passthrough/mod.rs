@@ -49,7 +49,7 @@ impl Passthrough {
 
     /// The routes of `state`'s library now, of the servers `access` sees.
     pub(in crate::server) fn routes(&self, state: &State, access: &Access) -> Arc<Routes> {
-        let library = state.library();
+        let library = state.catalogs.library();
         if access.is_limited() {
             let mut servers = state.settings.servers.clone();
             servers.retain(|s| access.sees_server(&s.name));
@@ -204,7 +204,7 @@ impl Passthrough {
 /// a client that lists again after the shortest idle timeout sees what the last connection
 /// changed. A server's own `ttlMs` for its tool list bounds it too.
 pub(in crate::server) fn list_ttl(state: &State) -> Duration {
-    let library = state.library();
+    let library = state.catalogs.library();
     let idle = state.settings.servers.iter().map(|s| s.idle_timeout);
     let own = library
         .catalogs

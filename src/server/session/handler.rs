@@ -14,8 +14,8 @@ use rmcp::model::{
     InitializeRequestParams, InitializeResult, InputResponses, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    ResourceTemplate, ResourceUpdatedNotificationParam, ResultType, ServerCapabilities,
-    ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+    ResourceUpdatedNotificationParam, ResultType, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::{
     NotificationContext, RequestContext, RoleServer, SubscriptionContext, SubscriptionSendError,
@@ -29,7 +29,7 @@ use crate::result::Owner;
 
 use super::input_required::{Made, Turn, Waiting};
 use super::list_changes::{Changed, ListChanges};
-use super::principal::{ANONYMOUS, Principal};
+use super::principal::{ANONYMOUS, Principal, access, principal};
 use super::subscriptions::Subscribed;
 use super::{instructions, login_offer, revision};
 use crate::server::State;
@@ -41,13 +41,8 @@ use crate::server::tools::request::Request;
 use crate::server::tools::{definitions, reply};
 use crate::upstream::{ClientId, LogLevel, Origin};
 
-/// URI scheme of skills as resources.
-const SKILL_SCHEME: &str = "skill://";
-
-/// Whether meta-server serves `uri` itself (a skill or a stored result), never an upstream.
-fn is_own(uri: &str) -> bool {
-    uri.starts_with(SKILL_SCHEME) || uri.starts_with(crate::result::RESOURCE_PREFIX)
-}
+mod own;
+use own::is_own;
 
 /// The `ServerHandler` behind `meta-server serve`.
 #[derive(Clone)]
@@ -89,7 +84,8 @@ impl MetaServer {
             .cloned()
             .chain(always)
             .collect();
-        let instructions = instructions::overview(&state.settings, &state.library()).into();
+        let instructions =
+            instructions::overview(&state.settings, &state.catalogs.library()).into();
         let passthrough = Arc::new(Passthrough::new(is_own));
         let list_changes = ListChanges::follow(&state, passthrough.clone());
         Self {
@@ -161,24 +157,6 @@ impl MetaServer {
             None => Owner::of(principal, None),
         }
     }
-}
-
-/// The principal of a request over HTTP (anonymous without a token); `None` over stdio.
-fn principal(extensions: &rmcp::model::Extensions) -> Option<Arc<str>> {
-    let parts = extensions.get::<http::request::Parts>()?;
-    let name = parts
-        .extensions
-        .get::<Principal>()
-        .map_or(ANONYMOUS, |p| p.name());
-    Some(name.into())
-}
-
-/// What the principal of a request may see and call (everything over stdio).
-fn access(extensions: &rmcp::model::Extensions) -> Access {
-    extensions
-        .get::<http::request::Parts>()
-        .and_then(|parts| parts.extensions.get::<Principal>())
-        .map_or_else(Access::default, |p| p.access().clone())
 }
 
 impl ServerHandler for MetaServer {
@@ -352,16 +330,8 @@ impl ServerHandler for MetaServer {
         _request: Option<PaginatedRequestParams>,
         cx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let library = self.state.library();
-        let skills = library.skills.iter().map(|skill| {
-            let mut r = rmcp::model::Resource::new(
-                format!("{SKILL_SCHEME}{}", skill.name),
-                skill.name.clone(),
-            );
-            r.description = Some(skill.description.clone());
-            r.mime_type = Some("text/markdown".into());
-            r
-        });
+        let library = self.state.catalogs.library();
+        let skills = own::skills(&library);
         let routes = (self.passthrough).routes(&self.state, &access(&cx.extensions));
         let resources = skills.chain(routes.resources().iter().cloned()).collect();
         let mut list = ListResourcesResult::with_all_items(resources);
@@ -377,16 +347,8 @@ impl ServerHandler for MetaServer {
         _request: Option<PaginatedRequestParams>,
         cx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        let mut template = ResourceTemplate::new(
-            format!("{}{{resourceId}}", crate::result::RESOURCE_PREFIX),
-            "stored-result",
-        );
-        template.title = Some("Full result of a truncated tool call".into());
-        template.description = Some(
-            "The whole result behind a TRUNCATION NOTICE; resourceId is the notice's resourceId (r- and 32 hex digits).".into(),
-        );
         let routes = (self.passthrough).routes(&self.state, &access(&cx.extensions));
-        let templates = std::iter::once(template)
+        let templates = std::iter::once(own::stored_result_template())
             .chain(routes.templates().iter().cloned())
             .collect();
         let mut list = ListResourceTemplatesResult::with_all_items(templates);
@@ -464,29 +426,9 @@ impl ServerHandler for MetaServer {
         request: ReadResourceRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        if let Some(name) = request.uri.strip_prefix(SKILL_SCHEME) {
-            let library = self.state.library();
-            let skill = library
-                .skills
-                .iter()
-                .find(|s| s.name == name)
-                .ok_or_else(|| {
-                    McpError::resource_not_found(
-                        format!(
-                            "no skill \"{}\"; resources/list shows the skills",
-                            reply::echo(name)
-                        ),
-                        None,
-                    )
-                })?;
-            let mut contents =
-                rmcp::model::ResourceContents::text(skill.text.clone(), request.uri.clone());
-            if let rmcp::model::ResourceContents::TextResourceContents { mime_type, .. } =
-                &mut contents
-            {
-                *mime_type = Some("text/markdown".into());
-            }
-            return Ok(ReadResourceResult::new(vec![contents]).into());
+        if let Some(name) = own::skill_name(&request.uri) {
+            let library = self.state.catalogs.library();
+            return Ok(own::read_skill(&library, name, &request.uri)?.into());
         }
         if !is_own(&request.uri) {
             if !revision::is_stateless(&cx) {
@@ -525,25 +467,10 @@ impl ServerHandler for MetaServer {
                 }
             }
         }
-        let id = crate::result::resource_id(&request.uri).ok_or_else(|| {
-            McpError::resource_not_found(
-                format!(
-                    "unknown resource {}; resources/list and resources/templates/list show the resources, and stored results look like {}r-<32 hex digits>",
-                    reply::echo(&request.uri),
-                    crate::result::RESOURCE_PREFIX
-                ),
-                None,
-            )
-        })?;
-        match self
-            .state
-            .results
-            .read_resource(id, &self.owner(&cx.extensions))
-            .await
-        {
-            Ok(contents) => Ok(ReadResourceResult::new(vec![contents]).into()),
-            Err(e) => Err(McpError::resource_not_found(e.to_string(), None)),
-        }
+        let owner = self.owner(&cx.extensions);
+        Ok(own::read_stored(&self.state, &request.uri, &owner)
+            .await?
+            .into())
     }
 
     async fn list_tools(

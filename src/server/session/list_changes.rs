@@ -67,7 +67,7 @@ impl ListChanges {
             sessions: Mutex::new(Vec::new()),
             streams: broadcast::Sender::new(BACKLOG),
         });
-        let mut swaps = state.library_swaps();
+        let mut swaps = state.catalogs.library_swaps();
         let (state, changes): (Weak<State>, _) = (Arc::downgrade(state), Arc::downgrade(&this));
         let mut last = state
             .upgrade()

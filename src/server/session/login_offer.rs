@@ -25,11 +25,7 @@ pub(in crate::server) const JUST_LOGGED_IN: &str = "The user has just logged in;
 /// Whether an offered login of `server` completed after `since` (a call that began before it
 /// may still have failed for want of it: offering the login again would be wrong).
 pub(in crate::server) fn logged_in_since(state: &State, server: &str, since: Instant) -> bool {
-    state
-        .logged_in
-        .lock()
-        .get(server)
-        .is_some_and(|&at| at >= since)
+    state.logins.completed_since(server, since)
 }
 
 /// Offers a login to `server` through `peer` if it takes URL-mode elicitation; `true` when an
@@ -49,7 +45,7 @@ pub(in crate::server) fn offer(
     let Some(config) = state.settings.server(server).cloned() else {
         return false;
     };
-    if !state.logins.lock().insert(server.to_owned()) {
+    if !state.logins.offer(server) {
         return true;
     }
     let state = state.clone();
@@ -78,17 +74,14 @@ pub(in crate::server) fn offer(
         match crate::auth::login(&config, Some(&challenge), prompt).await {
             Ok(login) => {
                 tracing::info!(server = %login.server, "logged in through the client's login offer");
-                state
-                    .logged_in
-                    .lock()
-                    .insert(login.server.clone(), Instant::now());
-                state.set_unavailable(&login.server, None);
+                state.logins.complete(&login.server);
+                state.catalogs.set_unavailable(&login.server, None);
             }
             Err(e) => {
                 tracing::warn!(server = %config.name, "login offered to the client failed: {e}")
             }
         }
-        state.logins.lock().remove(&config.name);
+        state.logins.end(&config.name);
     });
     true
 }

@@ -37,3 +37,21 @@ impl Principal {
         &self.access
     }
 }
+
+/// The principal of a request over HTTP (anonymous without a token); `None` over stdio.
+pub(super) fn principal(extensions: &rmcp::model::Extensions) -> Option<Arc<str>> {
+    let parts = extensions.get::<http::request::Parts>()?;
+    let name = parts
+        .extensions
+        .get::<Principal>()
+        .map_or(ANONYMOUS, |p| p.name());
+    Some(name.into())
+}
+
+/// What the principal of a request may see and call (everything over stdio).
+pub(super) fn access(extensions: &rmcp::model::Extensions) -> Access {
+    extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Principal>())
+        .map_or_else(Access::default, |p| p.access().clone())
+}

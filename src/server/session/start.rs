@@ -48,7 +48,7 @@ pub(super) async fn start(settings: Settings) -> Result<MetaServer, StartError> 
     };
     let loaded = load_library(&settings)?;
     let (state, missing) = State::open(settings, shared.clone(), loaded);
-    for (server, reason) in state.unavailable() {
+    for (server, reason) in state.catalogs.unavailable() {
         if state.settings.servers.iter().any(|s| s.name == server) {
             tracing::warn!(server, "cannot be started: {reason}");
         }
@@ -60,15 +60,15 @@ pub(super) async fn start(settings: Settings) -> Result<MetaServer, StartError> 
     if let Some(approvals) = approvals {
         tokio::spawn(approvals.run());
     }
-    state.embed_at_start();
+    state.catalogs.embed_at_start();
     tokio::spawn(freshness::watch(state.clone()));
     let checking = state.clone();
-    tokio::task::spawn_blocking(move || checking.check_launches());
-    state.save_index_in_background();
+    tokio::task::spawn_blocking(move || checking.catalogs.check_launches());
+    state.catalogs.save_index_in_background();
     let server = MetaServer::start(state.clone()).await;
     let missing: Vec<String> = missing
         .into_iter()
-        .filter(|s| !state.library().catalogs.contains_key(s))
+        .filter(|s| !state.catalogs.library().catalogs.contains_key(s))
         .collect();
     if !missing.is_empty() {
         tokio::spawn(freshness::index_missing(state.clone(), missing));

@@ -95,7 +95,7 @@ async fn attempt(
         return (reply::foreign_error(failed.to_string()), Outcome::Error);
     }
     // One snapshot: the tool and the catalog its quarantine is judged by.
-    let library = state.library();
+    let library = state.catalogs.library();
     let Some(entry) = library.get(name).cloned() else {
         return (unknown(state, caller, name), Outcome::Error);
     };
@@ -191,7 +191,10 @@ async fn attempt(
 
 /// The error result for a tool `caller` does not know, with the names it may mean.
 fn unknown(state: &State, caller: &Caller, name: &str) -> Reply {
-    let suggestions = caller.who.access.suggestions(&state.library(), name, 3);
+    let suggestions = caller
+        .who
+        .access
+        .suggestions(&state.catalogs.library(), name, 3);
     let mut message = format!("unknown tool \"{}\".", reply::echo(name));
     if !suggestions.is_empty() {
         message.push_str(&format!(" Did you mean: {}?", suggestions.join(", ")));

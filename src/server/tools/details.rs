@@ -72,7 +72,7 @@ pub(in crate::server) fn run(
             args.names.len()
         ));
     }
-    let library = state.library();
+    let library = state.catalogs.library();
     let mut tools: Vec<(String, Value)> = Vec::new();
     let mut not_found = Vec::new();
     for name in args.names {

@@ -159,7 +159,7 @@ pub(in crate::server) async fn run(
     args: Args,
 ) -> Reply {
     // Never waits for the model: until the tool vectors are attached, hits are BM25's.
-    let library = state.library();
+    let library = state.catalogs.library();
     let scope = Scope {
         library: &library,
         trust: &state.trust,
@@ -170,11 +170,11 @@ pub(in crate::server) async fn run(
             .map(|s| s.name.as_str())
             .filter(|s| access.sees_server(s))
             .collect(),
-        boosted: state.boosted.lock().clone(),
-        indexing: (state.indexing().into_iter())
+        boosted: state.catalogs.boosted(),
+        indexing: (state.catalogs.indexing().into_iter())
             .filter(|s| access.sees_server(s))
             .collect(),
-        unavailable: (state.unavailable().into_iter())
+        unavailable: (state.catalogs.unavailable().into_iter())
             .filter(|(s, _)| access.sees_server(s))
             .collect(),
         results: &state.results,

@@ -16,7 +16,7 @@ pub(in crate::server) fn activate(state: &State, skill: &Skill) -> (Vec<String>,
         .iter()
         .cloned()
         .partition(|s| state.settings.server(s).is_some());
-    state.boosted.lock().extend(configured.iter().cloned());
+    state.catalogs.boost(configured.iter().cloned());
     for server in &configured {
         let manager = state.manager.clone();
         let server = server.clone();

@@ -62,7 +62,7 @@ pub async fn render(state: &State, sessions: usize) -> String {
         );
     }
     let (listed, shared): (Family<Labels, Counter>, Family<Labels, Counter>) = Default::default();
-    for (server, (l, s)) in state.catalog_counts() {
+    for (server, (l, s)) in state.catalogs.catalog_counts() {
         if l > 0 {
             listed
                 .get_or_create(&vec![("server", server.clone())])
