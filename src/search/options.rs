@@ -78,6 +78,12 @@ pub struct SearchOptions {
     /// same BM25 score (the best of them): what tells them apart lexically is only term
     /// frequency and field length, and the vectors then decide between them.
     pub even_ties: bool,
+    /// In hybrid search, for a query of at most `coverage_words` words: the share of the
+    /// query's weight the best BM25 hit must cover for BM25 to get its full weight in fusion;
+    /// below it the weight falls in proportion (0: always full). When the query's
+    /// distinctive words match no tool ("what time is it in Tokyo": only "time" matches), the
+    /// vectors decide between the partial matches.
+    pub lexical_coverage: f32,
     /// Factor (0..=1) on the BM25 score and cosine of meta-server's own tools (server `meta`)
     /// in a query longer than `coverage_words` (never when that is 0): they serve the model's
     /// work with results (reading a stored result, Code Mode), and a task that merely shares
@@ -125,6 +131,7 @@ impl Default for SearchOptions {
             },
             context: Some(Context::Mean { weight: 0.3 }),
             even_ties: false,
+            lexical_coverage: 0.7,
             synonyms: 0.5,
             helpers: 0.5,
             surface: 0.5,
@@ -278,6 +285,7 @@ impl SearchOptions {
                     .parse()
                     .map_err(|_| format!("even_ties is true or false, got \"{value}\""))?;
             }
+            "lexical_coverage" => self.lexical_coverage = fraction()?,
             "combine" => {
                 self.combine = match value.split_once(':') {
                     None if value == "sum" => Combine::Sum,
@@ -296,7 +304,7 @@ impl SearchOptions {
             }
             _ => {
                 return Err(format!(
-                    "unknown option \"{key}\"; options: stopwords, stem, split_case, decompound, name, title, description, params, server, combine, idf, name_len, description_len, params_len, server_len, coverage, coverage_words, phrase, synonyms, helpers, max_df, embeddings, fusion, context, even_ties, surface, names"
+                    "unknown option \"{key}\"; options: stopwords, stem, split_case, decompound, name, title, description, params, server, combine, idf, name_len, description_len, params_len, server_len, coverage, coverage_words, phrase, synonyms, helpers, max_df, embeddings, fusion, context, even_ties, lexical_coverage, surface, names"
                 ));
             }
         }
@@ -408,6 +416,9 @@ mod tests {
         o.set("even_ties=true").unwrap();
         assert!(o.even_ties);
         assert!(o.set("even_ties=1").is_err());
+        o.set("lexical_coverage=0").unwrap();
+        assert_eq!(o.lexical_coverage, 0.0);
+        assert!(o.set("lexical_coverage=1.5").is_err());
         o.set("surface=0.7").unwrap();
         assert_eq!(o.surface, 0.7);
         o.set("names=false").unwrap();

@@ -153,13 +153,21 @@ impl SearchIndex {
                 if let Some(context) = self.options.context {
                     fusion::server_context(&mut cosine, &self.tables.servers, context);
                 }
+                // BM25's weight in fusion (`SearchOptions::lexical_coverage`).
+                let full = self.options.lexical_coverage;
+                let lexical = if full > 0.0 && short {
+                    let best = bm25.iter().map(|&(i, _)| coverage(i)).fold(0.0, f32::max);
+                    (best / full).min(1.0)
+                } else {
+                    1.0
+                };
                 if demote {
                     for &i in &self.helpers {
                         let c = &mut cosine[i as usize];
                         *c = c.min(*c * self.options.helpers);
                     }
                 }
-                self.fuse(bm25, &cosine, pool, server, &coverage)
+                self.fuse(bm25, &cosine, pool, server, &coverage, lexical)
             }
         };
         // An exact or close name outside the pool (its words are common) still comes first.
@@ -204,7 +212,7 @@ impl SearchIndex {
     }
 
     /// Fuses BM25 (ordinal, score) with the `pool` tools nearest by `cosine` (the query's cosine
-    /// with every document, by ordinal).
+    /// with every document, by ordinal), BM25's weight scaled by `lexical` (0..=1).
     fn fuse(
         &self,
         mut bm25: Vec<(u32, f32)>,
@@ -212,6 +220,7 @@ impl SearchIndex {
         pool: usize,
         server: Option<&str>,
         coverage: &dyn Fn(u32) -> f32,
+        lexical: f32,
     ) -> Vec<(u32, f32)> {
         let mut nearest: Vec<(u32, f32)> = cosine
             .iter()
@@ -240,19 +249,23 @@ impl SearchIndex {
                 coverage: by_coverage,
             } => {
                 bm25.sort_by(best_first);
-                let lexical: Vec<(u32, f32)> = bm25
+                let ranks: Vec<(u32, f32)> = bm25
                     .iter()
-                    .map(|&(i, _)| (i, if by_coverage { coverage(i) } else { 1.0 }))
+                    .map(|&(i, _)| (i, lexical * if by_coverage { coverage(i) } else { 1.0 }))
                     .collect();
                 let semantic: Vec<(u32, f32)> = nearest.iter().map(|&(i, _)| (i, vector)).collect();
-                fusion::rrf_each(&[&lexical, &semantic], k)
+                fusion::rrf_each(&[&ranks, &semantic], k)
             }
             Fusion::Weighted { alpha } => {
-                fusion::weighted(&bm25, cosine, &candidates(&bm25, &nearest), alpha)
+                fusion::weighted(&bm25, cosine, &candidates(&bm25, &nearest), alpha * lexical)
             }
-            Fusion::Normalized { alpha, norm } => {
-                fusion::normalized(&bm25, cosine, &candidates(&bm25, &nearest), alpha, norm)
-            }
+            Fusion::Normalized { alpha, norm } => fusion::normalized(
+                &bm25,
+                cosine,
+                &candidates(&bm25, &nearest),
+                alpha * lexical,
+                norm,
+            ),
             Fusion::Coverage { beta } => candidates(&bm25, &nearest)
                 .into_iter()
                 .map(|i| (i, cosine[i as usize] + beta * coverage(i)))

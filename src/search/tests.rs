@@ -535,6 +535,37 @@ fn hybrid_search_counts_the_servers_nearness_by_default() {
 }
 
 #[test]
+fn vectors_decide_when_the_best_hit_covers_little_of_a_short_query() {
+    // "Tokyo" is in no tool and weighs most: both time tools match "time" alone, convert_time
+    // in shorter fields (BM25 ranks it first), get_current_time nearer in meaning.
+    let query = "what time is it in Tokyo";
+    let cosines = [
+        ("time__get_current_time", 0.33),
+        ("time__convert_time", 0.32),
+        ("everything__get-sum", 0.12),
+        ("fs__list_directory", 0.10),
+    ];
+    let ranked = |options: SearchOptions| {
+        let idx = SearchIndex::build_with(index_docs(), options).unwrap();
+        let vectors = axis_vectors(&idx);
+        let mut q = vec![0.0; idx.len()];
+        for (key, c) in cosines {
+            q[idx.keys().iter().position(|k| k == key).unwrap()] = c;
+        }
+        let hits = idx.search_hybrid(query, &q, &vectors, 2, None).unwrap();
+        hits[0].key.clone()
+    };
+    assert_eq!(ranked(SearchOptions::default()), "time__get_current_time");
+    let full_weight = SearchOptions {
+        lexical_coverage: 0.0,
+        ..SearchOptions::default()
+    };
+    assert_eq!(ranked(full_weight), "time__convert_time");
+    let words = SearchIndex::build(index_docs()).unwrap();
+    assert_eq!(words.search(query, 1, None).unwrap()[0].key, "time__convert_time");
+}
+
+#[test]
 fn cjk_descriptions_are_searchable_by_their_words() {
     let idx = SearchIndex::build(vec![
         doc("zh", "read", "读取文件内容", ""),
