@@ -11,6 +11,7 @@ pub enum Combine {
 }
 
 pub use super::fusion::{Fusion, Norm};
+pub use super::servers::ServerScore;
 
 /// Which English stop words are dropped from documents and queries.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -89,6 +90,11 @@ pub struct SearchOptions {
     /// A tool whose name is the query, or close to it when the query looks like a name
     /// (did-you-mean), ranks first.
     pub names: bool,
+    /// Weight (0..=1) of the server's score in each BM25 hit's score (0: tools alone): a
+    /// server whose tools together match the query lifts its tools (`servers.rs`).
+    pub server_evidence: f32,
+    /// How a server's score is computed for `server_evidence`.
+    pub server_score: ServerScore,
 }
 
 impl Default for SearchOptions {
@@ -123,6 +129,8 @@ impl Default for SearchOptions {
             helpers: 0.5,
             surface: 0.5,
             names: true,
+            server_evidence: 0.0,
+            server_score: ServerScore::Cover,
         }
     }
 }
@@ -236,6 +244,19 @@ impl SearchOptions {
             "helpers" => self.helpers = fraction()?,
             "surface" => self.surface = number()?,
             "max_df" => self.max_df = number()?,
+            "server_evidence" => self.server_evidence = fraction()?,
+            "server_score" => {
+                self.server_score = match value {
+                    "cover" => ServerScore::Cover,
+                    "doc" => ServerScore::Doc,
+                    "mass" => ServerScore::Mass,
+                    _ => {
+                        return Err(format!(
+                            "server_score is cover, doc or mass, got \"{value}\""
+                        ));
+                    }
+                };
+            }
             "embeddings" => {
                 self.embeddings = value
                     .parse()
@@ -270,7 +291,7 @@ impl SearchOptions {
             }
             _ => {
                 return Err(format!(
-                    "unknown option \"{key}\"; options: stopwords, stem, split_case, decompound, name, title, description, params, server, combine, idf, name_len, description_len, params_len, server_len, coverage, coverage_words, phrase, synonyms, helpers, max_df, embeddings, fusion, even_ties, surface, names"
+                    "unknown option \"{key}\"; options: stopwords, stem, split_case, decompound, name, title, description, params, server, combine, idf, name_len, description_len, params_len, server_len, coverage, coverage_words, phrase, synonyms, helpers, max_df, embeddings, fusion, even_ties, surface, names, server_evidence, server_score"
                 ));
             }
         }
