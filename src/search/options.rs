@@ -90,8 +90,9 @@ pub struct SearchOptions {
     /// A tool whose name is the query, or close to it when the query looks like a name
     /// (did-you-mean), ranks first.
     pub names: bool,
-    /// Weight (0..=1) of the server's score in each BM25 hit's score (0: tools alone): a
-    /// server whose tools together match the query lifts its tools (`servers.rs`).
+    /// Weight (0..=1) of the server's score in each BM25 hit's score (0: tools alone), in a
+    /// query of at most `coverage_words` words: a server whose tools together match a short
+    /// query lifts its tools (`servers.rs`); a long task spans servers.
     pub server_evidence: f32,
     /// How a server's score is computed for `server_evidence`.
     pub server_score: ServerScore,

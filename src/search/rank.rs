@@ -123,7 +123,9 @@ impl SearchIndex {
                 }
             }
         }
-        self.server_evidence(&mut bm25, &weights);
+        if short {
+            self.server_evidence(&mut bm25, &weights);
+        }
         // Did-you-mean for what looks like an identifier, and for a plain word only when no
         // tool matches the query's words well: "email" is one letter from a tool called
         // `mail`, and must not push `send_email` down.
