@@ -90,9 +90,10 @@ pub struct SearchOptions {
     /// A tool whose name is the query, or close to it when the query looks like a name
     /// (did-you-mean), ranks first.
     pub names: bool,
-    /// Weight (0..=1) of the server's score in each BM25 hit's score (0: tools alone), in a
-    /// query of at most `coverage_words` words: a server whose tools together match a short
-    /// query lifts its tools (`servers.rs`); a long task spans servers.
+    /// Weight (0..=1) of the server's score in each hit's score (0: tools alone), in BM25
+    /// search without vectors and a query of at most `coverage_words` words: a server whose
+    /// tools together match a short query lifts its tools (`servers.rs`); a long task spans
+    /// servers.
     pub server_evidence: f32,
     /// How a server's score is computed for `server_evidence`.
     pub server_score: ServerScore,
@@ -130,8 +131,8 @@ impl Default for SearchOptions {
             helpers: 0.5,
             surface: 0.5,
             names: true,
-            server_evidence: 0.0,
-            server_score: ServerScore::Cover,
+            server_evidence: 0.4,
+            server_score: ServerScore::Doc,
         }
     }
 }
@@ -167,6 +168,7 @@ impl SearchOptions {
             helpers: 1.0,
             surface: 0.0,
             names: false,
+            server_evidence: 0.0,
             ..Self::default()
         }
     }
@@ -401,6 +403,11 @@ mod tests {
         assert_eq!(o.surface, 0.7);
         o.set("names=false").unwrap();
         assert!(!o.names);
+        o.set("server_evidence=0.3").unwrap();
+        o.set("server_score=cover").unwrap();
+        assert_eq!((o.server_evidence, o.server_score), (0.3, ServerScore::Cover));
+        assert!(o.set("server_evidence=2").is_err());
+        assert!(o.set("server_score=max").is_err());
     }
 
     #[test]
@@ -410,5 +417,6 @@ mod tests {
         assert_eq!(fields, [1.0, 0.0, 1.0, 0.0, 0.0]);
         assert!(!p.stem && !p.embeddings && !p.names && p.stopwords == StopWords::None);
         assert_eq!((p.coverage, p.synonyms, p.surface), (0.0, 0.0, 0.0));
+        assert_eq!(p.server_evidence, 0.0);
     }
 }

@@ -123,7 +123,9 @@ impl SearchIndex {
                 }
             }
         }
-        if short {
+        // In hybrid search the vectors already rank by sense; server evidence moved no set
+        // there beyond noise (EVAL.md, round 7a).
+        if short && dense.is_none() {
             self.server_evidence(&mut bm25, &weights);
         }
         // Did-you-mean for what looks like an identifier, and for a plain word only when no
