@@ -8,6 +8,7 @@
 
 mod confidence;
 pub mod embed;
+mod feedback;
 pub mod fusion;
 pub mod metrics;
 mod names;

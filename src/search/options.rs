@@ -97,6 +97,10 @@ pub struct SearchOptions {
     pub server_evidence: f32,
     /// How a server's score is computed for `server_evidence`.
     pub server_score: ServerScore,
+    /// Weight of pseudo-relevance feedback in a query of at most `coverage_words` words (0:
+    /// none): the best hits' shared words, or with vectors their mean vector, lift the hits
+    /// that share them (`feedback.rs`).
+    pub feedback: f32,
 }
 
 impl Default for SearchOptions {
@@ -133,6 +137,7 @@ impl Default for SearchOptions {
             names: true,
             server_evidence: 0.4,
             server_score: ServerScore::Doc,
+            feedback: 0.0,
         }
     }
 }
@@ -248,6 +253,7 @@ impl SearchOptions {
             "surface" => self.surface = number()?,
             "max_df" => self.max_df = number()?,
             "server_evidence" => self.server_evidence = fraction()?,
+            "feedback" => self.feedback = number()?,
             "server_score" => {
                 self.server_score = match value {
                     "cover" => ServerScore::Cover,
@@ -294,7 +300,7 @@ impl SearchOptions {
             }
             _ => {
                 return Err(format!(
-                    "unknown option \"{key}\"; options: stopwords, stem, split_case, decompound, name, title, description, params, server, combine, idf, name_len, description_len, params_len, server_len, coverage, coverage_words, phrase, synonyms, helpers, max_df, embeddings, fusion, even_ties, surface, names, server_evidence, server_score"
+                    "unknown option \"{key}\"; options: stopwords, stem, split_case, decompound, name, title, description, params, server, combine, idf, name_len, description_len, params_len, server_len, coverage, coverage_words, phrase, synonyms, helpers, max_df, embeddings, fusion, even_ties, surface, names, server_evidence, server_score, feedback"
                 ));
             }
         }

@@ -128,6 +128,10 @@ impl SearchIndex {
         if short && dense.is_none() {
             self.server_evidence(&mut bm25, &weights);
         }
+        if short && dense.is_none() {
+            let ids: Vec<u32> = weights.iter().filter_map(|(id, _, _)| *id).collect();
+            self.word_feedback(&mut bm25, &ids);
+        }
         // Did-you-mean for what looks like an identifier, and for a plain word only when no
         // tool matches the query's words well: "email" is one letter from a tool called
         // `mail`, and must not push `send_email` down.
@@ -145,7 +149,13 @@ impl SearchIndex {
         } else {
             Vec::new()
         };
-        let cosine = dense.map(|(query_vector, vectors)| vectors.scores(query_vector));
+        let cosine = dense.map(|(query_vector, vectors)| {
+            let mut cosine = vectors.scores(query_vector);
+            if short {
+                self.vector_feedback(&mut cosine, vectors);
+            }
+            cosine
+        });
         let mut scored = match &cosine {
             None => bm25,
             Some(cosine) => {
