@@ -149,16 +149,18 @@ impl SearchIndex {
         } else {
             Vec::new()
         };
-        let cosine = dense.map(|(query_vector, vectors)| {
-            let mut cosine = vectors.scores(query_vector);
-            if short {
-                self.vector_feedback(&mut cosine, vectors);
-            }
-            cosine
-        });
-        let mut scored = match &cosine {
-            None => bm25,
-            Some(cosine) => {
+        let cosine = dense.map(|(query_vector, vectors)| vectors.scores(query_vector));
+        let mut scored = match (&cosine, dense) {
+            (Some(cosine), Some((_, vectors))) => {
+                // Hits report the query's own cosine; feedback only moves the ranking.
+                let mut expanded;
+                let cosine = if short && self.options.feedback > 0.0 {
+                    expanded = cosine.clone();
+                    self.vector_feedback(&mut expanded, vectors);
+                    &expanded
+                } else {
+                    cosine
+                };
                 if self.options.even_ties {
                     even_ties(&mut bm25, |i| {
                         matched(i).filter_map(|(id, _, _)| *id).collect()
@@ -175,6 +177,7 @@ impl SearchIndex {
                     self.fuse(bm25, cosine, pool, server, &coverage)
                 }
             }
+            _ => bm25,
         };
         // An exact or close name outside the pool (its words are common) still comes first.
         for &i in exact.iter().chain(&close) {

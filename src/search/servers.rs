@@ -35,6 +35,8 @@ pub(super) struct Servers {
     terms: Vec<Vec<(u32, u32)>>,
     /// Per server: its tools' distinct words summed, the length of its document.
     lengths: Vec<f32>,
+    /// Per term id: how many servers have it.
+    df: Vec<u32>,
 }
 
 impl Servers {
@@ -69,11 +71,15 @@ impl Servers {
                 *counts[s].entry(id).or_default() += 1;
             }
         }
+        servers.df = vec![0; tables.df.len()];
         servers.terms = counts
             .into_iter()
             .map(|c| {
                 let mut terms: Vec<(u32, u32)> = c.into_iter().collect();
                 terms.sort_unstable();
+                for &(id, _) in &terms {
+                    servers.df[id as usize] += 1;
+                }
                 terms
             })
             .collect();
@@ -118,11 +124,7 @@ impl Servers {
                 let idf: Vec<f32> = weights
                     .iter()
                     .map(|(id, _)| {
-                        let df = id.map_or(0, |id| {
-                            (0..self.terms.len())
-                                .filter(|&s| self.count(s, id) > 0)
-                                .count()
-                        }) as f32;
+                        let df = id.map_or(0, |id| self.df[id as usize]) as f32;
                         (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
                     })
                     .collect();
