@@ -76,7 +76,8 @@ impl SearchIndex {
         if k == 0 {
             return;
         }
-        let best_first = |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        let best_first =
+            |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
         if nearest.len() > k {
             nearest.select_nth_unstable_by(k, best_first);
         }

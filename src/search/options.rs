@@ -411,7 +411,10 @@ mod tests {
         assert!(!o.names);
         o.set("server_evidence=0.3").unwrap();
         o.set("server_score=cover").unwrap();
-        assert_eq!((o.server_evidence, o.server_score), (0.3, ServerScore::Cover));
+        assert_eq!(
+            (o.server_evidence, o.server_score),
+            (0.3, ServerScore::Cover)
+        );
         assert!(o.set("server_evidence=2").is_err());
         assert!(o.set("server_score=max").is_err());
     }

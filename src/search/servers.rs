@@ -163,7 +163,6 @@ impl Servers {
         }
         scores
     }
-
 }
 
 impl SearchIndex {
