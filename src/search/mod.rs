@@ -8,6 +8,7 @@
 
 mod confidence;
 pub mod embed;
+mod feedback;
 pub mod fusion;
 pub mod metrics;
 mod names;
@@ -16,6 +17,7 @@ mod query;
 mod rank;
 mod saved;
 mod schema;
+mod servers;
 mod stats;
 mod synonyms;
 mod tables;
@@ -36,7 +38,7 @@ pub use confidence::{
 };
 pub use embed::DocVectors;
 pub use names::{close_qualified, closest};
-pub use options::{Combine, Fusion, SearchOptions, StopWords};
+pub use options::{Combine, Fusion, SearchOptions, ServerScore, StopWords};
 pub use saved::SavedError;
 pub use tokenizer::{split_words, words_of};
 
@@ -104,6 +106,8 @@ pub struct SearchIndex {
     fields: Fields,
     options: SearchOptions,
     tables: Tables,
+    /// Each server's words, for [`SearchOptions::server_evidence`] (empty when that is 0).
+    servers: Arc<servers::Servers>,
 }
 
 impl SearchIndex {
@@ -163,6 +167,7 @@ impl SearchIndex {
             version: 0,
             synonyms: Arc::new(synonyms::Synonyms::new(&analyzer)),
             helpers: tables.ords_of(HELPER_SERVER),
+            servers: servers::Servers::of(&tables, &options),
             analyzer,
             surface,
             fields,
@@ -236,6 +241,7 @@ impl SearchIndex {
             surface: self.surface.clone(),
             synonyms: self.synonyms.clone(),
             helpers: tables.ords_of(HELPER_SERVER),
+            servers: servers::Servers::of(&tables, &self.options),
             fields: self.fields.clone(),
             options: self.options.clone(),
             tables,

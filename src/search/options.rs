@@ -11,6 +11,7 @@ pub enum Combine {
 }
 
 pub use super::fusion::{Context, Fusion, Norm};
+pub use super::servers::ServerScore;
 
 /// Which English stop words are dropped from documents and queries.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -100,6 +101,17 @@ pub struct SearchOptions {
     /// A tool whose name is the query, or close to it when the query looks like a name
     /// (did-you-mean), ranks first.
     pub names: bool,
+    /// Weight (0..=1) of the server's score in each hit's score (0: tools alone), in BM25
+    /// search without vectors and a query of at most `coverage_words` words: a server whose
+    /// tools together match a short query lifts its tools (`servers.rs`); a long task spans
+    /// servers.
+    pub server_evidence: f32,
+    /// How a server's score is computed for `server_evidence`.
+    pub server_score: ServerScore,
+    /// Weight of pseudo-relevance feedback in a query of at most `coverage_words` words (0:
+    /// none): the best hits' shared words, or with vectors their mean vector, lift the hits
+    /// that share them (`feedback.rs`).
+    pub feedback: f32,
 }
 
 impl Default for SearchOptions {
@@ -136,6 +148,9 @@ impl Default for SearchOptions {
             helpers: 0.5,
             surface: 0.5,
             names: true,
+            server_evidence: 0.4,
+            server_score: ServerScore::Doc,
+            feedback: 0.0,
         }
     }
 }
@@ -171,6 +186,7 @@ impl SearchOptions {
             helpers: 1.0,
             surface: 0.0,
             names: false,
+            server_evidence: 0.0,
             ..Self::default()
         }
     }
@@ -249,6 +265,20 @@ impl SearchOptions {
             "helpers" => self.helpers = fraction()?,
             "surface" => self.surface = number()?,
             "max_df" => self.max_df = number()?,
+            "server_evidence" => self.server_evidence = fraction()?,
+            "feedback" => self.feedback = number()?,
+            "server_score" => {
+                self.server_score = match value {
+                    "cover" => ServerScore::Cover,
+                    "doc" => ServerScore::Doc,
+                    "mass" => ServerScore::Mass,
+                    _ => {
+                        return Err(format!(
+                            "server_score is cover, doc or mass, got \"{value}\""
+                        ));
+                    }
+                };
+            }
             "embeddings" => {
                 self.embeddings = value
                     .parse()
@@ -304,7 +334,7 @@ impl SearchOptions {
             }
             _ => {
                 return Err(format!(
-                    "unknown option \"{key}\"; options: stopwords, stem, split_case, decompound, name, title, description, params, server, combine, idf, name_len, description_len, params_len, server_len, coverage, coverage_words, phrase, synonyms, helpers, max_df, embeddings, fusion, context, even_ties, lexical_coverage, surface, names"
+                    "unknown option \"{key}\"; options: stopwords, stem, split_case, decompound, name, title, description, params, server, combine, idf, name_len, description_len, params_len, server_len, coverage, coverage_words, phrase, synonyms, helpers, max_df, embeddings, fusion, context, even_ties, lexical_coverage, surface, names, server_evidence, server_score, feedback"
                 ));
             }
         }
@@ -423,6 +453,14 @@ mod tests {
         assert_eq!(o.surface, 0.7);
         o.set("names=false").unwrap();
         assert!(!o.names);
+        o.set("server_evidence=0.3").unwrap();
+        o.set("server_score=cover").unwrap();
+        assert_eq!(
+            (o.server_evidence, o.server_score),
+            (0.3, ServerScore::Cover)
+        );
+        assert!(o.set("server_evidence=2").is_err());
+        assert!(o.set("server_score=max").is_err());
     }
 
     #[test]
@@ -432,5 +470,6 @@ mod tests {
         assert_eq!(fields, [1.0, 0.0, 1.0, 0.0, 0.0]);
         assert!(!p.stem && !p.embeddings && !p.names && p.stopwords == StopWords::None);
         assert_eq!((p.coverage, p.synonyms, p.surface), (0.0, 0.0, 0.0));
+        assert_eq!(p.server_evidence, 0.0);
     }
 }

@@ -130,7 +130,7 @@ impl SearchIndex {
     }
 
     /// BM25's IDF of the term `id` (of a word no tool has, when `None`).
-    fn idf(&self, id: Option<u32>) -> f32 {
+    pub(super) fn idf(&self, id: Option<u32>) -> f32 {
         let df = id.map_or(0.0, |id| self.tables.df[id as usize] as f32);
         idf(self.len() as f32, df)
     }

@@ -123,6 +123,15 @@ impl SearchIndex {
                 }
             }
         }
+        // In hybrid search the vectors already rank by sense; server evidence moved no set
+        // there beyond noise (EVAL.md, round 7a).
+        if short && dense.is_none() {
+            self.server_evidence(&mut bm25, &weights);
+        }
+        if short && dense.is_none() {
+            let ids: Vec<u32> = weights.iter().filter_map(|(id, _, _)| *id).collect();
+            self.word_feedback(&mut bm25, &ids);
+        }
         // Did-you-mean for what looks like an identifier, and for a plain word only when no
         // tool matches the query's words well: "email" is one letter from a tool called
         // `mail`, and must not push `send_email` down.
@@ -141,9 +150,17 @@ impl SearchIndex {
             Vec::new()
         };
         let cosine = dense.map(|(query_vector, vectors)| vectors.scores(query_vector));
-        let mut scored = match &cosine {
-            None => bm25,
-            Some(cosine) => {
+        let mut scored = match (&cosine, dense) {
+            (Some(cosine), Some((_, vectors))) => {
+                // Hits report the query's own cosine; feedback only moves the ranking.
+                let mut expanded;
+                let cosine = if short && self.options.feedback > 0.0 {
+                    expanded = cosine.clone();
+                    self.vector_feedback(&mut expanded, vectors);
+                    &expanded
+                } else {
+                    cosine
+                };
                 if self.options.even_ties {
                     even_ties(&mut bm25, |i| {
                         matched(i).filter_map(|(id, _, _)| *id).collect()
@@ -169,6 +186,7 @@ impl SearchIndex {
                 }
                 self.fuse(bm25, &cosine, pool, server, &coverage, lexical)
             }
+            _ => bm25,
         };
         // An exact or close name outside the pool (its words are common) still comes first.
         for &i in exact.iter().chain(&close) {

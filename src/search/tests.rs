@@ -925,3 +925,88 @@ fn meta_servers_own_tools_rank_below_upstream_tools_that_match_as_well() {
     let ask = "read the rest of a result that was cut";
     assert_eq!(top3(&ranked_down, ask)[0], meta);
 }
+
+#[test]
+fn a_server_whose_tools_together_match_a_short_query_lifts_its_best_tool() {
+    // "time tracking my workspaces": `office__workspaces` has the rarest word in its short
+    // name and description; `clock__get_workspaces` has it too, among more words, and only
+    // its server's other tools have "time" and "tracking".
+    let docs = vec![
+        doc("office", "workspaces", "Workspaces", ""),
+        doc("office", "edit_document", "Edit a document", "text"),
+        doc("office", "share", "Share a document with a person", "email"),
+        doc(
+            "clock",
+            "get_workspaces",
+            "Get all workspaces of the user",
+            "",
+        ),
+        doc("clock", "add_entry", "Add an entry of hours", "time"),
+        doc("clock", "start", "Start a timer", "tracking"),
+        doc("parcel", "follow", "Follow a parcel", "tracking_number"),
+        doc("tz", "now", "Current time in a zone", "zone"),
+        doc("fs", "read_file", "Read a file", "path"),
+    ];
+    let build = |server_evidence: f32| {
+        let options = SearchOptions {
+            server_evidence,
+            embeddings: false,
+            ..SearchOptions::default()
+        };
+        SearchIndex::build_with(docs.clone(), options).unwrap()
+    };
+    let (tools_alone, with_servers) = (build(0.0), build(SearchOptions::default().server_evidence));
+    let first = |idx: &SearchIndex, q: &str| idx.search(q, 3, None).unwrap()[0].key.clone();
+    let query = "time tracking my workspaces";
+    assert_eq!(first(&tools_alone, query), "office__workspaces");
+    assert_eq!(first(&with_servers, query), "clock__get_workspaces");
+    // A query that only one tool's words answer is not moved.
+    assert_eq!(first(&with_servers, "workspaces"), "office__workspaces");
+    // A long task spans servers: its ranking is the tools' alone.
+    let long = "list the workspaces, then add a time entry for each one and send a tracking \
+                report of the hours spent to the team by email";
+    let ranked = |idx: &SearchIndex| keys(&idx.search(long, 5, None).unwrap()).join(" ");
+    assert_eq!(ranked(&tools_alone), ranked(&with_servers));
+}
+
+#[test]
+fn feedback_lifts_the_hits_that_share_the_best_hits_words() {
+    let docs = vec![
+        doc(
+            "mail",
+            "send_email",
+            "Send an email message to an inbox",
+            "recipient",
+        ),
+        doc("mail", "list_inbox", "List the email in an inbox", "folder"),
+        doc("chat", "post", "Post a note to a channel", "channel"),
+        doc("chat", "pin", "Pin a note in a channel", "channel"),
+        doc("fs", "read_file", "Read a file", "path"),
+    ];
+    let build = |feedback: f32| {
+        let options = SearchOptions {
+            feedback,
+            embeddings: false,
+            ..SearchOptions::default()
+        };
+        SearchIndex::build_with(docs.clone(), options).unwrap()
+    };
+    let (off, on) = (build(0.0), build(0.5));
+    let ord =
+        |idx: &SearchIndex, key: &str| idx.keys().iter().position(|k| k == key).unwrap() as u32;
+    // `send_email` is the best hit; `list_inbox` and `post` score the same before feedback.
+    let hits = |idx: &SearchIndex| {
+        vec![
+            (ord(idx, "mail__send_email"), 10.0),
+            (ord(idx, "mail__list_inbox"), 5.0),
+            (ord(idx, "chat__post"), 5.0),
+        ]
+    };
+    let mut unchanged = hits(&off);
+    off.word_feedback(&mut unchanged, &[]);
+    assert_eq!(unchanged, hits(&off));
+    let mut lifted = hits(&on);
+    on.word_feedback(&mut lifted, &[]);
+    // "email" and "inbox" are the best hit's words that another tool has too.
+    assert!(lifted[1].1 > lifted[2].1, "{lifted:?}");
+}

@@ -219,6 +219,14 @@ impl DocVectors {
         Self { dim, rows, scales }
     }
 
+    /// Row `i` as f32 (zeros for a document without a vector).
+    pub fn row(&self, i: usize) -> impl Iterator<Item = f32> + '_ {
+        let scale = self.scales[i];
+        self.rows[i * self.dim..(i + 1) * self.dim]
+            .iter()
+            .map(move |&q| scale * f32::from(q))
+    }
+
     /// Cosine of every document with `query` (both L2-normalised).
     pub fn scores(&self, query: &[f32]) -> Vec<f32> {
         if self.dim == 0 || query.len() != self.dim {
