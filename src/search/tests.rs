@@ -562,7 +562,10 @@ fn vectors_decide_when_the_best_hit_covers_little_of_a_short_query() {
     };
     assert_eq!(ranked(full_weight), "time__convert_time");
     let words = SearchIndex::build(index_docs()).unwrap();
-    assert_eq!(words.search(query, 1, None).unwrap()[0].key, "time__convert_time");
+    assert_eq!(
+        words.search(query, 1, None).unwrap()[0].key,
+        "time__convert_time"
+    );
 }
 
 #[test]

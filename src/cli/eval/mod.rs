@@ -5,18 +5,24 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Context, bail};
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::catalog::Catalog;
-use crate::config::{ServerConfig, Settings, default_catalog_dir, server_identifier};
-use crate::library::{Library, qualified_name};
+use crate::config::{ServerConfig, Settings, default_catalog_dir};
+use crate::library::Library;
 use crate::search::embed::{EmbedError, Embedder};
-use crate::search::metrics::{self, Mean, Scores};
+use crate::search::metrics::{self, Mean};
 use crate::search::{self, SearchOptions};
+
+mod input;
+mod report;
+
+use input::{Part, Query, catalogs_from_dir, catalogs_from_jsonl, read_queries};
+use report::{
+    Buckets, COVERAGES, Confidence, Latency, Report, SIMILARITIES, millis, percentile, print,
+    print_sets, report_unknown,
+};
 
 /// Measure search quality: run every query of a query file through the search that
 /// search_tools uses and print Recall@1/3/5/10, MRR and nDCG@10.
@@ -95,101 +101,6 @@ pub struct Args {
     /// "query", "gold", "ranked", "recall@3"}, to read the misses.
     #[arg(long, value_name = "FILE")]
     ranked: Option<PathBuf>,
-}
-
-/// A part of a query file for [`Args::part`].
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq)]
-enum Part {
-    Fit,
-    Check,
-}
-
-impl Part {
-    /// The part a query belongs to: `check` when the first byte of the SHA-256 of its id (its
-    /// text if it has none) is a multiple of 3.
-    fn of(id: &Value, query: &str) -> Self {
-        use sha2::Digest;
-        let id = match id {
-            Value::Null => query.to_owned(),
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        if sha2::Sha256::digest(id.as_bytes())[0] % 3 == 0 {
-            Part::Check
-        } else {
-            Part::Fit
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct QueryLine {
-    #[serde(default)]
-    id: Value,
-    query: String,
-    gold: Vec<GoldLine>,
-}
-
-#[derive(Deserialize)]
-struct GoldLine {
-    server: String,
-    name: String,
-    #[serde(default)]
-    alt: Vec<GoldLine>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Report {
-    /// The set's name (its file name without `.queries.jsonl`).
-    set: String,
-    queries: usize,
-    /// The set's tools (meta-server's own are searched too, as by search_tools, not counted).
-    tools: usize,
-    limit: u16,
-    /// `bm25`, or `hybrid` with the fusion used.
-    ranking: String,
-    /// Gold items whose tool is not in the catalog (they count as misses).
-    unknown_gold: usize,
-    metrics: Scores,
-    /// How often search_tools would say `confident: true`, and how right it is then.
-    confidence: Confidence,
-    /// R@1 by the best hit's coverage (see `search::Hit::coverage`).
-    by_coverage: Vec<Bucket>,
-    /// R@1 by the best hit's cosine with the query (hybrid search only).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    by_similarity: Vec<Bucket>,
-    /// In-process time per query (the search alone, query embedding included), this build.
-    latency_ms: Latency,
-}
-
-#[derive(Serialize)]
-struct Confidence {
-    share: f64,
-    #[serde(rename = "recall@1Confident")]
-    recall_1_confident: f64,
-    #[serde(rename = "recall@1NotConfident")]
-    recall_1_not_confident: f64,
-    /// Share of queries still called confident when their gold tools are dropped from the
-    /// ranking (as if the catalog lacked them): an estimate, on the high side, of how often
-    /// noise is passed as an answer (another tool may answer too).
-    #[serde(rename = "heldOutShare")]
-    held_out_share: f64,
-}
-
-#[derive(Serialize)]
-struct Bucket {
-    range: String,
-    share: f64,
-    #[serde(rename = "recall@1")]
-    recall_1: f64,
-}
-
-#[derive(Serialize)]
-struct Latency {
-    p50: f64,
-    p99: f64,
-    max: f64,
 }
 
 /// `config` is only read, if it exists, for its catalog directory when `--catalog-dir` is not
@@ -519,108 +430,6 @@ fn measure(
     })
 }
 
-#[allow(clippy::print_stdout)]
-fn print(r: &Report, json: bool) -> anyhow::Result<()> {
-    if json {
-        println!("{}", serde_json::to_string_pretty(r)?);
-        return Ok(());
-    }
-    let m = &r.metrics;
-    println!(
-        "{} queries, {} tools, {} results per query, ranking: {}",
-        r.queries, r.tools, r.limit, r.ranking
-    );
-    println!("R@1      {:.3}", m.recall_1);
-    println!("R@3      {:.3}", m.recall_3);
-    println!("R@5      {:.3}", m.recall_5);
-    println!("R@10     {:.3}", m.recall_10);
-    println!("MRR      {:.3}", m.mrr);
-    println!("nDCG@10  {:.3}", m.ndcg_10);
-    let c = &r.confidence;
-    println!(
-        "confident on {:.1}% of queries (R@1 {:.3}); not confident R@1 {:.3}",
-        c.share * 100.0,
-        c.recall_1_confident,
-        c.recall_1_not_confident
-    );
-    println!(
-        "without their gold tools still confident on {:.1}% (noise passed as an answer, roughly)",
-        c.held_out_share * 100.0
-    );
-    for (what, buckets) in [
-        ("coverage", &r.by_coverage),
-        ("similarity", &r.by_similarity),
-    ] {
-        for b in buckets {
-            println!(
-                "  best-hit {what} {:8}: {:5.1}% of queries, R@1 {:.3}",
-                b.range,
-                b.share * 100.0,
-                b.recall_1
-            );
-        }
-    }
-    let l = &r.latency_ms;
-    println!(
-        "latency per query: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
-        l.p50, l.p99, l.max
-    );
-    Ok(())
-}
-
-/// Every set's report: as a JSON array, or one table row per set.
-#[allow(clippy::print_stdout)]
-fn print_sets(reports: &[Report], json: bool) -> anyhow::Result<()> {
-    if json {
-        println!("{}", serde_json::to_string_pretty(reports)?);
-        return Ok(());
-    }
-    println!(
-        "| set | queries | tools | ranking | R@1 | R@3 | R@5 | R@10 | MRR | nDCG@10 | confident | p50 / p99 ms |"
-    );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
-    for r in reports {
-        let m = &r.metrics;
-        println!(
-            "| {} | {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1}% | {:.2} / {:.2} |",
-            r.set,
-            r.queries,
-            r.tools,
-            r.ranking,
-            m.recall_1,
-            m.recall_3,
-            m.recall_5,
-            m.recall_10,
-            m.mrr,
-            m.ndcg_10,
-            r.confidence.share * 100.0,
-            r.latency_ms.p50,
-            r.latency_ms.p99
-        );
-    }
-    Ok(())
-}
-
-/// Warns on stderr about gold items (`file:line: qualified name`) not in the catalog: they
-/// count as misses.
-#[allow(clippy::print_stderr)]
-fn report_unknown(unknown: &[String]) {
-    const SHOWN: usize = 5;
-    if unknown.is_empty() {
-        return;
-    }
-    eprintln!(
-        "warning: {} gold items name tools not in the catalog and count as misses:",
-        unknown.len()
-    );
-    for item in unknown.iter().take(SHOWN) {
-        eprintln!("  {item}");
-    }
-    if unknown.len() > SHOWN {
-        eprintln!("  ... and {} more", unknown.len() - SHOWN);
-    }
-}
-
 /// The embedding model in `dir`; on failure says why on stderr (BM25 only).
 #[allow(clippy::print_stderr)]
 fn load_embedder(dir: &Path) -> Option<Arc<Embedder>> {
@@ -654,175 +463,4 @@ fn embed_tools(library: &Library, embedder: Arc<Embedder>, store: Option<&Path>)
         ),
         Err(e) => eprintln!("note: {e}; measuring BM25 only"),
     }
-}
-
-/// One line of the query file.
-struct Query {
-    line: usize,
-    part: Part,
-    text: String,
-    /// Gold items, each as its acceptable qualified names (the tool, then its alts).
-    gold: Vec<Vec<String>>,
-}
-
-/// Reads the query file.
-fn read_queries(path: &Path) -> anyhow::Result<Vec<Query>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read queries {}", path.display()))?;
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let q: QueryLine = serde_json::from_str(line)
-            .with_context(|| format!("{}:{}: not a query line", path.display(), i + 1))?;
-        let mut gold = Vec::with_capacity(q.gold.len());
-        for g in &q.gold {
-            let mut keys = vec![key(&g.server, &g.name)?];
-            for alt in &g.alt {
-                keys.push(key(&alt.server, &alt.name)?);
-            }
-            gold.push(keys);
-        }
-        if gold.is_empty() {
-            bail!(
-                "{}:{}: query {} has no gold tools",
-                path.display(),
-                i + 1,
-                q.id
-            );
-        }
-        out.push(Query {
-            line: i + 1,
-            part: Part::of(&q.id, &q.query),
-            text: q.query,
-            gold,
-        });
-    }
-    if out.is_empty() {
-        bail!("{} holds no queries", path.display());
-    }
-    Ok(out)
-}
-
-/// The qualified name search results use for (server, tool).
-fn key(server: &str, name: &str) -> anyhow::Result<String> {
-    Ok(qualified_name(&server_id(server)?, name))
-}
-
-fn server_id(server: &str) -> anyhow::Result<String> {
-    server_identifier(server).map_err(|e| anyhow::anyhow!("server \"{server}\": {e}"))
-}
-
-/// Groups JSON-lines tools into one in-memory catalog per server.
-fn catalogs_from_jsonl(path: &Path) -> anyhow::Result<BTreeMap<String, Catalog>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read tools {}", path.display()))?;
-    let mut catalogs: BTreeMap<String, Catalog> = BTreeMap::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let at = || format!("{}:{}", path.display(), i + 1);
-        let mut tool: serde_json::Map<String, Value> =
-            serde_json::from_str(line).with_context(|| format!("{}: not a JSON object", at()))?;
-        let Some(Value::String(server)) = tool.remove("server") else {
-            bail!("{}: a tool line needs a \"server\" string", at());
-        };
-        let server = server_id(&server).with_context(at)?;
-        catalogs
-            .entry(server.clone())
-            .or_insert_with(|| Catalog::new(server, Vec::new()))
-            .tools
-            .push(Value::Object(tool).into());
-    }
-    Ok(catalogs)
-}
-
-/// Loads every `*.json` catalog in `dir`, keyed by the server it names.
-fn catalogs_from_dir(dir: &Path) -> anyhow::Result<BTreeMap<String, Catalog>> {
-    let entries = std::fs::read_dir(dir).with_context(|| {
-        format!(
-            "cannot read catalog dir {}; pass --tools FILE.jsonl or --catalog-dir DIR",
-            dir.display()
-        )
-    })?;
-    let mut catalogs = BTreeMap::new();
-    for entry in entries {
-        let path = entry?.path();
-        if path.extension().is_some_and(|e| e == "json")
-            && let Some(catalog) = Catalog::load(&path)?
-        {
-            catalogs.insert(catalog.server.clone(), catalog);
-        }
-    }
-    Ok(catalogs)
-}
-
-/// Coverage buckets of the report: (lower bound, label).
-const COVERAGES: [(f32, &str); 6] = [
-    (0.0, "0-0.1"),
-    (0.1, "0.1-0.2"),
-    (0.2, "0.2-0.3"),
-    (0.3, "0.3-0.4"),
-    (0.4, "0.4-0.5"),
-    (0.5, "0.5-1"),
-];
-
-/// Best-hit cosines (lower bound, label) for `eval`'s similarity buckets.
-const SIMILARITIES: [(f32, &str); 6] = [
-    (f32::NEG_INFINITY, "<0.3"),
-    (0.3, "0.3-0.4"),
-    (0.4, "0.4-0.5"),
-    (0.5, "0.5-0.6"),
-    (0.6, "0.6-0.7"),
-    (0.7, "0.7-1"),
-];
-
-/// Mean scores of queries grouped by a value of their best hit.
-struct Buckets {
-    bounds: &'static [(f32, &'static str)],
-    means: Vec<Mean>,
-}
-
-impl Buckets {
-    fn new(bounds: &'static [(f32, &'static str)]) -> Self {
-        Self {
-            bounds,
-            means: vec![Mean::default(); bounds.len()],
-        }
-    }
-
-    fn add(&mut self, value: f32, scores: Scores) {
-        let i = self.bounds.iter().rposition(|&(from, _)| value >= from);
-        self.means[i.unwrap_or(0)].add(scores);
-    }
-
-    /// One bucket per range, as shares of `total` queries; none if nothing was added.
-    fn report(&self, total: usize) -> Vec<Bucket> {
-        if self.means.iter().all(|m| m.count == 0) {
-            return Vec::new();
-        }
-        self.bounds
-            .iter()
-            .zip(&self.means)
-            .map(|(&(_, range), m)| Bucket {
-                range: range.to_owned(),
-                share: m.count as f64 / total.max(1) as f64,
-                recall_1: m.get().recall_1,
-            })
-            .collect()
-    }
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[i]
-}
-
-fn millis(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
