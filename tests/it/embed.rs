@@ -105,6 +105,45 @@ fn missing_assets_are_an_error_not_a_panic() {
 }
 
 #[test]
+fn the_quickstarts_demo_query_finds_the_current_time_first() {
+    // scripts/quickstart searches "what time is it in Tokyo" over the four reference servers:
+    // only "time" matches any tool, and convert_time has it in shorter fields, so it is the
+    // vectors that must put get_current_time first (EVAL.md round 7c).
+    let dir = tempfile::tempdir().unwrap();
+    let catalogs = dir.path().join("catalogs");
+    std::fs::create_dir(&catalogs).unwrap();
+    let shipped = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("catalogs");
+    for server in ["everything", "filesystem", "memory", "time"] {
+        let name = format!("{server}.json");
+        std::fs::copy(shipped.join(&name), catalogs.join(&name)).unwrap();
+    }
+    let queries = dir.path().join("demo.jsonl");
+    std::fs::write(
+        &queries,
+        r#"{"id": "demo", "query": "what time is it in Tokyo", "gold": [{"server": "time", "name": "get_current_time"}]}"#,
+    )
+    .unwrap();
+    let out = crate::support::succeeds(
+        crate::support::meta_server(&[
+            "eval",
+            "--queries",
+            queries.to_str().unwrap(),
+            "--catalog-dir",
+            catalogs.to_str().unwrap(),
+            "--json",
+        ])
+        .env(meta_server::config::EMBED_DIR_ENV, embed_dir())
+        .env(meta_server::config::EMBEDDINGS_ENV, "on"),
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        report["ranking"].as_str().unwrap().starts_with("hybrid"),
+        "{report}"
+    );
+    assert_eq!(report["metrics"]["recall@1"], 1.0, "{report}");
+}
+
+#[test]
 fn index_computes_tool_vectors_once_so_serve_starts_hybrid() {
     let dir = tempfile::tempdir().unwrap();
     let fault = crate::support::fault_server();
