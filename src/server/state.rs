@@ -134,16 +134,6 @@ impl State {
             .shape(tool, &route, limits, &caller.owner, result)
             .await
     }
-
-    /// The quarantine of `entry`'s tool, if it waits for the user's approval.
-    pub fn quarantine(
-        &self,
-        library: &Library,
-        entry: &crate::library::Entry,
-    ) -> Option<crate::trust::Quarantine> {
-        let catalog = library.catalogs.get(&entry.server)?;
-        self.trust.quarantine(catalog, &entry.def.name)
-    }
 }
 
 /// Result handling as the settings configure it: the tokenizer, and the result store (`shared`

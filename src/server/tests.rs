@@ -102,6 +102,7 @@ fn call_in(name: &str, arguments: Value, introduced: Introduced) -> CallToolResu
         .expect("the three meta-tools are always listed");
     rig.runtime
         .block_on(request.run(&rig.server.state, &caller))
+        .result
 }
 
 /// The output schema a successful result of `tool` (through `call_tool` for `meta__` tools)

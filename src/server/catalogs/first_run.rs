@@ -7,18 +7,20 @@ use std::sync::Arc;
 
 use super::error::RefreshError;
 use super::refresh::refresh;
+use crate::library::Library;
 use crate::server::State;
 
-/// Makes sure `server` has a catalog: lists it now if it is configured and has none.
+/// Makes sure `server` has a catalog: lists it now if it is configured and has none. Returns
+/// the library as it is then, the server's catalog in it.
 pub(in crate::server) async fn ensure(
     state: &Arc<State>,
     server: &str,
-) -> Result<(), RefreshError> {
-    if state.settings.server(server).is_none()
-        || state.catalogs.library().catalogs.contains_key(server)
-    {
-        return Ok(());
+) -> Result<Arc<Library>, RefreshError> {
+    let library = state.catalogs.library();
+    if state.settings.server(server).is_none() || library.catalogs.contains_key(server) {
+        return Ok(library);
     }
+    drop(library);
     let task = {
         let state = state.clone();
         let server = server.to_owned();
@@ -27,12 +29,14 @@ pub(in crate::server) async fn ensure(
             .clone()
             .track(async move { list(&state, &server).await })
     };
-    task.await.unwrap_or_else(|e| {
-        Err(RefreshError::Task {
-            server: server.to_owned(),
-            reason: e.to_string(),
+    task.await
+        .unwrap_or_else(|e| {
+            Err(RefreshError::Task {
+                server: server.to_owned(),
+                reason: e.to_string(),
+            })
         })
-    })
+        .map(|()| state.catalogs.library())
 }
 
 /// Lists a server that has no catalog, once: whoever comes second waits for the first

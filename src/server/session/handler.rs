@@ -496,10 +496,10 @@ impl ServerHandler for MetaServer {
         let started = crate::clock::Instant::now();
         let caller = self.caller(&cx, self.session_origin(&cx), cx.ct.clone());
         let arguments = request.arguments.unwrap_or_default();
-        let request = Request::read(&request.name, arguments, &self.tools)?;
-        let servers = request.servers();
-        let result = self.run(request, caller).await;
-        let mut result = self.offer_logins(&servers, result, &cx.peer, started);
+        let answer = Request::read(&request.name, arguments, &self.tools)?
+            .run(&self.state, &caller)
+            .await;
+        let mut result = self.offer_logins(&answer.servers, answer.result, &cx.peer, started);
         // An upstream's result read from a 2025-11-25 server has no `resultType`; rmcp drops
         // it again for a 2025-11-25 client.
         result.result_type.get_or_insert(ResultType::COMPLETE);
@@ -541,15 +541,6 @@ impl MetaServer {
                 self.introduced.clone()
             },
             who,
-        }
-    }
-
-    /// Runs a meta-tool call; servers without a catalog that it needs are listed first
-    /// (first run).
-    async fn run(&self, request: Request, caller: Caller) -> CallToolResult {
-        match request.prepare(&self.state, &caller.who.access).await {
-            Err(failed) => reply::error(failed.to_string()),
-            Ok(()) => request.run(&self.state, &caller).await,
         }
     }
 
@@ -620,7 +611,7 @@ impl MetaServer {
         let run = move |origin: Origin, cancelled: CancellationToken| async move {
             let caller = this.caller(&cx_of_call, origin, cancelled);
             match read {
-                Some(read) => this.run(read, caller).await,
+                Some(read) => read.run(&this.state, &caller).await.result,
                 None => reply::error("a retry cannot start a call"),
             }
         };

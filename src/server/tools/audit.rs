@@ -12,16 +12,6 @@ use crate::result::notice;
 use crate::server::caller::Caller;
 use crate::upstream::Origin;
 
-/// A result and how the call that made it ended, as far as the result says: `ok` or `error`.
-pub(in crate::server) fn ended(reply: Reply) -> (Reply, Outcome) {
-    let outcome = if reply.is_error == Some(true) {
-        Outcome::Error
-    } else {
-        Outcome::Ok
-    };
-    (reply, outcome)
-}
-
 /// Writes the line of `caller`'s call of `name`, begun at `started`, that ended in `outcome`
 /// with `reply`; `arguments` only when the log takes them.
 pub(in crate::server) fn record(

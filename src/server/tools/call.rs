@@ -88,18 +88,20 @@ async fn attempt(
     if !caller.who.access.sees(name) {
         return (unknown(state, caller, name), Outcome::Denied);
     }
-    // A configured server without a catalog is listed first (a script's calls included).
-    if let Some((server, _)) = name.split_once(crate::library::SEPARATOR)
-        && let Err(failed) = first_run::ensure(state, server).await
-    {
-        return (reply::foreign_error(failed.to_string()), Outcome::Error);
-    }
-    // One snapshot: the tool and the catalog its quarantine is judged by.
-    let library = state.catalogs.library();
+    let Some((server, _)) = name.split_once(crate::library::SEPARATOR) else {
+        return (unknown(state, caller, name), Outcome::Error);
+    };
+    // A configured server without a catalog is listed first (a script's calls included); the
+    // library it returns is the one snapshot the tool and its quarantine are judged by.
+    let library = match first_run::ensure(state, server).await {
+        Ok(library) => library,
+        Err(failed) => return (reply::foreign_error(failed.to_string()), Outcome::Error),
+    };
     let Some(entry) = library.get(name).cloned() else {
         return (unknown(state, caller, name), Outcome::Error);
     };
-    if let Some(held) = state.quarantine(&library, &entry) {
+    let catalog = library.catalogs.get(&entry.server);
+    if let Some(held) = catalog.and_then(|c| state.trust.quarantine(c, &entry.def.name)) {
         return (
             reply::error(held.refusal(&entry.qualified)),
             Outcome::Quarantined,
@@ -131,7 +133,7 @@ async fn attempt(
         return (refused.reply, refused.outcome);
     }
     if let Some(skill) = &entry.skill {
-        return audit::ended(skill::run(state, skill));
+        return ended(skill::run(state, skill));
     }
     let started = crate::clock::Instant::now();
     let result = if entry.server == RESERVED_SERVER && entry.def.name == script::TOOL {
@@ -186,7 +188,17 @@ async fn attempt(
         ok,
         started.elapsed(),
     );
-    audit::ended(result)
+    ended(result)
+}
+
+/// A result and how the call that made it ended, as far as the result says: `ok` or `error`.
+fn ended(reply: Reply) -> (Reply, Outcome) {
+    let outcome = if reply.is_error == Some(true) {
+        Outcome::Error
+    } else {
+        Outcome::Ok
+    };
+    (reply, outcome)
 }
 
 /// The error result for a tool `caller` does not know, with the names it may mean.

@@ -17,6 +17,13 @@ use crate::server::access::Access;
 use crate::server::caller::Caller;
 use crate::server::catalogs::{RefreshError, first_run, resolve_listed};
 
+/// A meta-tool's answer, and the servers its call was about (a login one of them needs can
+/// be offered with it).
+pub(in crate::server) struct Answer {
+    pub result: CallToolResult,
+    pub servers: Vec<String>,
+}
+
 /// A call of a tool of `tools/list`, its arguments read.
 pub(in crate::server) enum Request {
     Search(search::Args),
@@ -64,9 +71,21 @@ impl Request {
         }))
     }
 
+    /// Runs the call for `caller` and shapes its result on its route. Servers without a
+    /// catalog that a search or description is about are listed first (first run; a tool
+    /// call lists its own on its path, which a script's calls take too).
+    pub(in crate::server) async fn run(self, state: &Arc<State>, caller: &Caller) -> Answer {
+        let servers = self.servers();
+        let result = match self.prepare(state, &caller.who.access, &servers).await {
+            Err(failed) => reply::error(failed.to_string()),
+            Ok(()) => self.answer(state, caller).await,
+        };
+        Answer { result, servers }
+    }
+
     /// The servers this call is about: those of the tools it calls or describes, or the one a
     /// search is filtered to. Sorted, without repeats.
-    pub(in crate::server) fn servers(&self) -> Vec<String> {
+    fn servers(&self) -> Vec<String> {
         let server_of = |name: &str| name.split_once(SEPARATOR).map(|(s, _)| s.to_owned());
         let mut servers: Vec<String> = match self {
             Self::Search(args) => args.server.iter().cloned().collect(),
@@ -79,34 +98,29 @@ impl Request {
         servers
     }
 
-    /// Lists the servers this search or description is about that have no catalog yet (of
-    /// those `access` sees); a tool call lists its server on its own path (a script's calls
-    /// take it too). A search goes on whatever happened (its result says which servers are
-    /// unavailable); otherwise the first failure is returned, as a message the model can act on.
-    pub(in crate::server) async fn prepare(
+    /// Lists those of `servers` that `access` sees and that have no catalog yet, for a search
+    /// or a description. A search goes on whatever happened (its result says which servers
+    /// are unavailable); a description gets the first failure, as a message the model can act
+    /// on.
+    async fn prepare(
         &self,
         state: &Arc<State>,
         access: &Access,
+        servers: &[String],
     ) -> Result<(), RefreshError> {
         if matches!(self, Self::Tool(_) | Self::Unreadable { .. }) {
             return Ok(());
         }
-        let mut servers = self.servers();
-        servers.retain(|s| access.sees_server(s));
-        let listed =
-            futures::future::join_all(servers.iter().map(|s| first_run::ensure(state, s))).await;
+        let seen = servers.iter().filter(|s| access.sees_server(s));
+        let listed = futures::future::join_all(seen.map(|s| first_run::ensure(state, s))).await;
         match self {
             Self::Search(_) => Ok(()),
-            _ => listed.into_iter().collect(),
+            _ => listed.into_iter().try_for_each(|l| l.map(drop)),
         }
     }
 
-    /// Runs the call for `caller` and shapes its result on its route.
-    pub(in crate::server) async fn run(
-        self,
-        state: &Arc<State>,
-        caller: &Caller,
-    ) -> CallToolResult {
+    /// Runs the call on its route and shapes its result.
+    async fn answer(self, state: &Arc<State>, caller: &Caller) -> CallToolResult {
         let soft = |route: &Route| state.limits(route, caller.client_limit).soft;
         let meta = || Route::CallTool {
             server: RESERVED_SERVER.to_owned(),
