@@ -127,8 +127,6 @@ impl SearchIndex {
         // there beyond noise (EVAL.md, round 7a).
         if short && dense.is_none() {
             self.server_evidence(&mut bm25, &weights);
-        }
-        if short && dense.is_none() {
             let ids: Vec<u32> = weights.iter().filter_map(|(id, _, _)| *id).collect();
             self.word_feedback(&mut bm25, &ids);
         }
