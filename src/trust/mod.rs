@@ -15,6 +15,7 @@ use parking_lot::Mutex;
 
 use crate::catalog::{Catalog, RawTool, tool_fingerprint};
 use crate::config::TrustMode;
+use crate::library::{Entry, Library};
 use crate::store::StoreError;
 
 pub use approvals::{Approvals, Approved};
@@ -297,6 +298,11 @@ impl Trust {
             return None;
         }
         self.held(catalog).get(tool).cloned()
+    }
+
+    /// The quarantine of `entry`'s tool, judged by its server's catalog in `library`.
+    pub fn quarantine_of(&self, library: &Library, entry: &Entry) -> Option<Quarantine> {
+        self.quarantine(library.catalogs.get(&entry.server)?, &entry.def.name)
     }
 
     fn held(&self, catalog: &Catalog) -> Arc<BTreeMap<String, Quarantine>> {

@@ -50,10 +50,7 @@ pub(in crate::server) async fn prepare(state: &Arc<State>) -> Vec<Tool> {
                 .filter(move |e| e.server == server)
                 // Unapproved text never enters the fixed prefix; call_tool refuses the tool.
                 .filter(|e| {
-                    let held = library
-                        .catalogs
-                        .get(&e.server)
-                        .and_then(|c| state.trust.quarantine(c, &e.def.name));
+                    let held = state.trust.quarantine_of(&library, e);
                     if let Some(q) = &held {
                         tracing::warn!(tool = %e.qualified, "alwaysLoad tool left out of tools/list: {}", q.why());
                     }

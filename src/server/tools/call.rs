@@ -100,8 +100,7 @@ async fn attempt(
     let Some(entry) = library.get(name).cloned() else {
         return (unknown(state, caller, name), Outcome::Error);
     };
-    let catalog = library.catalogs.get(&entry.server);
-    if let Some(held) = catalog.and_then(|c| state.trust.quarantine(c, &entry.def.name)) {
+    if let Some(held) = state.trust.quarantine_of(&library, &entry) {
         return (
             reply::error(held.refusal(&entry.qualified)),
             Outcome::Quarantined,

@@ -357,10 +357,7 @@ fn project(
 /// What the model should know before it trusts `entry`: its quarantine, if it waits for
 /// approval, then what its texts show (see [`crate::catalog::ToolDef::flags`]).
 pub(in crate::server) fn flags(library: &Library, trust: &Trust, entry: &Entry) -> Vec<String> {
-    let held = library
-        .catalogs
-        .get(&entry.server)
-        .and_then(|catalog| trust.quarantine(catalog, &entry.def.name));
+    let held = trust.quarantine_of(library, entry);
     held.map(|q| q.flag(&entry.qualified))
         .into_iter()
         .chain(entry.def.flags())
