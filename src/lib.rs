@@ -27,3 +27,4 @@ pub mod store;
 pub mod surrogates;
 pub mod trust;
 pub mod upstream;
+pub mod verbatim;

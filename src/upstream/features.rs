@@ -60,7 +60,8 @@ impl Manager {
         })
     }
 
-    /// One kind's whole list as JSON values: empty when not `declared` or answered -32601.
+    /// One kind's whole list as JSON values, each with every field the server sent: empty
+    /// when not `declared` or answered -32601.
     async fn list_kind<T: Serialize>(
         &self,
         slot: &Slot,
@@ -83,12 +84,7 @@ impl Manager {
             })
             .await;
         match listed {
-            Ok(items) => Some(
-                items
-                    .iter()
-                    .map(|item| serde_json::to_value(item).expect("an MCP object serializes"))
-                    .collect(),
-            ),
+            Ok(items) => Some(items.iter().map(crate::verbatim::take).collect()),
             Err(e) => {
                 tracing::warn!(server = %slot.config.name, "{what} failed, recorded as unknown: {e}");
                 None

@@ -154,13 +154,19 @@ impl Routes {
     }
 }
 
-/// The entries of one kind in `server`'s catalog that parse; the others are skipped with a
+/// The entries of one kind in `server`'s catalog that parse, each carrying its every field
+/// for the lists clients get (see [`crate::verbatim`]); the others are skipped with a
 /// warning, as malformed tools are.
 fn parsed<T: DeserializeOwned>(server: &str, kind: &str, items: Option<&[Value]>) -> Vec<T> {
     items
         .unwrap_or_default()
         .iter()
-        .filter_map(|item| match serde_json::from_value(item.clone()) {
+        .map(|item| {
+            let mut item = item.clone();
+            crate::verbatim::carry(&mut item);
+            item
+        })
+        .filter_map(|item| match serde_json::from_value(item) {
             Ok(parsed) => Some(parsed),
             Err(e) => {
                 tracing::warn!(server, "skipping a {kind} in the catalog: {e}");
