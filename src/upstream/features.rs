@@ -1,6 +1,7 @@
 //! What upstreams offer besides tools: listing their prompts, resources and resource templates
 //! for the catalog, and forwarding `prompts/get`, `resources/read` and `completion/complete`
-//! to them on the connection (started on first use) that tool calls take.
+//! to them on the connection (started on first use) that tool calls take; their results come
+//! back without the upstream's protocol stamps (`envelope.rs`).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use rmcp::service::{MergedList, ServiceError};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::envelope;
 use super::mrtr::{self, Round};
 use super::{Connection, InFlight, Manager, Origin, Slot, UpstreamError};
 
@@ -101,7 +103,7 @@ impl Manager {
         origin: &Origin,
     ) -> Result<Answer<GetPromptResult>, UpstreamError> {
         let what = format!("prompts/get {}", params.name);
-        self.forward(server, &what, Some(origin), |conn| async move {
+        let answer = self.forward(server, &what, Some(origin), |conn| async move {
             mrtr::rounds(&conn, |answers, state| {
                 let mut params = params.clone();
                 (params.input_responses, params.request_state) = (answers, state);
@@ -115,8 +117,11 @@ impl Manager {
                 }
             })
             .await
-        })
-        .await
+        });
+        Ok(answer.await?.map(|mut result| {
+            envelope::strip(&mut result.meta);
+            result
+        }))
     }
 
     /// Forwards one `resources/read` within the server's call timeout.
@@ -128,7 +133,7 @@ impl Manager {
         origin: &Origin,
     ) -> Result<Answer<ReadResourceResult>, UpstreamError> {
         let what = format!("resources/read {}", params.uri);
-        self.forward(server, &what, Some(origin), |conn| async move {
+        let answer = self.forward(server, &what, Some(origin), |conn| async move {
             mrtr::rounds(&conn, |answers, state| {
                 let mut params = params.clone();
                 (params.input_responses, params.request_state) = (answers, state);
@@ -142,8 +147,11 @@ impl Manager {
                 }
             })
             .await
-        })
-        .await
+        });
+        Ok(answer.await?.map(|mut result| {
+            envelope::strip(&mut result.meta);
+            result
+        }))
     }
 
     /// Forwards one `completion/complete` within the server's call timeout.
@@ -152,10 +160,13 @@ impl Manager {
         server: &str,
         params: CompleteRequestParams,
     ) -> Result<Answer<CompleteResult>, UpstreamError> {
-        self.forward(server, "completion/complete", None, |conn| async move {
+        let answer = self.forward(server, "completion/complete", None, |conn| async move {
             conn.peer.complete(params).await
-        })
-        .await
+        });
+        Ok(answer.await?.map(|mut result| {
+            envelope::strip(&mut result.meta);
+            result
+        }))
     }
 
     /// Connects `server` if needed and runs `request` on it, bounded like a tool call, as a

@@ -5,6 +5,7 @@ mod ask;
 mod child;
 mod connect;
 mod diagnose;
+mod envelope;
 mod error;
 mod features;
 pub mod guardian;
@@ -373,7 +374,8 @@ impl Manager {
     /// Forwards one `tools/call` of `origin`, within the server's call timeout. The
     /// upstream's progress for this call goes to `progress` and its requests for the client
     /// to `origin` (see `relay.rs`) while the call lives; dropping the returned future cancels
-    /// the upstream request.
+    /// the upstream request. The result comes without the upstream's protocol stamps
+    /// (`envelope.rs`).
     pub async fn call_tool(
         &self,
         server: &str,
@@ -439,6 +441,7 @@ impl Manager {
         let mut result = self
             .bounded(slot, &conn, &format!("tools/call {tool}"), call)
             .await?;
+        envelope::strip(&mut result.meta);
         // A server that swallowed our refusal still lets the caller know why it got nothing.
         if let Some(refused) = caller.refused() {
             let said = result.content.iter().any(|c| {

@@ -249,3 +249,37 @@ def test_details_show_every_field_of_a_tool(indexed):
         assert shown["_meta"] == {"com.example/ui": {"panel": "lookup", "width": 320}}
     finally:
         client.close()
+
+
+STAMP = "io.modelcontextprotocol/serverInfo"
+
+
+@pytest.mark.parametrize("era", ["legacy", MODERN])
+def test_results_come_without_the_upstreams_stamp(indexed, era):
+    cfg, _ = indexed
+    for name in ("time", "sdk"):
+        catalog = json.loads((cfg.parent / "catalogs" / f"{name}.json").read_text())
+        assert catalog["protocolVersion"] == MODERN, f"{name} stamps its results in this revision"
+    direct = Raw([sys.executable, str(FIXTURES / "sdk_server.py")], MODERN, {})
+    try:
+        assert STAMP in direct.result("prompts/get", {"name": "k8s-diagnose", "arguments": {"keyword": "web"}})["_meta"]
+    finally:
+        direct.close()
+    client = meta_stdio(cfg, era)
+    try:
+        results = {
+            "call_tool": client.result("tools/call", {"name": "call_tool", "arguments": {
+                "name": "time__get_current_time", "arguments": {"timezone": "UTC"}}}),
+            "own name": client.result("tools/call", {"name": "sdk__lookup", "arguments": {"key": "k"}}),
+            "prompts/get": client.result("prompts/get", {"name": "sdk__k8s-diagnose", "arguments": {"keyword": "web"}}),
+            "resources/read": client.result("resources/read", {"uri": "note://readme"}),
+            "completion/complete": client.result("completion/complete", {
+                "ref": {"type": "ref/prompt", "name": "sdk__k8s-diagnose"},
+                "argument": {"name": "namespace", "value": "k"}}),
+        }
+        assert "kube-system" in results["completion/complete"]["completion"]["values"]
+        assert results["own name"]["structuredContent"] == {"result": "k: found"}
+        for what, result in results.items():
+            assert STAMP not in result.get("_meta", {}), f"{what}: {result}"
+    finally:
+        client.close()
