@@ -375,7 +375,8 @@ impl Manager {
     /// upstream's progress for this call goes to `progress` and its requests for the client
     /// to `origin` (see `relay.rs`) while the call lives; dropping the returned future cancels
     /// the upstream request. The result comes without the upstream's protocol stamps
-    /// (`envelope.rs`).
+    /// (`envelope.rs`); the JSON-RPC error the server may answer with instead is its answer
+    /// too (message and data redacted and capped, see [`error::rejection`]).
     pub async fn call_tool(
         &self,
         server: &str,
@@ -383,7 +384,7 @@ impl Manager {
         arguments: Option<JsonObject>,
         progress: Option<ProgressSender>,
         origin: &Origin,
-    ) -> Result<CallToolResult, UpstreamError> {
+    ) -> Result<Answer<CallToolResult>, UpstreamError> {
         let slot = self.slot(server)?;
         let conn = self.connect_for(server, origin).await?;
         let _busy = InFlight::new(&conn);
@@ -423,8 +424,12 @@ impl Manager {
                     .map(|to| conn.progress.register(handle.progress_token.clone(), to));
                 let response = handle.await_response().await;
                 abandoned.disarm();
-                let asked = match response? {
-                    ServerResult::CallToolResult(result) => return Ok(result),
+                let asked = match response {
+                    Err(ServiceError::McpError(error)) => return Ok(Err(error)),
+                    response => response?,
+                };
+                let asked = match asked {
+                    ServerResult::CallToolResult(result) => return Ok(Ok(result)),
                     ServerResult::InputRequiredResult(asked) => asked,
                     _ => return Err(ServiceError::UnexpectedResponse),
                 };
@@ -438,9 +443,13 @@ impl Manager {
                 max_rounds: mrtr::MAX_ROUNDS,
             })
         };
-        let mut result = self
+        let answer = self
             .bounded(slot, &conn, &format!("tools/call {tool}"), call)
             .await?;
+        let mut result = match answer {
+            Ok(result) => result,
+            Err(error) => return Ok(Err(error::rejection(error, &slot.redactor))),
+        };
         envelope::strip(&mut result.meta);
         // A server that swallowed our refusal still lets the caller know why it got nothing.
         if let Some(refused) = caller.refused() {
@@ -454,7 +463,7 @@ impl Manager {
                     .push(rmcp::model::ContentBlock::text(refused));
             }
         }
-        Ok(result)
+        Ok(Ok(result))
     }
 
     /// Runs one request with the server's timeout; drops the connection if it died.

@@ -283,3 +283,44 @@ def test_results_come_without_the_upstreams_stamp(indexed, era):
             assert STAMP not in result.get("_meta", {}), f"{what}: {result}"
     finally:
         client.close()
+
+
+@pytest.mark.parametrize("era", ["legacy", MODERN])
+def test_a_tool_called_by_its_own_name_answers_with_its_servers_own_error(indexed, era):
+    """The fixture's `refuse` answers tools/call with a JSON-RPC error carrying data: a client
+    that called the (alwaysLoad) tool by its name gets that error; through call_tool, the model
+    reads it in an error result."""
+    cfg, _ = indexed
+    client = meta_stdio(cfg, era)
+    try:
+        reply = client.request("tools/call", {"name": "sdk__refuse", "arguments": {"reason": "too many"}})
+        assert reply.get("error") == {"code": -32000, "message": "quota exceeded",
+                                      "data": {"reason": "too many", "retryAfterSeconds": 30}}, reply
+        result = client.result("tools/call", {"name": "call_tool", "arguments": {
+            "name": "sdk__refuse", "arguments": {"reason": "too many"}}})
+        assert result["isError"] is True
+        text = result["content"][0]["text"]
+        assert "quota exceeded" in text and "-32000" in text and '"retryAfterSeconds":30' in text, text
+    finally:
+        client.close()
+
+
+def test_a_real_servers_error_for_a_tool_it_no_longer_has_reaches_the_client(tmp_path):
+    """mcp-server-time answers a call of a tool it does not have with -32602. Its catalog names
+    one more tool than it has now (as after an upgrade that dropped it; no freshness limit, so
+    it is not listed again, and pinning off so the extra tool is not held)."""
+    entry = {**server_entries(tmp_path)["time"], "alwaysLoad": True}
+    cfg = write_config(tmp_path, {"time": entry}, trust="off")
+    run_cli(cfg, "index")
+    path = tmp_path / "catalogs" / "time.json"
+    catalog = json.loads(path.read_text())
+    catalog.pop("ttlMs", None)
+    catalog["tools"].append({"name": "get_moon_phase", "description": "The moon's phase",
+                             "inputSchema": {"type": "object"}})
+    path.write_text(json.dumps(catalog))
+    client = meta_stdio(cfg, "legacy")
+    try:
+        reply = client.request("tools/call", {"name": "time__get_moon_phase", "arguments": {}})
+        assert reply.get("error") == {"code": -32602, "message": "Unknown tool: get_moon_phase"}, reply
+    finally:
+        client.close()
