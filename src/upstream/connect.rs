@@ -85,7 +85,8 @@ impl UpstreamClient {
         ) -> Result<T, rmcp::service::ServiceError>,
     ) -> Result<T, McpError> {
         let asked = async {
-            match self.relays.target_for(&self.server, ask)? {
+            let target = self.relays.target_for(&self.server, ask);
+            match target.inspect_err(|refused| relay::tell(ask, &refused.message))? {
                 Target::Peer(peer) => relay::answer(&self.server, ask, request(peer).await),
                 Target::Input(inputs) => {
                     relay::input_answer(&self.server, ask, inputs.ask(input).await)

@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use super::envelope;
 use super::mrtr::{self, Round};
+use super::once;
 use super::{Connection, InFlight, Manager, Origin, Slot, UpstreamError};
 
 /// A server's prompts, resources and resource templates as it sent them. A kind it does not
@@ -88,7 +89,15 @@ impl Manager {
         match listed {
             Ok(items) => Some(items.iter().map(crate::verbatim::take).collect()),
             Err(e) => {
-                tracing::warn!(server = %slot.config.name, "{what} failed, recorded as unknown: {e}");
+                // Listed again on each connection (the catalog is stale without them): said once.
+                let server = &slot.config.name;
+                if once::first(&format!("{server} {what}")) {
+                    tracing::warn!(
+                        "{e}; what it lists there stays out of what clients see until it answers, and meta-server asks again each time it connects the server (said once)"
+                    );
+                } else {
+                    tracing::debug!(server, "{what} failed again: {e}");
+                }
                 None
             }
         }

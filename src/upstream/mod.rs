@@ -15,6 +15,7 @@ pub(crate) mod in_process;
 mod inputs;
 mod listen;
 mod mrtr;
+mod once;
 mod progress;
 mod relay;
 mod revision;

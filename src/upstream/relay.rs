@@ -356,6 +356,21 @@ impl Drop for InCall {
     }
 }
 
+/// Says in the log, in words, that an upstream's request for the client was refused: once per
+/// process for each server and reason (servers ask on every connection). Roots at info (the
+/// server goes on without them), sampling and elicitation at warn (a call may miss them).
+pub(super) fn tell(ask: Ask, refusal: &str) {
+    if !super::once::first(refusal) {
+        return;
+    }
+    match ask {
+        Ask::Roots => {
+            tracing::info!("{refusal}; it was told no and goes on without them (said once)")
+        }
+        _ => tracing::warn!("{refusal}; it was told no (said once)"),
+    }
+}
+
 fn refusal(message: String) -> McpError {
     McpError::new(ErrorCode::INVALID_REQUEST, message, None)
 }

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN, PEERS, run_cli, server_entries, write_config
+from conftest import BIN, PEERS, children, meta_server_pid, run_cli, server_entries, wait_until, write_config
 from test_http import http_server, jsonrpc_of, post
 
 FIXTURES = Path(__file__).with_name("fixtures")
@@ -46,9 +46,10 @@ class Raw:
     (initialize) or 2026-07-28 (server/discover, then `_meta` on every request). Requests of
     the server are answered: roots with none, anything else with -32601."""
 
-    def __init__(self, command: list[str], era: str, capabilities: dict, env: dict | None = None):
+    def __init__(self, command: list[str], era: str, capabilities: dict, env: dict | None = None,
+                 stderr=subprocess.DEVNULL):
         self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, text=True, env={**os.environ, **(env or {})})
+                                     stderr=stderr, text=True, env=env or os.environ)
         self.replies: queue.Queue = queue.Queue()
         self.next_id = 0
         self.meta = {}
@@ -118,7 +119,8 @@ class Raw:
 
 def sent_by(entry: dict, era: str) -> dict:
     """What the server of `entry` lists in `era`, every kind, straight from it."""
-    raw = Raw([entry["command"], *entry.get("args", [])], era, UPSTREAM_CAPABILITIES, entry.get("env"))
+    raw = Raw([entry["command"], *entry.get("args", [])], era, UPSTREAM_CAPABILITIES,
+              {**os.environ, **entry.get("env", {})})
     try:
         lists = {}
         for method, key in KINDS:
@@ -324,3 +326,43 @@ def test_a_real_servers_error_for_a_tool_it_no_longer_has_reaches_the_client(tmp
         assert reply.get("error") == {"code": -32602, "message": "Unknown tool: get_moon_phase"}, reply
     finally:
         client.close()
+
+
+def test_what_upstreams_do_on_every_connection_is_said_once_in_words(tmp_path):
+    """server-filesystem and server-everything ask for roots on every connection, which a
+    client without roots cannot give; the fixture's resources/list fails on every listing.
+    Over two connections each (idle stop between), each is said once, in words, and no error
+    reaches the log in Rust's debug form."""
+    entries = servers(tmp_path)
+    failing = {**entries["sdk"], "env": {"SDK_FIXTURE_FAIL_RESOURCES": "1"}}
+    cfg = write_config(tmp_path, {name: {**entry, "idleTimeoutSecs": 1} for name, entry in
+                                  [("everything", entries["everything"]), ("filesystem", entries["filesystem"]),
+                                   ("sdk", failing)]})
+    env = {k: v for k, v in os.environ.items() if k != "META_SERVER_LOG"}
+    log = tmp_path / "stderr.log"
+    calls = [("everything__echo", {"message": "hi"}), ("filesystem__list_allowed_directories", {}),
+             ("sdk__lookup", {"key": "k"})]
+    with log.open("w") as stderr:
+        client = Raw([str(BIN), "--config", str(cfg), "-v", "serve"], "legacy", {}, env, stderr)
+        try:
+            for round in range(2):
+                for name, arguments in calls:
+                    result = client.result("tools/call", {"name": "call_tool",
+                                                          "arguments": {"name": name, "arguments": arguments}})
+                    assert result.get("isError") is not True, result
+                pid = meta_server_pid(cfg)
+                wait_until(lambda: not children(pid), f"the upstreams to stop when idle (round {round})", limit=60)
+        finally:
+            client.close()
+    text = log.read_text()
+    assert "ErrorData" not in text and "ErrorCode(" not in text, text
+    for server in ("everything", "filesystem"):
+        told = [line for line in text.splitlines() if f'server "{server}" asked the client for its roots' in line]
+        assert told, text
+        said = [line[line.index(f'server "{server}"'):] for line in told]
+        assert len(said) == len(set(said)), f"said more than once: {told}"
+        assert all("(said once)" in line for line in told), told
+    failed = [line for line in text.splitlines() if "resources/list" in line and "WARN" in line]
+    assert len(failed) == 1, text
+    assert 'server "sdk"' in failed[0] and "the resource index is unavailable" in failed[0], failed
+
