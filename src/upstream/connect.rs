@@ -340,7 +340,7 @@ async fn open_once(
             (
                 tokio::time::timeout(
                     after,
-                    serve_client_with_lifecycle(client, transport, lifecycle),
+                    serve_client_with_lifecycle(client, wire::Outgoing(transport), lifecycle),
                 )
                 .await,
                 pid,
@@ -374,20 +374,23 @@ async fn open_once(
                     let auth = rmcp::transport::AuthClient::new(upstream, manager);
                     let ordered = Ordered::new(auth, limit, faults.clone());
                     let transport = StreamableHttpClientTransport::with_client(ordered, http);
-                    let serve = serve_client_with_lifecycle(client, transport, lifecycle);
+                    let serve =
+                        serve_client_with_lifecycle(client, wire::Outgoing(transport), lifecycle);
                     tokio::time::timeout(after, serve).await
                 }
                 Some(mut auth) => {
                     auth.http_client = upstream.http;
                     let ordered = Ordered::new(auth, limit, faults.clone());
                     let transport = StreamableHttpClientTransport::with_client(ordered, http);
-                    let serve = serve_client_with_lifecycle(client, transport, lifecycle);
+                    let serve =
+                        serve_client_with_lifecycle(client, wire::Outgoing(transport), lifecycle);
                     tokio::time::timeout(after, serve).await
                 }
                 None => {
                     let plain = Ordered::new(upstream, limit, faults.clone());
                     let transport = StreamableHttpClientTransport::with_client(plain, http);
-                    let serve = serve_client_with_lifecycle(client, transport, lifecycle);
+                    let serve =
+                        serve_client_with_lifecycle(client, wire::Outgoing(transport), lifecycle);
                     tokio::time::timeout(after, serve).await
                 }
             };
@@ -416,8 +419,11 @@ async fn open_once(
                 Ok(Ok(transport)) => transport,
             };
             // The legacy HTTP+SSE transport predates 2026-07-28: never probed.
-            let serve =
-                serve_client_with_lifecycle(client, transport, Start::Initialize.lifecycle());
+            let serve = serve_client_with_lifecycle(
+                client,
+                wire::Outgoing(transport),
+                Start::Initialize.lifecycle(),
+            );
             (tokio::time::timeout(after, serve).await, None)
         }
     };

@@ -413,10 +413,10 @@ impl Manager {
             let mut rounds_without_input = 0;
             for _ in 0..mrtr::MAX_ROUNDS {
                 let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
-                let handle = conn
-                    .peer
-                    .send_request_with_option(request, PeerRequestOptions::no_options())
-                    .await?;
+                // The upstream is asked for progress only when the caller wants it.
+                let mut options = PeerRequestOptions::no_options();
+                options.meta = progress.is_some().then(wire::wants_progress);
+                let handle = conn.peer.send_request_with_option(request, options).await?;
                 // Declared in this order so the route is gone before the cancel goes out:
                 // progress the upstream sends after it saw the cancel never reaches the caller.
                 let mut abandoned = CancelOnDrop::new(&conn.peer, handle.id.clone());

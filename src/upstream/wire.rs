@@ -1,9 +1,11 @@
-//! What every upstream transport (stdio, legacy SSE, streamable HTTP) does with what it reads:
+//! What every upstream transport (stdio, legacy SSE, streamable HTTP) does with what it sends:
+//! a progress token only where its caller wants progress ([`Outgoing`]); and with what it reads:
 //! one message is at most `maxMessageMb`, read no further past it; lone surrogate escapes
 //! read as U+FFFD; a reply that still cannot be read fails its request at once instead of
 //! leaving it to the timeout; the items of a list reply carry themselves as sent (see
 //! [`crate::verbatim`]). And why a transport gave up, for the error that reports it.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -11,12 +13,58 @@ use parking_lot::Mutex;
 use std::task::{Context, Poll, ready};
 
 use futures::Stream;
-use rmcp::model::{CustomResult, ErrorData, RequestId, ServerJsonRpcMessage, ServerResult, Tool};
+use rmcp::model::{
+    ClientJsonRpcMessage, CustomResult, ErrorData, GetMeta, MetaObject, RequestId,
+    RequestMetaObject, ServerJsonRpcMessage, ServerResult, Tool,
+};
+use rmcp::service::RoleClient;
+use rmcp::transport::Transport;
 use serde_json::Value;
 use tokio_util::bytes::Bytes;
 
 use crate::surrogates::replace_lone;
 use crate::verbatim;
+
+/// The `_meta` key of a request whose caller wants the upstream's progress: meta-server's own,
+/// taken out before the request goes out (see [`Outgoing`]).
+const WANTS_PROGRESS: &str = "meta-server/wantsProgress";
+
+/// What marks a request as one whose caller wants progress (rmcp's request options `meta`).
+pub fn wants_progress() -> RequestMetaObject {
+    let mut meta = MetaObject::new();
+    meta.0.insert(WANTS_PROGRESS.to_owned(), Value::Bool(true));
+    meta.into()
+}
+
+/// A client transport whose requests carry a progress token only where their caller wants
+/// progress ([`wants_progress`]): rmcp gives every request one, lists included, which asks
+/// servers for progress nobody reads.
+pub struct Outgoing<T>(pub T);
+
+impl<T: Transport<RoleClient>> Transport<RoleClient> for Outgoing<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        mut item: ClientJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        if let ClientJsonRpcMessage::Request(request) = &mut item {
+            let meta = &mut request.request.get_meta_mut().0.0;
+            if meta.shift_remove(WANTS_PROGRESS).is_none() {
+                meta.shift_remove("progressToken");
+            }
+        }
+        self.0.send(item)
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<ServerJsonRpcMessage>> + Send {
+        self.0.receive()
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.0.close()
+    }
+}
 
 /// Why a connection's transport gave up on it (or refused a request), told to whoever
 /// reports the failure; the first reason is kept.

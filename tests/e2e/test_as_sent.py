@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN, PEERS, children, meta_server_pid, run_cli, server_entries, wait_until, write_config
+from conftest import (BIN, PEERS, children, meta_client, meta_server_pid, run_cli, server_entries, wait_until,
+                      write_config)
 from test_http import http_server, jsonrpc_of, post
 
 FIXTURES = Path(__file__).with_name("fixtures")
@@ -366,3 +367,38 @@ def test_what_upstreams_do_on_every_connection_is_said_once_in_words(tmp_path):
     assert len(failed) == 1, text
     assert 'server "sdk"' in failed[0] and "the resource index is unavailable" in failed[0], failed
 
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_an_upstream_is_asked_for_progress_only_when_the_client_asked(tmp_path):
+    """What meta-server sends server-everything, recorded on its way in: no request but the
+    call whose client wants progress carries a progress token, and that call's progress
+    reaches the client."""
+    sent = tmp_path / "sent.jsonl"
+    everything = server_entries(tmp_path)["everything"]
+    command = " ".join([everything["command"], *everything["args"]])
+    cfg = write_config(tmp_path, {"everything": {"command": "sh", "args": ["-c", f"tee -a '{sent}' | exec {command}"]}})
+    progress = []
+
+    async def on_progress(done, total, message):
+        progress.append(done)
+    async with meta_client(cfg, mode="legacy") as c:
+        r = await c.call_tool("call_tool", {"name": "everything__echo", "arguments": {"message": "hi"}})
+        assert not r.is_error
+        r = await c.call_tool("call_tool", {"name": "everything__trigger-long-running-operation",
+                                            "arguments": {"duration": 1, "steps": 2}},
+                              progress_callback=on_progress)
+        assert not r.is_error
+    assert progress, "the call that asked for progress got it"
+    requests = [json.loads(line) for line in sent.read_text().splitlines() if line.strip()]
+    requests = [m for m in requests if "method" in m and "id" in m]
+    assert len(requests) > 3, requests
+    for request in requests:
+        meta = (request.get("params") or {}).get("_meta", {})
+        wanted = request["method"] == "tools/call" and request["params"]["name"] == "trigger-long-running-operation"
+        assert ("progressToken" in meta) == wanted, request
+        assert not any(key.startswith("meta-server/") for key in meta), request
