@@ -98,6 +98,24 @@ async def test_confirm_asks_and_runs_only_what_the_user_accepts(home):
         assert target.read_text() == "approved" and len(asked) == 1
 
 
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_the_confirmation_names_every_argument_whatever_the_size_of_the_others(home, mode):
+    """Issue 38, M4: a megabyte of `content` sent before `path` pushed the path out of the
+    question; the user accepted and `.bashrc` was written. Every key is shown, each value cut."""
+    cfg = configure(home, f"long-{mode}.json", fs={"policy": {"destructive": "confirm"}})
+    target = home / "files" / ".bashrc"
+    content = "echo pwned; " * 100_000
+    async with asking(cfg, "decline", mode=mode) as (c, asked):
+        r = await call(c, "filesystem__write_file", {"content": content, "path": str(target)})
+        assert r.is_error and "the user declined it" in text_of(r), text_of(r)
+    assert not target.exists()
+    [question] = asked
+    shown = question.split("Arguments:\n", 1)[1].splitlines()
+    assert shown[0] == f'  path: "{target}"', question
+    assert shown[1].startswith('  content: "echo pwned; ') and shown[1].endswith(f"… ({len(content) + 2} characters)"), question
+    assert len(question) < 1_000, "each value cut"
+
+
 async def test_a_client_that_cannot_be_asked_is_told_which_key_allows_the_call(home):
     cfg = configure(home, "unasked.json", policy={"destructive": "confirm"})
     target = home / "files" / "unasked.txt"
