@@ -111,6 +111,7 @@ async def test_the_confirmation_names_every_argument_whatever_the_size_of_the_ot
         assert r.is_error and "the user declined it" in text_of(r), text_of(r)
     assert not target.exists()
     [question] = asked
+    assert str(target) in question, question
     shown = question.split("Arguments:\n", 1)[1].splitlines()
     assert shown[0] == f'  path: "{target}"', question
     assert shown[1].startswith('  content: "echo pwned; ') and shown[1].endswith(f"… ({len(content) + 2} characters)"), question
