@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 
 use super::definitions::definitions;
 use super::reply::{self, Reply};
-use super::{audit, builtin, policy, script, skill};
+use super::{builtin, policy, script, skill};
 use crate::audit::Outcome;
 use crate::budget::Route;
 use crate::config::RESERVED_SERVER;
@@ -102,7 +102,7 @@ pub(in crate::server) async fn dispatch(
     };
     let recorded = log.with_arguments().then(|| arguments.clone());
     let (called, outcome) = attempt(state, caller, name, arguments).await;
-    audit::record(
+    crate::server::audit::call(
         log,
         caller,
         name,
