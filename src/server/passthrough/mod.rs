@@ -23,23 +23,34 @@ use super::access::Access;
 use super::catalogs::first_run;
 use crate::library::{Library, SEPARATOR};
 use crate::upstream::{Answer, Origin, UpstreamError};
-pub(in crate::server) use routes::Routes;
-use routes::Shadowed;
+use routes::LeftOut;
+pub(in crate::server) use routes::{OwnSpaces, Routes};
 
 /// Characters of an upstream's error message passed on.
 const ERROR_CHARS: usize = 2_000;
 
-/// The routes of the current library, built when it changes; each entry they leave out is
-/// logged once.
+/// Views of the routes kept per library: one per named token (configured tokens are few; a
+/// bound all the same).
+const MAX_VIEWS: usize = 64;
+
+/// The routes of the current library, built when it changes (each entry they leave out logged
+/// once), and each named token's view of them, made on its first request.
 pub(in crate::server) struct Passthrough {
-    current: Mutex<Option<(Weak<Library>, Arc<Routes>)>>,
-    reported: Mutex<HashSet<Shadowed>>,
+    current: Mutex<Option<Current>>,
+    reported: Mutex<HashSet<LeftOut>>,
     /// The URIs meta-server serves itself.
-    own: fn(&str) -> bool,
+    own: OwnSpaces,
+}
+
+/// The routes of one library and the views made of them.
+struct Current {
+    of: Weak<Library>,
+    routes: Arc<Routes>,
+    views: Vec<(Access, Arc<Routes>)>,
 }
 
 impl Passthrough {
-    pub(in crate::server) fn new(own: fn(&str) -> bool) -> Self {
+    pub(in crate::server) fn new(own: OwnSpaces) -> Self {
         Self {
             current: Mutex::new(None),
             reported: Mutex::new(HashSet::new()),
@@ -47,37 +58,47 @@ impl Passthrough {
         }
     }
 
-    /// The routes of `state`'s library now, of the servers `access` sees.
+    /// The routes of `state`'s library now, as `access` sees them.
     pub(in crate::server) fn routes(&self, state: &State, access: &Access) -> Arc<Routes> {
         let library = state.catalogs.library();
-        if access.is_limited() {
-            let mut servers = state.settings.servers.clone();
-            servers.retain(|s| access.sees_server(&s.name));
-            return Arc::new(Routes::build(&servers, &library.catalogs, self.own).0);
-        }
         let mut current = self.current.lock();
-        if let Some((of, routes)) = current.as_ref()
-            && std::ptr::eq(of.as_ptr(), Arc::as_ptr(&library))
-        {
-            return routes.clone();
+        let fresh = current
+            .as_ref()
+            .is_some_and(|c| std::ptr::eq(c.of.as_ptr(), Arc::as_ptr(&library)));
+        if !fresh {
+            let servers = state.settings.servers_in_file_order();
+            let (routes, left_out) = Routes::build(&servers, &library.catalogs, self.own);
+            self.report(left_out);
+            *current = Some(Current {
+                of: Arc::downgrade(&library),
+                routes: Arc::new(routes),
+                views: Vec::new(),
+            });
         }
-        let (routes, shadowed) =
-            Routes::build(&state.settings.servers, &library.catalogs, self.own);
+        let current = current.as_mut().expect("set above");
+        if !access.is_limited() {
+            return current.routes.clone();
+        }
+        if let Some((_, view)) = current.views.iter().find(|(a, _)| a.is_same(access)) {
+            return view.clone();
+        }
+        let view = Arc::new(current.routes.seen_by(access));
+        if current.views.len() == MAX_VIEWS {
+            current.views.remove(0);
+        }
+        current.views.push((access.clone(), view.clone()));
+        view
+    }
+
+    /// Logs each entry left out, once per process.
+    fn report(&self, left_out: Vec<LeftOut>) {
         let mut reported = self.reported.lock();
-        for left_out in shadowed {
-            if !reported.contains(&left_out) {
-                tracing::warn!(
-                    server = %left_out.server,
-                    "{} is served by {}, which comes first; this server's entry for it is left out",
-                    left_out.uri,
-                    left_out.by
-                );
-                reported.insert(left_out);
+        for entry in left_out {
+            if !reported.contains(&entry) {
+                tracing::warn!(server = %entry.server, "{entry}");
+                reported.insert(entry);
             }
         }
-        let routes = Arc::new(routes);
-        *current = Some((Arc::downgrade(&library), routes.clone()));
-        routes
     }
 
     /// `prompts/get` of a prompt by its qualified name, forwarded under its own name. A
@@ -171,7 +192,7 @@ impl Passthrough {
                 params.r#ref = Reference::Prompt(reference);
                 server
             }
-            Reference::Resource(resource) if (self.own)(&resource.uri) => {
+            Reference::Resource(resource) if self.own.holds(&resource.uri) => {
                 return Ok(CompleteResult::default());
             }
             Reference::Resource(resource) => routes.completing(&resource.uri).ok_or_else(|| {

@@ -6,6 +6,7 @@
 //! (with the token) are for operators.
 
 mod conn;
+mod listen;
 mod metrics_page;
 mod rebinding;
 mod sessions;
@@ -253,7 +254,7 @@ impl HttpServer {
 
     /// Serves until SIGINT/SIGTERM, then closes every session and stops every upstream.
     pub async fn run(self, settings: Settings) -> Result<(), HttpError> {
-        let mut server = crate::server::session::start::start(settings).await?;
+        let mut server = crate::server::session::start::start(settings, true).await?;
         if self.options.share_results {
             server = server.sharing_results();
         }
@@ -284,6 +285,10 @@ impl HttpServer {
         let sessions = Arc::new(sessions);
         let cap =
             sessions::SessionCap::new(sessions.clone(), self.options.max_sessions, shared_sessions);
+        let listens = listen::Listens {
+            state: state.clone(),
+            passthrough: server.passthrough.clone(),
+        };
         let service =
             StreamableHttpService::new(move || Ok(server.for_session()), sessions.clone(), config);
         let metrics = {
@@ -299,10 +304,15 @@ impl HttpServer {
             move || async move { health(&state).await }
         };
         // Outermost last: request counting, the request deadline, Host and Origin, then the
-        // token (not for /healthz), then the session cap, then the body. So nothing of a body
-        // is read for a foreign page, a request without the token or one over the session cap.
+        // token (not for /healthz), then the session cap, then the body, then a named token's
+        // listen stream narrowed to what it sees. So nothing of a body is read for a foreign
+        // page, a request without the token or one over the session cap.
         let mut router = axum::Router::new()
             .route_service(PATH, service)
+            .layer(middleware::from_fn_with_state(
+                listens,
+                listen::within_access,
+            ))
             .layer(middleware::from_fn_with_state(body_limit, bounded_body))
             .layer(middleware::from_fn_with_state(
                 cap,
