@@ -246,3 +246,42 @@ async def test_lists_that_differ_between_tokens_are_private_to_caches(served):
             for listing in (await c.list_prompts(), await c.list_resources(), await c.list_resource_templates()):
                 assert listing.cache_scope == "private", listing
             assert (await c.list_tools()).cache_scope == "public", "tools/list is the same for every token"
+
+
+async def test_a_limited_tokens_skill_and_metrics_stay_within_its_servers(tmp_path):
+    """Issue 38 L3: a skill declaring a server hidden from the token neither starts nor names
+    it; the token's /metrics shows its servers and its own calls only, an unlimited token's
+    everything."""
+    skill = tmp_path / "skills" / "notes-helper"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: notes-helper\ndescription: Keep release notes in files and a"
+                                    " knowledge graph.\nmcp-servers: [memory, filesystem]\n---\nWrite the notes.\n")
+    (tmp_path / "files").mkdir()
+    entries = server_entries(tmp_path / "files")
+    cfg = write_config(tmp_path, {"filesystem": entries["filesystem"], "memory": entries["memory"]},
+                       skillsDirs=[str(tmp_path / "skills")], http={"tokens": [
+                           {"name": "fs-only", "token": "${LIMITED_TOKEN}", "servers": ["filesystem"]},
+                           {"name": "ops", "token": "${OPS_TOKEN}"}]})
+    run_cli(cfg, "index")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LIMITED_TOKEN", LIMITED)
+        mp.setenv("OPS_TOKEN", OPS)
+        with http_server(cfg, token=UNNAMED) as (proc, url):
+            async with sdk_client(url, OPS, []) as c:
+                assert not (await call(c, "memory__read_graph")).is_error
+            async with sdk_client(url, LIMITED, []) as c:
+                r = await call(c, "skill__notes-helper")
+                assert not r.is_error, text_of(r)
+                assert r.structured_content["servers"] == ["filesystem"], r.structured_content
+                assert "memory" not in json.dumps(r.structured_content["missingServers"]), r.structured_content
+                assert "Starting its servers now: filesystem." in text_of(r), text_of(r)
+                r = await c.call_tool("get_tool_details", {"names": ["skill__notes-helper"]})
+                assert r.structured_content["tools"][0]["servers"] == ["filesystem"], r.structured_content
+                assert not (await call(c, "filesystem__list_allowed_directories")).is_error
+            status, limited = get(url, "/metrics", LIMITED)
+            assert status == 200
+            assert 'server="filesystem",outcome="ok",principal="fs-only"' in limited, limited
+            assert 'principal="ops"' not in limited and 'server="memory"' not in limited, limited
+            _, everything = get(url, "/metrics", OPS)
+            assert 'principal="ops"' in everything and 'server="memory"' in everything, everything
+            assert 'principal="fs-only"' in everything, everything

@@ -34,6 +34,7 @@ use crate::store::SharedSessions;
 
 use super::principal::Principal;
 use crate::server::State;
+use crate::server::metrics::Scope;
 
 /// The one URL path that speaks MCP.
 pub const PATH: &str = "/mcp";
@@ -293,9 +294,16 @@ impl HttpServer {
             StreamableHttpService::new(move || Ok(server.for_session()), sessions.clone(), config);
         let metrics = {
             let (state, sessions) = (state.clone(), sessions.clone());
-            move || async move {
+            move |principal: Option<axum::Extension<Principal>>| async move {
                 let live = sessions.sessions.read().await.len();
-                let text = metrics_page::render(&state, live).await;
+                let scope = match &principal {
+                    Some(axum::Extension(p)) if p.access().is_limited() => Scope::Of {
+                        access: p.access(),
+                        principal: p.name(),
+                    },
+                    _ => Scope::All,
+                };
+                let text = metrics_page::render(&state, live, scope).await;
                 ([(header::CONTENT_TYPE, metrics_page::CONTENT_TYPE)], text)
             }
         };
