@@ -268,3 +268,60 @@ async fn forwarded<T>(
         Err(e) => Err(McpError::internal_error(e.to_string(), None)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::catalog::Catalog;
+    use crate::config::Settings;
+
+    fn catalog(server: &str, uri: &str) -> Catalog {
+        let resource = json!({"uri": uri, "name": uri});
+        Catalog {
+            resources: Some(vec![resource].into()),
+            ..Catalog::new(server, Vec::new())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_tokens_view_of_the_routes_is_made_once_per_library() {
+        let settings = Settings::parse(
+            std::path::Path::new("config.json"),
+            r#"{"metaServer": {"skillsDirs": [], "http": {"tokens": [
+                    {"name": "only-b", "token": "${B}", "servers": ["b"]}]}},
+                "mcpServers": {"b": {"command": "b"}, "a": {"command": "a"}}}"#,
+        )
+        .expect("config");
+        let catalogs: BTreeMap<String, Catalog> = [catalog("a", "a://1"), catalog("b", "b://1")]
+            .into_iter()
+            .map(|c| (c.server.clone(), c))
+            .collect();
+        let library = Library::build(&settings.servers, catalogs).expect("library");
+        let state = State::new(settings, library);
+        let passthrough = Passthrough::new(OwnSpaces(&["skill://"]));
+        let token = &state.settings.http_tokens[0];
+        let only_b = Access::of(token);
+        let view = passthrough.routes(&state, &only_b);
+        let uris: Vec<&str> = view.resources().iter().map(|r| r.uri.as_str()).collect();
+        assert_eq!(uris, ["b://1"]);
+        assert!(
+            Arc::ptr_eq(&view, &passthrough.routes(&state, &only_b)),
+            "kept"
+        );
+        let all = passthrough.routes(&state, &Access::default());
+        let uris: Vec<&str> = all.resources().iter().map(|r| r.uri.as_str()).collect();
+        assert_eq!(uris, ["b://1", "a://1"], "in file order");
+        // A new library: the views of the old one are dropped with it.
+        (state.catalogs)
+            .replace_catalog(catalog("b", "b://2"))
+            .expect("replaced");
+        let fresh = passthrough.routes(&state, &only_b);
+        let uris: Vec<&str> = fresh.resources().iter().map(|r| r.uri.as_str()).collect();
+        assert_eq!(uris, ["b://2"]);
+        assert!(Arc::ptr_eq(&fresh, &passthrough.routes(&state, &only_b)));
+    }
+}
