@@ -49,7 +49,7 @@ impl Scope<'_> {
 }
 
 /// Counters and histograms kept while serving; the rest is read from the state at scrape.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Metrics {
     http_requests: Family<Labels, Counter>,
     /// Tool calls by (server, outcome, principal).
@@ -61,16 +61,6 @@ pub struct Metrics {
 /// Latency buckets from 1 ms to about 33 s.
 fn latency() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 16))
-}
-
-impl Default for Metrics {
-    fn default() -> Self {
-        Self {
-            http_requests: Family::default(),
-            tool_calls: Mutex::default(),
-            tool_seconds: Mutex::default(),
-        }
-    }
 }
 
 impl Metrics {

@@ -146,11 +146,15 @@ mod tests {
         std::fs::create_dir_all(&other).unwrap();
         // A link inside the allowed directory that leads out of it.
         std::os::unix::fs::symlink(&other, allowed.join("out")).unwrap();
-        let roots = Roots::new(Some(&[allowed.clone()]), true);
+        let roots = Roots::new(Some(std::slice::from_ref(&allowed)), true);
         assert!(roots.asks_client());
         let narrowed = |given: &[String]| uris(&roots.within(client(given)));
         let sub = uri(&allowed.join("sub"));
-        assert_eq!(narrowed(&[sub.clone()]), [sub.clone()], "inside: as it is");
+        assert_eq!(
+            narrowed(std::slice::from_ref(&sub)),
+            [sub.as_str()],
+            "inside: as it is"
+        );
         assert_eq!(
             narrowed(&["file:///".into()]),
             [uri(&allowed)],
@@ -177,7 +181,7 @@ mod tests {
         );
         assert_eq!(narrowed(&[sub.clone(), sub.clone(), uri(&other)]), [sub]);
         assert_eq!(narrowed(&[]), [uri(&allowed)], "none: the configured ones");
-        let shared = Roots::new(Some(&[allowed.clone()]), false);
+        let shared = Roots::new(Some(std::slice::from_ref(&allowed)), false);
         assert!(shared.given() && !shared.asks_client());
         assert_eq!(uris(&shared.configured()), [uri(&allowed)]);
     }
