@@ -103,6 +103,7 @@ mod tests {
             max_message_bytes: crate::config::DEFAULT_MAX_MESSAGE,
             oauth: None,
             policy: Default::default(),
+            roots: None,
         }
     }
 

@@ -6,6 +6,7 @@
 mod expand;
 mod parse;
 mod policy;
+mod roots;
 mod tokens;
 mod tools;
 mod values;
@@ -18,6 +19,7 @@ pub use expand::{Unset, expand};
 pub use policy::{
     AuditSettings, DEFAULT_AUDIT_MAX_BYTES, Destructive, MIN_AUDIT_MAX_BYTES, Policy,
 };
+pub use roots::lexical as lexical_path;
 pub use tokens::TokenConfig;
 pub use tools::{GlobError, ToolFilter};
 
@@ -123,6 +125,9 @@ pub struct Settings {
     pub http_tokens: Vec<TokenConfig>,
     /// Enabled servers, sorted by name.
     pub servers: Vec<ServerConfig>,
+    /// The names of `servers` in the order the file lists them, which settles which server a
+    /// resource URI two servers claim belongs to.
+    pub file_order: Vec<String>,
     /// Entries that cannot be served as written, in file order; the rest still work.
     pub skipped: Vec<SkippedServer>,
 }
@@ -237,6 +242,13 @@ impl Settings {
     pub fn server(&self, name: &str) -> Option<&ServerConfig> {
         self.servers.iter().find(|s| s.name == name)
     }
+
+    /// The enabled servers in the order the file lists them.
+    pub fn servers_in_file_order(&self) -> Vec<&ServerConfig> {
+        (self.file_order.iter())
+            .filter_map(|name| self.server(name))
+            .collect()
+    }
 }
 
 /// The default config file: `$XDG_CONFIG_HOME/meta-server/config.json` or the platform equivalent.
@@ -318,6 +330,9 @@ pub struct ServerConfig {
     pub oauth: Option<OAuthConfig>,
     /// Its own `policy` block, over `metaServer.policy` ([`Settings::policy`]).
     pub policy: Policy,
+    /// `roots`: the directories the server may be given as roots; a client's roots reach it
+    /// only within them. `None`: it is told there are none.
+    pub roots: Option<Vec<PathBuf>>,
 }
 
 /// How meta-server logs in to a remote server that needs OAuth. Everything is optional:
@@ -400,6 +415,7 @@ impl ServerConfig {
             max_message_bytes: DEFAULT_MAX_MESSAGE,
             oauth: None,
             policy: Policy::default(),
+            roots: None,
         }
     }
 
@@ -656,6 +672,7 @@ mod tests {
             max_message_bytes: DEFAULT_MAX_MESSAGE,
             oauth: None,
             policy: Policy::default(),
+            roots: None,
         };
         let lookup = |v: &str| (v == "TOKEN").then(|| "s3cret".to_owned());
         assert_eq!(

@@ -136,6 +136,8 @@ struct Entry {
     auth: Option<Value>,
     /// [`PolicyBlock`], read by [`read`].
     policy: Option<Value>,
+    /// The directories the server may be given as roots (`roots.rs`).
+    roots: Option<Strs>,
 }
 
 /// A remote server's `oauth` block (meta-server's and Claude Code's keys).
@@ -360,6 +362,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
             }),
         }
     }
+    let file_order = out.iter().map(|s| s.name.clone()).collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
     let http_tokens = http
         .map(|h| h.tokens(&out))
@@ -405,6 +408,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
         audit,
         http_tokens,
         servers: out,
+        file_order,
         skipped,
     })
 }
@@ -516,6 +520,11 @@ fn server(
         .unwrap_or_default();
     let tools = ToolFilter::new(entry.allow_tools.0, entry.deny_tools.0)
         .map_err(|e| Invalid::new(format!("{at}.{}[{}]", e.key, e.index), e.message))?;
+    let roots = entry
+        .roots
+        .map(|list| super::roots::directories(list.0))
+        .transpose()
+        .map_err(|(i, message)| Invalid::new(format!("{at}.roots[{i}]"), message))?;
     Ok(ServerConfig {
         name,
         key: key.to_owned(),
@@ -538,6 +547,7 @@ fn server(
             .map_or(defaults.max_message_bytes, |mb| mb.0 << 20),
         oauth,
         policy,
+        roots,
     })
 }
 
@@ -557,6 +567,21 @@ mod tests {
 
     fn parse_str(text: &str) -> Result<Settings, ConfigError> {
         parse(Path::new("/cfg/config.json"), text)
+    }
+
+    #[test]
+    fn servers_are_sorted_by_name_and_their_file_order_is_kept() {
+        let s = parse_str(
+            r#"{"mcpServers": {"zeta": {"command": "z"}, "off": {"command": "o", "disabled": true},
+                "alpha": {"command": "a"}, "mid": {"url": "https://x"}}}"#,
+        )
+        .unwrap();
+        let names: Vec<_> = s.servers.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["alpha", "mid", "zeta"]);
+        let in_file: Vec<_> = (s.servers_in_file_order().iter())
+            .map(|s| s.name.as_str())
+            .collect();
+        assert_eq!(in_file, ["zeta", "alpha", "mid"]);
     }
 
     #[test]

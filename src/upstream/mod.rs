@@ -17,6 +17,7 @@ mod mrtr;
 mod progress;
 mod relay;
 mod revision;
+mod roots;
 mod sse;
 mod subscriptions;
 #[cfg(test)]
@@ -24,7 +25,7 @@ mod tests;
 mod wire;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex as StdMutex;
@@ -185,6 +186,9 @@ pub struct Manager {
     slots: HashMap<String, Arc<Slot>>,
     events: Option<Events>,
     opener: Opener,
+    /// Whether several clients share the connections (`serve --http`): then no client's
+    /// roots are given to a server (see `roots.rs`).
+    many_clients: AtomicBool,
 }
 
 impl Manager {
@@ -230,7 +234,20 @@ impl Manager {
             slots,
             events,
             opener: Opener::Launch,
+            many_clients: AtomicBool::new(false),
         })
+    }
+
+    /// Notes that several clients share the connections opened from now on (`serve --http`):
+    /// their servers are given their configured roots only, never a client's.
+    pub fn serve_many_clients(&self) {
+        self.many_clients.store(true, Ordering::SeqCst);
+    }
+
+    /// What a new connection to the server of `slot` answers when asked for roots.
+    fn roots(&self, slot: &Slot) -> roots::Roots {
+        let one_client = !self.many_clients.load(Ordering::SeqCst);
+        roots::Roots::new(slot.config.roots.as_deref(), one_client)
     }
 
     fn slot(&self, server: &str) -> Result<&Arc<Slot>, UpstreamError> {
@@ -258,20 +275,21 @@ impl Manager {
             return Ok(conn.clone());
         }
         let start = slot.start();
+        let asked = (opener.clone(), self.roots(slot));
         let opened = match &self.opener {
             Opener::Launch => {
                 connect::open(
                     &slot.config,
                     self.events.clone(),
                     true,
-                    opener.clone(),
+                    asked,
                     start.clone(),
                 )
                 .await
             }
             #[cfg(test)]
             Opener::InProcess(serve) => {
-                in_process::open(&slot.config, self.events.clone(), serve, opener.clone()).await
+                in_process::open(&slot.config, self.events.clone(), serve, asked).await
             }
         }
         .map_err(|e| e.redacted(&slot.redactor));
@@ -319,7 +337,8 @@ impl Manager {
     /// `WWW-Authenticate` challenge if it wants a login, `None` if it answers without one.
     pub async fn probe_login(&self, server: &str) -> Result<Option<String>, UpstreamError> {
         let slot = self.slot(server)?;
-        let opened = connect::open(&slot.config, None, false, Origin::Detached, slot.start())
+        let asked = (Origin::Detached, self.roots(slot));
+        let opened = connect::open(&slot.config, None, false, asked, slot.start())
             .await
             .map_err(|e| e.redacted(&slot.redactor));
         let conn = match opened {
@@ -534,12 +553,13 @@ impl Manager {
         }
     }
 
-    /// Tells the servers `client`'s calls started that its roots changed
-    /// (`notifications/roots/list_changed`); they ask it again for its roots.
+    /// Tells the servers `client`'s calls started, and that are given its roots, that its
+    /// roots changed (`notifications/roots/list_changed`); they ask it again for its roots.
     pub async fn roots_changed(&self, client: ClientId) {
         for slot in self.slots.values() {
             let conn = slot.conn.lock().await.clone();
-            if let Some(conn) = conn.filter(|c| c.relays.opened_by(client)) {
+            let given = |c: &Arc<Connection>| c.relays.roots().asks_client();
+            if let Some(conn) = conn.filter(|c| c.relays.opened_by(client) && given(c)) {
                 let sent = conn.peer.notify_roots_list_changed().await;
                 if let Err(e) = sent {
                     tracing::debug!(server = %slot.config.name, error = %e, "roots/list_changed not sent");

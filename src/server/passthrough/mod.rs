@@ -26,23 +26,34 @@ use super::catalogs::first_run;
 use crate::audit::Subject;
 use crate::library::{Library, SEPARATOR};
 use crate::upstream::{Answer, UpstreamError};
-pub(in crate::server) use routes::Routes;
-use routes::Shadowed;
+use routes::LeftOut;
+pub(in crate::server) use routes::{OwnSpaces, Routes};
 
 /// Characters of an upstream's error message passed on.
 const ERROR_CHARS: usize = 2_000;
 
-/// The routes of the current library, built when it changes; each entry they leave out is
-/// logged once.
+/// Views of the routes kept per library: one per named token (configured tokens are few; a
+/// bound all the same).
+const MAX_VIEWS: usize = 64;
+
+/// The routes of the current library, built when it changes (each entry they leave out logged
+/// once), and each named token's view of them, made on its first request.
 pub(in crate::server) struct Passthrough {
-    current: Mutex<Option<(Weak<Library>, Arc<Routes>)>>,
-    reported: Mutex<HashSet<Shadowed>>,
+    current: Mutex<Option<Current>>,
+    reported: Mutex<HashSet<LeftOut>>,
     /// The URIs meta-server serves itself.
-    own: fn(&str) -> bool,
+    own: OwnSpaces,
+}
+
+/// The routes of one library and the views made of them.
+struct Current {
+    of: Weak<Library>,
+    routes: Arc<Routes>,
+    views: Vec<(Access, Arc<Routes>)>,
 }
 
 impl Passthrough {
-    pub(in crate::server) fn new(own: fn(&str) -> bool) -> Self {
+    pub(in crate::server) fn new(own: OwnSpaces) -> Self {
         Self {
             current: Mutex::new(None),
             reported: Mutex::new(HashSet::new()),
@@ -50,37 +61,47 @@ impl Passthrough {
         }
     }
 
-    /// The routes of `state`'s library now, of the servers `access` sees.
+    /// The routes of `state`'s library now, as `access` sees them.
     pub(in crate::server) fn routes(&self, state: &State, access: &Access) -> Arc<Routes> {
         let library = state.catalogs.library();
-        if access.is_limited() {
-            let mut servers = state.settings.servers.clone();
-            servers.retain(|s| access.sees_server(&s.name));
-            return Arc::new(Routes::build(&servers, &library.catalogs, self.own).0);
-        }
         let mut current = self.current.lock();
-        if let Some((of, routes)) = current.as_ref()
-            && std::ptr::eq(of.as_ptr(), Arc::as_ptr(&library))
-        {
-            return routes.clone();
+        let fresh = current
+            .as_ref()
+            .is_some_and(|c| std::ptr::eq(c.of.as_ptr(), Arc::as_ptr(&library)));
+        if !fresh {
+            let servers = state.settings.servers_in_file_order();
+            let (routes, left_out) = Routes::build(&servers, &library.catalogs, self.own);
+            self.report(left_out);
+            *current = Some(Current {
+                of: Arc::downgrade(&library),
+                routes: Arc::new(routes),
+                views: Vec::new(),
+            });
         }
-        let (routes, shadowed) =
-            Routes::build(&state.settings.servers, &library.catalogs, self.own);
+        let current = current.as_mut().expect("set above");
+        if !access.is_limited() {
+            return current.routes.clone();
+        }
+        if let Some((_, view)) = current.views.iter().find(|(a, _)| a.is_same(access)) {
+            return view.clone();
+        }
+        let view = Arc::new(current.routes.seen_by(access));
+        if current.views.len() == MAX_VIEWS {
+            current.views.remove(0);
+        }
+        current.views.push((access.clone(), view.clone()));
+        view
+    }
+
+    /// Logs each entry left out, once per process.
+    fn report(&self, left_out: Vec<LeftOut>) {
         let mut reported = self.reported.lock();
-        for left_out in shadowed {
-            if !reported.contains(&left_out) {
-                tracing::warn!(
-                    server = %left_out.server,
-                    "{} is served by {}, which comes first; this server's entry for it is left out",
-                    left_out.uri,
-                    left_out.by
-                );
-                reported.insert(left_out);
+        for entry in left_out {
+            if !reported.contains(&entry) {
+                tracing::warn!(server = %entry.server, "{entry}");
+                reported.insert(entry);
             }
         }
-        let routes = Arc::new(routes);
-        *current = Some((Arc::downgrade(&library), routes.clone()));
-        routes
     }
 
     /// `prompts/get` of a prompt by its qualified name, forwarded under its own name, with
@@ -215,7 +236,7 @@ impl Passthrough {
                 params.r#ref = Reference::Prompt(reference);
                 server
             }
-            Reference::Resource(resource) if (self.own)(&resource.uri) => {
+            Reference::Resource(resource) if self.own.holds(&resource.uri) => {
                 return Ok(CompleteResult::default());
             }
             Reference::Resource(resource) => routes.completing(&resource.uri).ok_or_else(|| {
@@ -289,5 +310,62 @@ async fn forwarded<T>(
             Err(error)
         }
         Err(e) => Err(McpError::internal_error(e.to_string(), None)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::catalog::Catalog;
+    use crate::config::Settings;
+
+    fn catalog(server: &str, uri: &str) -> Catalog {
+        let resource = json!({"uri": uri, "name": uri});
+        Catalog {
+            resources: Some(vec![resource].into()),
+            ..Catalog::new(server, Vec::new())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_tokens_view_of_the_routes_is_made_once_per_library() {
+        let settings = Settings::parse(
+            std::path::Path::new("config.json"),
+            r#"{"metaServer": {"skillsDirs": [], "http": {"tokens": [
+                    {"name": "only-b", "token": "${B}", "servers": ["b"]}]}},
+                "mcpServers": {"b": {"command": "b"}, "a": {"command": "a"}}}"#,
+        )
+        .expect("config");
+        let catalogs: BTreeMap<String, Catalog> = [catalog("a", "a://1"), catalog("b", "b://1")]
+            .into_iter()
+            .map(|c| (c.server.clone(), c))
+            .collect();
+        let library = Library::build(&settings.servers, catalogs).expect("library");
+        let state = State::new(settings, library);
+        let passthrough = Passthrough::new(OwnSpaces(&["skill://"]));
+        let token = &state.settings.http_tokens[0];
+        let only_b = Access::of(token);
+        let view = passthrough.routes(&state, &only_b);
+        let uris: Vec<&str> = view.resources().iter().map(|r| r.uri.as_str()).collect();
+        assert_eq!(uris, ["b://1"]);
+        assert!(
+            Arc::ptr_eq(&view, &passthrough.routes(&state, &only_b)),
+            "kept"
+        );
+        let all = passthrough.routes(&state, &Access::default());
+        let uris: Vec<&str> = all.resources().iter().map(|r| r.uri.as_str()).collect();
+        assert_eq!(uris, ["b://1", "a://1"], "in file order");
+        // A new library: the views of the old one are dropped with it.
+        (state.catalogs)
+            .replace_catalog(catalog("b", "b://2"))
+            .expect("replaced");
+        let fresh = passthrough.routes(&state, &only_b);
+        let uris: Vec<&str> = fresh.resources().iter().map(|r| r.uri.as_str()).collect();
+        assert_eq!(uris, ["b://2"]);
+        assert!(Arc::ptr_eq(&fresh, &passthrough.routes(&state, &only_b)));
     }
 }

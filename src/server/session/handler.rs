@@ -44,7 +44,7 @@ use crate::server::{State, audit};
 use crate::upstream::{ClientId, LogLevel, Origin};
 
 mod own;
-use own::is_own;
+use own::{OWN, is_own};
 
 /// The `ServerHandler` behind `meta-server serve`.
 #[derive(Clone)]
@@ -58,7 +58,7 @@ pub struct MetaServer {
     /// Every session reads every stored result (one owner for all).
     share_results: bool,
     /// Upstream prompts, resources and completions, routed from the catalogs.
-    passthrough: Arc<Passthrough>,
+    pub(in crate::server) passthrough: Arc<Passthrough>,
     /// This session, to whose client an upstream's requests during its calls go.
     client: ClientId,
     /// The 2026-07-28 calls of this process waiting for their client's input.
@@ -88,7 +88,7 @@ impl MetaServer {
             .collect();
         let instructions =
             instructions::overview(&state.settings, &state.catalogs.library()).into();
-        let passthrough = Arc::new(Passthrough::new(is_own));
+        let passthrough = Arc::new(Passthrough::new(OWN));
         let list_changes = ListChanges::follow(&state, passthrough.clone());
         Self {
             state,
@@ -193,6 +193,12 @@ impl ServerHandler for MetaServer {
         request: InitializeRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, McpError> {
+        if revision::names_stateless(&cx) {
+            return Err(revision::removed(
+                "initialize",
+                "send each request with its _meta instead (server/discover says what this server supports), or initialize without _meta to start a 2025-11-25 session",
+            ));
+        }
         let client = &request.client_info.name;
         if let Some(limit) = budget::client_limit(client) {
             tracing::info!(
@@ -205,13 +211,20 @@ impl ServerHandler for MetaServer {
         self.negotiate_initialize(&request)
     }
 
-    /// Upstream log messages of this session's calls reach the client from `level` up.
+    /// Upstream log messages of this session's calls reach the client from `level` up. A
+    /// 2026-07-28 client names its level in each request instead.
     #[expect(deprecated, reason = "logging, for 2025-11-25 clients")]
     async fn set_level(
         &self,
         request: SetLevelRequestParams,
-        _cx: RequestContext<RoleServer>,
+        cx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        if revision::is_stateless(&cx) {
+            return Err(revision::removed(
+                "logging/setLevel",
+                "name the level in each request's _meta (io.modelcontextprotocol/logLevel)",
+            ));
+        }
         *self.log_level.lock() = Some(request.level);
         Ok(())
     }
@@ -229,7 +242,8 @@ impl ServerHandler for MetaServer {
         let mut accepted = SubscriptionFilter::new();
         accepted.prompts_list_changed = requested.prompts_list_changed;
         accepted.resources_list_changed = requested.resources_list_changed;
-        // rmcp gives no request here: a limited token may subscribe to any upstream resource.
+        // rmcp gives no request here: over HTTP, a named token's request reaches this with the
+        // URIs of its hidden servers already taken out (`http/listen.rs`).
         let routes = (self.passthrough).routes(&self.state, &Access::default());
         accepted.resource_subscriptions = (requested.resource_subscriptions.as_ref()).map(|uris| {
             let upstream = |uri: &&String| routes.resource(uri).is_some();
@@ -249,8 +263,9 @@ impl ServerHandler for MetaServer {
             .resource_subscriptions
             .clone()
             .unwrap_or_default();
+        let access = access(&cx.request_context().extensions);
         let mut updates = (subscribed)
-            .stream(&self.state, &self.passthrough, &uris)
+            .stream(&self.state, &self.passthrough, &uris, &access)
             .await;
         loop {
             let changed = tokio::select! {
@@ -287,8 +302,8 @@ impl ServerHandler for MetaServer {
     }
 
     /// A subscription to an upstream's resource, passed on to the server that lists it (which
-    /// is started if need be); its updates reach this session. meta-server's own resources
-    /// never change, so subscribing to them is a no-op.
+    /// is started if need be) if the request's token sees it; its updates reach this session.
+    /// meta-server's own resources never change, so subscribing to them is a no-op.
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
@@ -306,8 +321,9 @@ impl ServerHandler for MetaServer {
             }
         };
         let origin = self.session_origin(&cx);
+        let seen = (request.uri.as_str(), &access(&cx.extensions));
         (self.subscribed)
-            .add(&self.state, &self.passthrough, &request.uri, &origin, tell)
+            .add(&self.state, &self.passthrough, seen, &origin, tell)
             .await
     }
 
@@ -627,14 +643,22 @@ impl MetaServer {
 }
 
 impl MetaServer {
-    /// The cache hints of a list made from the catalogs, for a 2026-07-28 client.
+    /// The cache hints of a list made from the catalogs, for a 2026-07-28 client: `private`
+    /// when a named token limited to some servers or tools is configured, as the list then
+    /// differs between tokens and no shared cache may hand one token's list to another.
     fn catalog_list_hints(
         &self,
         cx: &RequestContext<RoleServer>,
     ) -> Option<(u64, rmcp::model::CacheScope)> {
         revision::is_stateless(cx).then(|| {
             let ttl = passthrough::list_ttl(&self.state);
-            (ttl.as_millis() as u64, rmcp::model::CacheScope::Public)
+            let tokens = &self.state.settings.http_tokens;
+            let scope = if tokens.iter().any(|t| Access::of(t).is_limited()) {
+                rmcp::model::CacheScope::Private
+            } else {
+                rmcp::model::CacheScope::Public
+            };
+            (ttl.as_millis() as u64, scope)
         })
     }
 

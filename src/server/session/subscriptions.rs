@@ -20,13 +20,14 @@ use crate::upstream::{Origin, Subscription};
 pub(super) struct Subscribed(Mutex<HashMap<String, AbortOnDropHandle<()>>>);
 
 impl Subscribed {
-    /// Subscribes to `uri` (once: a second subscription to it is the first) and runs `tell`
-    /// with the URI at each of its updates; `tell` answering false ends it.
+    /// Subscribes to `uri` of a server `access` sees (once: a second subscription to it is
+    /// the first) and runs `tell` with the URI at each of its updates; `tell` answering false
+    /// ends it.
     pub(super) async fn add<F>(
         &self,
         state: &State,
         passthrough: &Passthrough,
-        uri: &str,
+        (uri, access): (&str, &Access),
         origin: &Origin,
         tell: impl Fn(String) -> F + Send + 'static,
     ) -> Result<(), McpError>
@@ -36,7 +37,7 @@ impl Subscribed {
         if self.0.lock().contains_key(uri) {
             return Ok(());
         }
-        let mut subscription = subscribe(state, passthrough, uri, origin).await?;
+        let mut subscription = subscribe(state, passthrough, uri, access, origin).await?;
         let task = tokio::spawn(async move {
             while subscription.updated().await.is_some() {
                 if !tell(subscription.uri().to_owned()).await {
@@ -55,13 +56,15 @@ impl Subscribed {
         self.0.lock().remove(uri);
     }
 
-    /// Subscribes to each of `uris` that an upstream lists, for a listen stream: the updated
-    /// URIs arrive on the returned channel. One that cannot be subscribed is logged and skipped.
+    /// Subscribes to each of `uris` that a server `access` sees lists, for a listen stream: the
+    /// updated URIs arrive on the returned channel. One that cannot be subscribed is logged and
+    /// skipped.
     pub(super) async fn stream(
         &self,
         state: &State,
         passthrough: &Passthrough,
         uris: &[String],
+        access: &Access,
     ) -> mpsc::Receiver<String> {
         let (updated, updates) = mpsc::channel(16);
         for uri in uris {
@@ -71,7 +74,7 @@ impl Subscribed {
                 async move { updated.send(uri).await.is_ok() }
             };
             let added = self
-                .add(state, passthrough, uri, &Origin::Detached, tell)
+                .add(state, passthrough, (uri, access), &Origin::Detached, tell)
                 .await;
             if let Err(e) = added {
                 tracing::info!(
@@ -85,14 +88,16 @@ impl Subscribed {
     }
 }
 
-/// The upstream subscription to `uri`, on the server that lists it.
+/// The upstream subscription to `uri`, on the server that lists it, if `access` sees that
+/// server; a hidden server's URI is refused as one no server lists, and nothing is started.
 async fn subscribe(
     state: &State,
     passthrough: &Passthrough,
     uri: &str,
+    access: &Access,
     origin: &Origin,
 ) -> Result<Subscription, McpError> {
-    let routes = passthrough.routes(state, &Access::default());
+    let routes = passthrough.routes(state, access);
     let Some(server) = routes.resource(uri) else {
         return Err(McpError::resource_not_found(
             format!(

@@ -132,7 +132,7 @@ async fn attempt(
         return (refused.reply, refused.outcome);
     }
     if let Some(skill) = &entry.skill {
-        return ended(skill::run(state, skill));
+        return ended(skill::run(state, skill, &caller.who.access));
     }
     let started = crate::clock::Instant::now();
     let result = if entry.server == RESERVED_SERVER && entry.def.name == script::TOOL {

@@ -84,7 +84,7 @@ pub(in crate::server) fn run(
             continue;
         };
         if let Some(skill) = &entry.skill {
-            let mut details = super::skill::details(state, entry, skill);
+            let mut details = super::skill::details(state, entry, skill, access);
             if args.format == Format::Typescript
                 && let Some(fields) = details.as_object_mut()
             {
