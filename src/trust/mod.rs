@@ -319,11 +319,19 @@ fn approve_in(
                     .into_iter()
                     .filter_map(move |i| Some((kind, kind.key_of(&i)?)))
             });
+            // A server without instructions has that approved too, without naming it.
+            if catalog.instructions.is_none() {
+                approvals.approve_item(Kind::Instructions, Value::Null);
+            }
+            let instructions = catalog
+                .instructions
+                .as_ref()
+                .map(|_| (Kind::Instructions, String::new()));
             tools
                 .keys()
                 .map(|name| (Kind::Tool, name.clone()))
                 .chain(lists)
-                .chain([(Kind::Instructions, String::new())])
+                .chain(instructions)
                 .collect()
         }
     };

@@ -289,6 +289,18 @@ fn approvals_from_before_keep_their_tools_and_pin_the_rest_at_the_next_listing()
             crate::catalog::tool_fingerprint_v1(&approved.tool)
         );
     }
+    // The catalog it was made from: no tool waits after the upgrade, under either mode.
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("catalogs");
+    let catalog = Catalog::load_server(&shipped, "everything")
+        .unwrap()
+        .unwrap();
+    for mode in [TrustMode::FirstUse, TrustMode::Review] {
+        let holds = assess(mode, &Ok(Some(loaded.clone())), &catalog);
+        assert!(
+            holds.iter().all(|(kind, _, _)| kind != Kind::Tool),
+            "{mode:?}: {holds:?}"
+        );
+    }
 
     let dir = tempfile::tempdir().unwrap();
     let first = offering(

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from mcp import Client, MCPError, StdioServerParameters, types
+from mcp.types import PromptReference
 
 from conftest import BIN, PEERS, meta_client, run_cli, server_entries, text_of, write_config
 from test_trust import ADD, FIXTURE, call, eventually
@@ -177,6 +178,10 @@ async def test_review_holds_everythings_prompts_reads_and_instructions_until_app
         with pytest.raises(MCPError) as refused:
             await c.read_resource("demo://resource/dynamic/text/42")
         assert "template:everything__demo://resource/dynamic/text/{resourceId}" in refused.value.error.message
+        completable = PromptReference(type="ref/prompt", name="everything__completable-prompt")
+        with pytest.raises(MCPError) as refused:
+            await c.complete(completable, {"name": "department", "value": "Eng"})
+        assert "tools approve prompt:everything__completable-prompt" in refused.value.error.message
         r = await c.call_tool("get_tool_details", {"names": ["everything__echo"]})
         given = r.structured_content["serverInstructions"]["everything"]
         assert given.startswith("[meta-server: these instructions are withheld"), given
@@ -185,6 +190,8 @@ async def test_review_holds_everythings_prompts_reads_and_instructions_until_app
         got = await c.get_prompt("everything__args-prompt", {"city": "Paris"})
         assert got.messages[0].content.text == "What's weather in Paris?"
         assert (await c.read_resource(static)).contents[0].text.startswith("# Everything Server")
+        done = await c.complete(completable, {"name": "department", "value": "Eng"})
+        assert done.completion.values == ["Engineering"]
         r = await c.call_tool("get_tool_details", {"names": ["everything__echo"]})
         given = r.structured_content["serverInstructions"]["everything"]
         assert not given.startswith("[meta-server:") and len(given) > 500, given
