@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use expand::{Unset, expand};
-pub use policy::{AuditSettings, DEFAULT_AUDIT_MAX_BYTES, Destructive, Policy};
+pub use policy::{
+    AuditSettings, DEFAULT_AUDIT_MAX_BYTES, Destructive, MIN_AUDIT_MAX_BYTES, Policy,
+};
 pub use tokens::TokenConfig;
 pub use tools::{GlobError, ToolFilter};
 

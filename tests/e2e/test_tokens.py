@@ -6,7 +6,10 @@ metrics and the audit log carry the token's name, never its value."""
 import http.client
 import json
 
+import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from conftest import children, processes, run_cli, server_entries, text_of, write_config
@@ -136,8 +139,36 @@ async def test_unrestricted_tokens_call_everything_and_names_are_recorded_never_
     assert 'server="time",outcome="ok",principal="ops"' in metrics, metrics
     assert 'principal="token-' in metrics
     lines = [json.loads(line) for line in (tmp / "audit.jsonl").read_text().splitlines()]
-    by = {(l["principal"], l["tool"], l["outcome"]) for l in lines}
+    by = {(l["principal"], l["tool"], l["outcome"]) for l in lines if l["kind"] == "tool"}
     assert ("ops", "get_current_time", "ok") in by and ("fs-only", "read_graph", "denied") in by, by
     assert all(l["session"] and l["session"].startswith("s-") for l in lines)
     for secret in (LIMITED, OPS, UNNAMED):
         assert secret not in metrics and secret not in (tmp / "audit.jsonl").read_text()
+
+
+async def test_prompts_and_reads_are_audited_with_the_principal_and_no_argument_values(served):
+    """Issue 38, L8: prompts/get and resources/read had no audit line. One each now, in both
+    revisions, with the token's name, the server, the prompt or URI and the outcome."""
+    _, url, tmp = served
+    log = tmp / "audit.jsonl"
+    before = len(log.read_text().splitlines())
+    for mode in ("legacy", "2026-07-28"):
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {OPS}"},
+                                      timeout=httpx2.Timeout(30.0, read=120.0)) as http_client:
+            async with Client(streamable_http_client(url, http_client=http_client), mode=mode) as c:
+                prompt = await c.get_prompt("everything__args-prompt", {"city": "Secret-City-7"})
+                assert "Secret-City-7" in json.dumps(prompt.model_dump(mode="json"))
+                assert (await c.read_resource(STATIC)).contents
+    async with sdk_client(url, LIMITED, []) as c:
+        with pytest.raises(MCPError, match="unknown prompt"):
+            await c.get_prompt("everything__args-prompt", {"city": "Secret-City-7"})
+        with pytest.raises(MCPError, match="unknown resource"):
+            await c.read_resource(STATIC)
+    lines = [json.loads(line) for line in log.read_text().splitlines()[before:]]
+    got = [(l["kind"], l["principal"], l["server"], l.get("prompt", l.get("uri")), l["outcome"]) for l in lines]
+    ok = [("prompt", "ops", "everything", "everything__args-prompt", "ok"), ("resource", "ops", "everything", STATIC, "ok")]
+    assert got == ok + ok + [("prompt", "fs-only", None, "everything__args-prompt", "error"),
+                             ("resource", "fs-only", None, STATIC, "error")], got
+    assert all(l["resultBytes"] > 0 for l in lines[:4]) and all(l["durationMs"] >= 0 for l in lines)
+    assert lines[0]["session"].startswith("s-") and lines[2]["session"] is None, "2026-07-28: no session"
+    assert "Secret-City-7" not in log.read_text(), "no argument values by default"

@@ -23,9 +23,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::State;
 use super::access::Access;
+use super::audit;
+use super::caller::Caller;
 use super::catalogs::first_run;
+use crate::audit::Subject;
 use crate::library::{Library, SEPARATOR};
-use crate::upstream::{Answer, Origin, UpstreamError};
+use crate::upstream::{Answer, UpstreamError};
 pub(in crate::server) use pins::{prompts, resources, templates};
 pub(in crate::server) use routes::Routes;
 use routes::Shadowed;
@@ -84,22 +87,43 @@ impl Passthrough {
         routes
     }
 
-    /// `prompts/get` of a prompt by its qualified name, forwarded under its own name. A
-    /// configured server without a catalog (that `access` sees) is listed first. The server's
-    /// requests for the client go to `origin`.
+    /// `prompts/get` of a prompt by its qualified name, forwarded under its own name, with
+    /// its audit line. A configured server without a catalog (that the caller's token sees) is
+    /// listed first. The server's requests for the client go to the caller's origin.
     pub(in crate::server) async fn get_prompt(
         &self,
         state: &Arc<State>,
-        access: &Access,
-        mut params: GetPromptRequestParams,
-        cancelled: &CancellationToken,
-        origin: &Origin,
+        caller: &Caller,
+        params: GetPromptRequestParams,
     ) -> Result<GetPromptResult, McpError> {
+        let started = crate::clock::Instant::now();
+        let (qualified, arguments) = (params.name.clone(), params.arguments.clone());
+        let mut answered = None;
+        let result = self.prompt(state, caller, params, &mut answered).await;
+        let subject = Subject::Prompt(&qualified);
+        let arguments = arguments.as_ref();
+        let answered = answered.as_deref();
+        audit::passed(
+            state, caller, answered, subject, arguments, &result, started,
+        );
+        result
+    }
+
+    /// [`Self::get_prompt`] without the audit line; `answered` is set to the server it goes to.
+    async fn prompt(
+        &self,
+        state: &Arc<State>,
+        caller: &Caller,
+        mut params: GetPromptRequestParams,
+        answered: &mut Option<String>,
+    ) -> Result<GetPromptResult, McpError> {
+        let (access, cancelled, origin) = (&caller.who.access, &caller.cancelled, &caller.origin);
         let qualified = params.name.clone();
         if let Some((server, _)) = qualified.split_once(SEPARATOR)
             && access.sees_server(server)
             && let Err(e) = first_run::ensure(state, server).await
         {
+            *answered = Some(server.to_owned());
             return Err(McpError::internal_error(e.to_string(), None));
         }
         let routes = self.routes(state, access);
@@ -112,6 +136,7 @@ impl Passthrough {
                 None,
             ));
         };
+        *answered = Some(server.to_owned());
         pins::check_prompt(state, server, name, &qualified)?;
         params.name = name.to_owned();
         params.meta = None;
@@ -127,19 +152,38 @@ impl Passthrough {
         Ok(result)
     }
 
-    /// `resources/read` of a URI meta-server does not serve itself; `None` when no server
-    /// lists it or has a template that matches it. The server's requests for the client go to
-    /// `origin`.
+    /// `resources/read` of a URI meta-server does not serve itself, with its audit line;
+    /// `None` (and no line) when no server lists it or has a template that matches it. The
+    /// server's requests for the client go to the caller's origin.
     pub(in crate::server) async fn read(
         &self,
         state: &Arc<State>,
-        access: &Access,
-        mut params: ReadResourceRequestParams,
-        cancelled: &CancellationToken,
-        origin: &Origin,
+        caller: &Caller,
+        params: ReadResourceRequestParams,
     ) -> Option<Result<ReadResourceResult, McpError>> {
+        let started = crate::clock::Instant::now();
+        let uri = params.uri.clone();
+        let mut answered = None;
+        let result = self
+            .forward_read(state, caller, params, &mut answered)
+            .await?;
+        let (subject, answered) = (Subject::Resource(&uri), answered.as_deref());
+        audit::passed(state, caller, answered, subject, None, &result, started);
+        Some(result)
+    }
+
+    /// [`Self::read`] without the audit line; `answered` is set to the server it goes to.
+    async fn forward_read(
+        &self,
+        state: &Arc<State>,
+        caller: &Caller,
+        mut params: ReadResourceRequestParams,
+        answered: &mut Option<String>,
+    ) -> Option<Result<ReadResourceResult, McpError>> {
+        let (access, cancelled, origin) = (&caller.who.access, &caller.cancelled, &caller.origin);
         let routes = self.routes(state, access);
         let server = routes.resource(&params.uri)?;
+        *answered = Some(server.to_owned());
         if let Err(refused) = pins::check_uri(state, server, &params.uri) {
             return Some(Err(refused));
         }

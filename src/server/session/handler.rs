@@ -32,13 +32,15 @@ use super::list_changes::{Changed, ListChanges};
 use super::principal::{ANONYMOUS, Principal, access, principal};
 use super::subscriptions::Subscribed;
 use super::{instructions, login_offer, revision};
-use crate::server::State;
+use crate::audit::Subject;
+use crate::config::{RESERVED_SERVER, SKILL_SERVER};
 use crate::server::access::Access;
 use crate::server::caller::{Caller, Introduced, Who};
 use crate::server::catalogs::always;
 use crate::server::passthrough::{self, Passthrough};
 use crate::server::tools::request::Request;
 use crate::server::tools::{definitions, reply};
+use crate::server::{State, audit};
 use crate::upstream::{ClientId, LogLevel, Origin};
 
 mod own;
@@ -380,16 +382,9 @@ impl ServerHandler for MetaServer {
         cx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
         if !revision::is_stateless(&cx) {
-            let origin = self.session_origin(&cx);
-            let result = self
-                .passthrough
-                .get_prompt(
-                    &self.state,
-                    &access(&cx.extensions),
-                    request,
-                    &cx.ct,
-                    &origin,
-                )
+            let caller = self.caller(&cx, self.session_origin(&cx), cx.ct.clone());
+            let result = (self.passthrough)
+                .get_prompt(&self.state, &caller, request)
                 .await?;
             return Ok(GetPromptResponse::Complete(result));
         }
@@ -398,10 +393,11 @@ impl ServerHandler for MetaServer {
             request.request_state.clone(),
             request.input_responses.clone(),
         );
-        let (this, request, access) = (self.clone(), request, access(&cx.extensions));
+        let (this, request, cx_of_call) = (self.clone(), request, cx.clone());
         let run = move |origin: Origin, cancelled: CancellationToken| async move {
+            let caller = this.caller(&cx_of_call, origin, cancelled);
             (this.passthrough)
-                .get_prompt(&this.state, &access, request, &cancelled, &origin)
+                .get_prompt(&this.state, &caller, request)
                 .await
         };
         let turn = self
@@ -428,21 +424,11 @@ impl ServerHandler for MetaServer {
         request: ReadResourceRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        if let Some(name) = own::skill_name(&request.uri) {
-            let library = self.state.catalogs.library();
-            return Ok(own::read_skill(&library, name, &request.uri)?.into());
-        }
         if !is_own(&request.uri) {
             if !revision::is_stateless(&cx) {
-                let origin = self.session_origin(&cx);
+                let caller = self.caller(&cx, self.session_origin(&cx), cx.ct.clone());
                 let read = (self.passthrough)
-                    .read(
-                        &self.state,
-                        &access(&cx.extensions),
-                        request.clone(),
-                        &cx.ct,
-                        &origin,
-                    )
+                    .read(&self.state, &caller, request.clone())
                     .await;
                 if let Some(read) = read {
                     return Ok(read?.into());
@@ -453,11 +439,10 @@ impl ServerHandler for MetaServer {
                     request.request_state.clone(),
                     request.input_responses.clone(),
                 );
-                let (this, read, access) = (self.clone(), request.clone(), access(&cx.extensions));
+                let (this, read, cx_of_call) = (self.clone(), request.clone(), cx.clone());
                 let run = move |origin: Origin, cancelled: CancellationToken| async move {
-                    (this.passthrough)
-                        .read(&this.state, &access, read, &cancelled, &origin)
-                        .await
+                    let caller = this.caller(&cx_of_call, origin, cancelled);
+                    (this.passthrough).read(&this.state, &caller, read).await
                 };
                 let turn = self
                     .stateless(&self.waiting_reads, &cx, asked, state, answers, run)
@@ -469,10 +454,20 @@ impl ServerHandler for MetaServer {
                 }
             }
         }
-        let owner = self.owner(&cx.extensions);
-        Ok(own::read_stored(&self.state, &request.uri, &owner)
-            .await?
-            .into())
+        // meta-server's own (a skill, a stored result), or a URI no server has.
+        let started = crate::clock::Instant::now();
+        let read = match own::skill_name(&request.uri) {
+            Some(name) => own::read_skill(&self.state.catalogs.library(), name, &request.uri),
+            None => own::read_stored(&self.state, &request.uri, &self.owner(&cx.extensions)).await,
+        };
+        let caller = self.caller(&cx, self.session_origin(&cx), cx.ct.clone());
+        let server = match own::skill_name(&request.uri) {
+            Some(_) => Some(SKILL_SERVER),
+            None => is_own(&request.uri).then_some(RESERVED_SERVER),
+        };
+        let subject = Subject::Resource(&request.uri);
+        audit::passed(&self.state, &caller, server, subject, None, &read, started);
+        Ok(read?.into())
     }
 
     async fn list_tools(

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::definitions::definitions;
 use super::reply::{self, Reply};
-use super::{audit, builtin, policy, script, skill};
+use super::{builtin, policy, script, skill};
 use crate::audit::Outcome;
 use crate::budget::Route;
 use crate::config::RESERVED_SERVER;
@@ -65,7 +65,7 @@ pub(in crate::server) async fn dispatch(
     };
     let recorded = log.with_arguments().then(|| arguments.clone());
     let (reply, outcome) = attempt(state, caller, name, arguments).await;
-    audit::record(
+    crate::server::audit::call(
         log,
         caller,
         name,

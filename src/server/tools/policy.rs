@@ -128,7 +128,7 @@ async fn confirm(
         .server(&entry.server)
         .map_or(entry.server.as_str(), |s| s.key.as_str());
     let message = format!(
-        "Allow this call? The tool may change or delete data.\nTool: {} (server \"{}\")\nArguments: {}\nAsked because {key} is \"confirm\".",
+        "Allow this call? The tool may change or delete data.\nTool: {} (server \"{}\")\nArguments:\n{}\nAsked because {key} is \"confirm\".",
         policy::shown(&entry.def.name),
         policy::shown(server),
         policy::summary(arguments),
