@@ -34,6 +34,7 @@ use tokio::process::ChildStderr;
 use tokio::sync::Mutex;
 
 use super::ask::Ask;
+use super::attribution;
 use super::child::ChildTransport;
 use super::diagnose;
 use super::http::{Ordered, Upstream};
@@ -131,6 +132,7 @@ impl ClientHandler for UpstreamClient {
         params: CreateMessageRequestParams,
         cx: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, McpError> {
+        let params = attribution::sampling(&self.server, params);
         let input = InputRequest::CreateMessage(CreateMessageRequest::new(params.clone()));
         self.relay(Ask::Sampling, &cx, input, async |peer| {
             peer.create_message(params).await
@@ -144,6 +146,7 @@ impl ClientHandler for UpstreamClient {
         cx: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, McpError> {
         let ask = Ask::elicitation(&params);
+        let params = attribution::elicitation(&self.server, params);
         let input = InputRequest::Elicitation(ElicitRequest::new(params.clone()));
         self.relay(ask, &cx, input, async |peer| {
             peer.create_elicitation(params).await

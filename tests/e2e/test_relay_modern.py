@@ -224,7 +224,8 @@ async def test_a_2026_07_28_upstreams_own_input_request_reaches_the_client(askin
         r = await call(c, "modern__ask_name")
         assert not r.is_error, text_of(r)
         assert "hello Grace; state asked-for-name" in text_of(r)
-    assert asked == ["Your name?"]
+    assert [a.splitlines() for a in asked] == [['The MCP server "modern" asks (meta-server relays its request; '
+                                                "this is not a question of meta-server's):", "> Your name?"]]
 
 
 @pytest.mark.parametrize("mode", [MODE, "legacy"])
@@ -241,7 +242,7 @@ async def test_a_prompt_that_asks_reaches_the_client_of_either_revision(asking, 
     async with Client(params, mode=mode, elicitation_callback=elicit) as c:
         r = await c.get_prompt("modern__greeting")
         assert "Write a warm greeting for Alan." in r.messages[0].content.text, r
-    assert asked == ["Whom to greet?"]
+    assert [a.splitlines()[-1] for a in asked] == ["> Whom to greet?"], asked
 
 
 async def test_upstream_log_messages_reach_a_client_that_named_a_log_level(indexed, tmp_path):

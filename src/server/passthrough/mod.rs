@@ -1,7 +1,10 @@
 //! Upstream prompts, resources and completions passed through to the client: listed from the
 //! catalogs with nothing started, and forwarded by prompt name or resource URI ([`Routes`])
-//! to their server, which the upstream manager starts on first use as for a tool call.
+//! to their server, which the upstream manager starts on first use as for a tool call. Their
+//! texts are screened as tools' are (cleaned and flagged when routes are built, see
+//! [`crate::catalog::screen`]), and pinned ([`pins`]).
 
+mod pins;
 mod routes;
 mod template;
 
@@ -26,6 +29,7 @@ use super::catalogs::first_run;
 use crate::audit::Subject;
 use crate::library::{Library, SEPARATOR};
 use crate::upstream::{Answer, UpstreamError};
+pub(in crate::server) use pins::{prompts, resources, templates};
 use routes::LeftOut;
 pub(in crate::server) use routes::{OwnSpaces, Routes};
 
@@ -154,12 +158,17 @@ impl Passthrough {
             ));
         };
         *answered = Some(server.to_owned());
+        pins::check_prompt(state, server, name, &qualified)?;
         params.name = name.to_owned();
         params.meta = None;
         // Those of a 2026-07-28 client's retry are meta-server's, never the upstream's.
         (params.input_responses, params.request_state) = (None, None);
         let answer = state.manager.get_prompt(server, params, origin);
-        let mut result = forwarded(server, answer, cancelled).await?;
+        let result = forwarded(server, answer, cancelled).await?;
+        let library = state.catalogs.library();
+        let relist = || crate::server::catalogs::freshness::relist(state, server);
+        let catalog = library.catalogs.get(server);
+        let mut result = pins::prompt_answer(catalog, server, name, &qualified, result, relist)?;
         result.result_type.get_or_insert(ResultType::COMPLETE);
         Ok(result)
     }
@@ -196,6 +205,9 @@ impl Passthrough {
         let routes = self.routes(state, access);
         let server = routes.resource(&params.uri)?;
         *answered = Some(server.to_owned());
+        if let Err(refused) = pins::check_uri(state, server, &params.uri) {
+            return Some(Err(refused));
+        }
         params.meta = None;
         (params.input_responses, params.request_state) = (None, None);
         let answer = state.manager.read_resource(server, params, origin);
@@ -231,6 +243,7 @@ impl Passthrough {
                         None,
                     )
                 })?;
+                pins::check_prompt(state, server, name, &prompt.name)?;
                 let mut reference = PromptReference::new(name);
                 reference.title = prompt.title.clone();
                 params.r#ref = Reference::Prompt(reference);
@@ -239,15 +252,19 @@ impl Passthrough {
             Reference::Resource(resource) if self.own.holds(&resource.uri) => {
                 return Ok(CompleteResult::default());
             }
-            Reference::Resource(resource) => routes.completing(&resource.uri).ok_or_else(|| {
-                McpError::invalid_params(
-                    format!(
-                        "unknown resource template \"{}\"; resources/templates/list shows them",
-                        crate::echo::echo(&resource.uri)
-                    ),
-                    None,
-                )
-            })?,
+            Reference::Resource(resource) => {
+                let server = routes.completing(&resource.uri).ok_or_else(|| {
+                    McpError::invalid_params(
+                        format!(
+                            "unknown resource template \"{}\"; resources/templates/list shows them",
+                            crate::echo::echo(&resource.uri)
+                        ),
+                        None,
+                    )
+                })?;
+                pins::check_uri(state, server, &resource.uri)?;
+                server
+            }
             _ => {
                 return Err(McpError::invalid_params(
                     "completion/complete takes a ref/prompt or a ref/resource",
@@ -257,7 +274,7 @@ impl Passthrough {
         };
         params.meta = None;
         let answer = state.manager.complete(server, params);
-        let mut result = forwarded(server, answer, cancelled).await?;
+        let mut result = pins::completion(forwarded(server, answer, cancelled).await?);
         result.result_type.get_or_insert(ResultType::COMPLETE);
         Ok(result)
     }

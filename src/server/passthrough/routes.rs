@@ -24,7 +24,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::template::UriTemplate;
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, screen};
 use crate::config::ServerConfig;
 use crate::library::qualified_name;
 use crate::server::access::Access;
@@ -300,17 +300,33 @@ fn fixes_origin(start: &str, whole: bool) -> bool {
     }
 }
 
-/// The entries of one kind in `server`'s catalog that parse; the others are skipped with a
-/// warning, as malformed tools are.
+/// The entries of one kind in `server`'s catalog that parse, screened (cleaned of hidden
+/// characters, their flags said in their descriptions, see [`crate::catalog::screen`]); the
+/// others, and those whose name or URI hides characters, are skipped with a warning, as such
+/// tools are.
 fn parsed<T: DeserializeOwned>(server: &str, kind: &str, items: Option<&[Value]>) -> Vec<T> {
+    let key = match kind {
+        "prompt" => "name",
+        "resource" => "uri",
+        _ => "uriTemplate",
+    };
     items
         .unwrap_or_default()
         .iter()
-        .filter_map(|item| match serde_json::from_value(item.clone()) {
-            Ok(parsed) => Some(parsed),
-            Err(e) => {
-                tracing::warn!(server, "skipping a {kind} in the catalog: {e}");
-                None
+        .filter_map(|item| {
+            let Some(screened) = screen::offer(kind, key, item) else {
+                tracing::warn!(
+                    server,
+                    "skipping a {kind} in the catalog: its {key} hides characters"
+                );
+                return None;
+            };
+            match serde_json::from_value(screened.item) {
+                Ok(parsed) => Some(parsed),
+                Err(e) => {
+                    tracing::warn!(server, "skipping a {kind} in the catalog: {e}");
+                    None
+                }
             }
         })
         .collect()

@@ -351,7 +351,8 @@ impl ServerHandler for MetaServer {
         let library = self.state.catalogs.library();
         let skills = own::skills(&library);
         let routes = (self.passthrough).routes(&self.state, &access(&cx.extensions));
-        let resources = skills.chain(routes.resources().iter().cloned()).collect();
+        let upstream = passthrough::resources(&self.state, &routes);
+        let resources = skills.chain(upstream).collect();
         let mut list = ListResourcesResult::with_all_items(resources);
         if let Some((ttl, scope)) = self.catalog_list_hints(&cx) {
             list = list.with_ttl_ms(ttl).with_cache_scope(scope);
@@ -367,7 +368,7 @@ impl ServerHandler for MetaServer {
     ) -> Result<ListResourceTemplatesResult, McpError> {
         let routes = (self.passthrough).routes(&self.state, &access(&cx.extensions));
         let templates = std::iter::once(own::stored_result_template())
-            .chain(routes.templates().iter().cloned())
+            .chain(passthrough::templates(&self.state, &routes))
             .collect();
         let mut list = ListResourceTemplatesResult::with_all_items(templates);
         if let Some((ttl, scope)) = self.catalog_list_hints(&cx) {
@@ -383,7 +384,8 @@ impl ServerHandler for MetaServer {
         cx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
         let routes = (self.passthrough).routes(&self.state, &access(&cx.extensions));
-        let mut list = ListPromptsResult::with_all_items(routes.prompts().to_vec());
+        let prompts = passthrough::prompts(&self.state, &routes);
+        let mut list = ListPromptsResult::with_all_items(prompts);
         if let Some((ttl, scope)) = self.catalog_list_hints(&cx) {
             list = list.with_ttl_ms(ttl).with_cache_scope(scope);
         }

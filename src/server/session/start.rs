@@ -54,7 +54,7 @@ pub(super) async fn start(
         Some(store) => {
             let servers = settings.servers.iter().map(|s| s.name.clone()).collect();
             let dir = settings.catalog_dir.clone();
-            Some(Follow::start(settings.trust, dir, store.clone(), servers).await)
+            Some(Follow::start(dir, store.clone(), servers).await)
         }
         None => None,
     };

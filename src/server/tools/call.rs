@@ -102,7 +102,7 @@ async fn attempt(
     };
     if let Some(held) = state.trust.quarantine_of(&library, &entry) {
         return (
-            reply::error(held.refusal(&entry.qualified)),
+            reply::error(held.refusal(&entry.qualified, &entry.qualified)),
             Outcome::Quarantined,
         );
     }
