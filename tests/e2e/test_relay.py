@@ -202,36 +202,49 @@ async def test_changed_roots_reach_the_server_the_client_started(indexed, tmp_pa
 
 
 async def test_over_http_a_request_goes_to_the_calling_client_or_is_refused(indexed):
-    """Two sessions share one upstream connection. A's sampling request reaches A alone; while
-    A's call waits on A, B's call of the same tool cannot be told apart from A's, and is refused."""
+    """Two sessions share one upstream connection. While B's call runs, A's sampling request
+    cannot be told apart from B's and is refused; while A's call waits on A's answer, the one
+    request asked anew is B's call's, and reaches B alone."""
     a_asked, a_release = asyncio.Event(), asyncio.Event()
-    b_asked = []
+    a_prompts, b_prompts = [], []
+    b_running = asyncio.Event()
 
     async def a_sampling(context, params):
+        a_prompts.append(params.messages[0].content.text)
         a_asked.set()
         await a_release.wait()
         return types.CreateMessageResult(role="assistant", model="a", content=types.TextContent(type="text", text="from A"))
 
     async def b_sampling(context, params):
-        b_asked.append(params)
+        b_prompts.append(params.messages[0].content.text)
         return types.CreateMessageResult(role="assistant", model="b", content=types.TextContent(type="text", text="from B"))
+
+    async def b_progress(progress, total, message):
+        b_running.set()
 
     with http_server(indexed) as (_, url):
         async with http_client_with(url, sampling_callback=a_sampling) as a, \
                 http_client_with(url, sampling_callback=b_sampling) as b:
+            # B's call is in flight and asks nothing: A's request could be either's, so refused.
+            b_long = asyncio.create_task(b.call_tool("call_tool", {
+                "name": "everything__trigger-long-running-operation",
+                "arguments": {"duration": 10, "steps": 10}}, progress_callback=b_progress))
+            await asyncio.wait_for(b_running.wait(), 60)
+            r = await call(a, "everything__trigger-sampling-request", {"prompt": "for A"})
+            assert r.is_error
+            assert "while calls of several clients were in flight on it" in text_of(r), text_of(r)
+            assert a_prompts == [] and b_prompts == [], "neither client is sent a request that may be the other's"
+            assert not (await b_long).is_error
+            # A's call waits on A's answer: the request asked anew is B's call's, and goes to B.
             a_call = asyncio.create_task(call(a, "everything__trigger-sampling-request", {"prompt": "for A"}))
             await asyncio.wait_for(a_asked.wait(), 60)
             r = await call(b, "everything__trigger-sampling-request", {"prompt": "for B"})
-            assert r.is_error
-            assert "while calls of several clients were in flight on it" in text_of(r), text_of(r)
-            assert b_asked == [], "B is never sent A's request, nor its own while A's call runs"
+            assert not r.is_error and "from B" in text_of(r), text_of(r)
+            assert [("for B" in t) for t in b_prompts] == [True], b_prompts
+            assert [("for A" in t) for t in a_prompts] == [True], a_prompts
             a_release.set()
             r = await a_call
             assert not r.is_error and "from A" in text_of(r), text_of(r)
-            # With A done, B's call reaches B.
-            r = await call(b, "everything__trigger-sampling-request", {"prompt": "for B"})
-            assert not r.is_error and "from B" in text_of(r), text_of(r)
-            assert len(b_asked) == 1
 
 
 async def test_upstream_log_messages_reach_the_client_at_its_level(indexed, tmp_path):

@@ -51,6 +51,14 @@ def served(tmp_path_factory):
     mp.undo()
 
 
+@pytest.fixture
+def fresh(served):
+    """A second `serve` of the same config, so that nothing the other tests called is running."""
+    _, _, tmp = served
+    with http_server(tmp / "config.json", token=UNNAMED) as (proc, url):
+        yield proc, url
+
+
 def get(url: str, path: str, token: str) -> tuple[int, str]:
     host = url.removeprefix("http://").split("/", 1)[0]
     conn = http.client.HTTPConnection(host, timeout=10)
@@ -243,11 +251,11 @@ async def modern_client(url: str, token: str):
             yield c
 
 
-async def test_a_limited_token_cannot_subscribe_to_a_hidden_servers_resources(served):
+async def test_a_limited_token_cannot_subscribe_to_a_hidden_servers_resources(fresh):
     """Issue 38 M2: fs-only subscribes to a resource of everything, hidden from it, by
     resources/subscribe (refused as a resource no server lists) and by a subscriptions/listen
     stream (whose acknowledgement does not accept it); everything is not started."""
-    proc, url, _ = served
+    proc, url = fresh
     async with sdk_client(url, LIMITED, []) as c:
         with pytest.raises(MCPError, match="no server lists"):
             await c.subscribe_resource(STATIC)
@@ -255,8 +263,8 @@ async def test_a_limited_token_cannot_subscribe_to_a_hidden_servers_resources(se
     assert "server-everything" not in started, started
 
 
-async def test_a_limited_tokens_listen_stream_takes_no_hidden_resources(served):
-    proc, url, _ = served
+async def test_a_limited_tokens_listen_stream_takes_no_hidden_resources(fresh):
+    proc, url = fresh
     async with modern_client(url, LIMITED) as c:
         async with c.listen(resource_subscriptions=[STATIC], resources_list_changed=True) as sub:
             assert not sub.honored.resource_subscriptions, sub.honored
