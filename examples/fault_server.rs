@@ -11,9 +11,10 @@
 //! - `--cycle KIND`: the `KIND` listing's pages all give the same `nextCursor`.
 //! - `--prompts N`, `--resources N`: that many prompts (`prompt-<i>`) or resources
 //!   (`fault://r/<i>`), in one page.
-//! - `--templates N` (with `--template-vars V`, default 1): N resource templates; with one
-//!   variable `fault://t<i>/{id}`, with more `{v0}a{v1}a...{v<V-1>}/t<i>` (2V parts, every
-//!   variable reachable everywhere in a URI of `a`s: the costliest to match).
+//! - `--templates N` (with `--template-parts P`, default 1): N resource templates; with one
+//!   part `fault://t<i>/{id}`, with more P parts, variables and `a`s in turn: every variable
+//!   is reachable everywhere in a URI of `a`s, the costliest to match (`aaa...a/a` matches
+//!   none of them, and only at its end).
 //! - `--completions N`: `completion/complete` answers N values, all said in one result.
 //!
 //! Resources can be subscribed to (`resources/subscribe`); each subscription is recorded as
@@ -87,7 +88,7 @@ struct FaultServer {
     prompts: usize,
     resources: usize,
     templates: usize,
-    template_vars: usize,
+    template_parts: usize,
     completions: usize,
     /// Pending `out_of_order` calls, in arrival order.
     waiting: Arc<Mutex<Vec<oneshot::Sender<()>>>>,
@@ -194,12 +195,21 @@ fn page<T>(
     }
 }
 
-fn template(i: usize, vars: usize) -> String {
-    if vars <= 1 {
+/// Resource template `i`: `fault://t<i>/{id}`, or with more `parts`, variables and `a`s in
+/// turn (`{v0_<i>}a{v2_<i>}a...`).
+fn template(i: usize, parts: usize) -> String {
+    if parts <= 1 {
         return format!("fault://t{i}/{{id}}");
     }
-    let vars: Vec<String> = (0..vars).map(|v| format!("{{v{v}}}")).collect();
-    format!("{}/t{i}", vars.join("a"))
+    (0..parts)
+        .map(|k| {
+            if k % 2 == 0 {
+                format!("{{v{k}_{i}}}")
+            } else {
+                "a".to_owned()
+            }
+        })
+        .collect()
 }
 
 fn arg_u64(args: &Map<String, Value>, key: &str) -> Result<u64, McpError> {
@@ -357,7 +367,7 @@ impl ServerHandler for FaultServer {
     ) -> Result<ListResourceTemplatesResult, McpError> {
         let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
         let (items, next) = page(self, "templates", cursor, self.templates, |i| {
-            ResourceTemplate::new(template(i, self.template_vars), format!("template-{i}"))
+            ResourceTemplate::new(template(i, self.template_parts), format!("template-{i}"))
         });
         let mut result = ListResourceTemplatesResult::with_all_items(items);
         result.next_cursor = next;
@@ -531,7 +541,7 @@ impl ServerHandler for FaultServer {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut server = FaultServer {
         page_items: 100,
-        template_vars: 1,
+        template_parts: 1,
         ..FaultServer::default()
     };
     let count = |arg: Option<String>| -> Result<usize, Box<dyn std::error::Error>> {
@@ -562,7 +572,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--prompts" => server.prompts = count(args.next())?,
             "--resources" => server.resources = count(args.next())?,
             "--templates" => server.templates = count(args.next())?,
-            "--template-vars" => server.template_vars = count(args.next())?,
+            "--template-parts" => server.template_parts = count(args.next())?,
             "--completions" => server.completions = count(args.next())?,
             "--garbage-on-start" => garbage_on_start = true,
             "--ignore-eof" => ignore_eof = true,

@@ -10,6 +10,11 @@ use serde_json::{Value, json};
 use crate::faults::text;
 use crate::support::{Session, fault_entry, meta_server, processes_with, wait_until, write_config};
 
+/// The start of a reply, for a failed assertion's message.
+fn brief(reply: &Value) -> String {
+    reply.to_string().chars().take(400).collect()
+}
+
 /// A config of fault servers, each `(name, extra args, extra entry keys)`, tagged with the
 /// temp dir so the test can tell its processes apart.
 fn config(dir: &Path, servers: &[(&str, &[&str], Value)]) -> std::path::PathBuf {
@@ -154,4 +159,57 @@ fn a_listing_without_end_at_first_use_is_an_error_result_and_other_servers_answe
             .is_empty()
             .then_some(())
     });
+}
+
+/// Indexes `servers` (see [`config`]) and serves them over stdio, initialized.
+fn serve_indexed(dir: &Path, servers: &[(&str, &[&str], Value)]) -> Session {
+    let config = config(dir, servers);
+    let catalogs = dir.join("catalogs");
+    crate::support::succeeds(&mut meta_server(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--catalog-dir",
+        catalogs.to_str().unwrap(),
+        "index",
+    ]));
+    let mut s = Session::start(&config, &catalogs);
+    s.initialize();
+    s
+}
+
+#[test]
+fn a_huge_unlisted_uri_is_refused_before_template_matching_and_listed_ones_still_route() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = serve_indexed(
+        dir.path(),
+        &[
+            // The probe's templates: 500 of 20 parts, each variable reachable everywhere.
+            (
+                "hostile",
+                &["--templates", "500", "--template-parts", "20"],
+                json!({}),
+            ),
+            ("plain", &["--templates", "2"], json!({})),
+        ],
+    );
+    let huge = format!("{}/a", "a".repeat(1 << 20));
+    let r = s.request(2, "resources/read", json!({"uri": huge}));
+    let said = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("is 1048578 bytes long and no server lists it; URIs over 8192 bytes are not matched against resource templates"),
+        "{}",
+        brief(&r)
+    );
+    // Within the limit, every template is tried: none matches this one.
+    let long = format!("{}/a", "a".repeat(8_000));
+    let r = s.request(3, "resources/read", json!({"uri": long}));
+    assert!(r["error"].is_object(), "{}", brief(&r));
+    let r = s.request(4, "resources/read", json!({"uri": "fault://t1/x"}));
+    assert_eq!(r["result"]["contents"][0]["text"], "read 12", "{r}");
+    let r = s.request(5, "tools/list", json!({}));
+    assert_eq!(
+        r["result"]["tools"].as_array().map(Vec::len),
+        Some(3),
+        "{r}"
+    );
 }

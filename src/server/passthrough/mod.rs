@@ -130,7 +130,10 @@ impl Passthrough {
         origin: &Origin,
     ) -> Option<Result<ReadResourceResult, McpError>> {
         let routes = self.routes(state, access);
-        let server = routes.resource(&params.uri)?;
+        let server = match routes.resource(&params.uri) {
+            Ok(server) => server?,
+            Err(e) => return Some(Err(e.into())),
+        };
         params.meta = None;
         (params.input_responses, params.request_state) = (None, None);
         let answer = state.manager.read_resource(server, params, origin);
@@ -174,15 +177,17 @@ impl Passthrough {
             Reference::Resource(resource) if (self.own)(&resource.uri) => {
                 return Ok(CompleteResult::default());
             }
-            Reference::Resource(resource) => routes.completing(&resource.uri).ok_or_else(|| {
-                McpError::invalid_params(
-                    format!(
-                        "unknown resource template \"{}\"; resources/templates/list shows them",
-                        crate::echo::echo(&resource.uri)
-                    ),
-                    None,
-                )
-            })?,
+            Reference::Resource(resource) => {
+                routes.completing(&resource.uri)?.ok_or_else(|| {
+                    McpError::invalid_params(
+                        format!(
+                            "unknown resource template \"{}\"; resources/templates/list shows them",
+                            crate::echo::echo(&resource.uri)
+                        ),
+                        None,
+                    )
+                })?
+            }
             _ => {
                 return Err(McpError::invalid_params(
                     "completion/complete takes a ref/prompt or a ref/resource",

@@ -14,7 +14,7 @@ use rmcp::model::{Prompt, Resource, ResourceTemplate};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::template::UriTemplate;
+use super::template::{self, MatchError, UriTemplate};
 use crate::catalog::Catalog;
 use crate::config::ServerConfig;
 use crate::library::qualified_name;
@@ -132,25 +132,22 @@ impl Routes {
     }
 
     /// The server that answers for `uri`: the one that lists it, else the first whose template
-    /// matches it.
-    pub(in crate::server) fn resource(&self, uri: &str) -> Option<&str> {
+    /// matches it (a URI too long or too costly to match is an error, see `template.rs`).
+    pub(in crate::server) fn resource(&self, uri: &str) -> Result<Option<&str>, MatchError> {
         if let Some(server) = self.by_uri.get(uri) {
-            return Some(server);
+            return Ok(Some(server));
         }
-        self.patterns
-            .iter()
-            .find(|(_, pattern)| pattern.as_ref().is_some_and(|p| p.matches(uri)))
-            .map(|(server, _)| server.as_str())
+        let patterns = (self.patterns.iter()).map(|(server, p)| (server.as_str(), p.as_ref()));
+        template::first_match(patterns, uri)
     }
 
     /// The server that completes arguments of the resource `uri` of a `ref/resource`: the
     /// owner of that very template, else the server that answers for the URI.
-    pub(in crate::server) fn completing(&self, uri: &str) -> Option<&str> {
-        self.templates
-            .iter()
-            .position(|t| t.uri_template == uri)
-            .map(|i| self.patterns[i].0.as_str())
-            .or_else(|| self.resource(uri))
+    pub(in crate::server) fn completing(&self, uri: &str) -> Result<Option<&str>, MatchError> {
+        match self.templates.iter().position(|t| t.uri_template == uri) {
+            Some(i) => Ok(Some(self.patterns[i].0.as_str())),
+            None => self.resource(uri),
+        }
     }
 }
 
@@ -245,7 +242,7 @@ mod tests {
             (["alpha", "zeta"], "alpha", "zeta"),
         ] {
             let (routes, shadowed) = two_servers(&order);
-            assert_eq!(routes.resource("shared://readme"), Some(first));
+            assert_eq!(routes.resource("shared://readme"), Ok(Some(first)));
             let readmes: Vec<&str> = routes
                 .resources()
                 .iter()
@@ -253,7 +250,7 @@ mod tests {
                 .map(|r| r.name.as_str())
                 .collect();
             assert_eq!(readmes, [format!("readme from {first}")], "listed once");
-            assert_eq!(routes.resource("shared://items/7"), Some(first));
+            assert_eq!(routes.resource("shared://items/7"), Ok(Some(first)));
             assert_eq!(
                 routes
                     .templates()
@@ -289,21 +286,29 @@ mod tests {
     #[test]
     fn listed_uris_win_over_templates_and_unknown_uris_have_no_server() {
         let (routes, _) = two_servers(&["zeta", "alpha"]);
-        assert_eq!(routes.resource("zeta://only"), Some("zeta"));
-        assert_eq!(routes.resource("alpha://a/b/c"), Some("alpha"), "{{+path}}");
-        assert_eq!(routes.resource("skill://mine"), None, "meta-server's own");
-        assert_eq!(routes.resource("shared://items/"), None);
-        assert_eq!(routes.resource("nowhere://x"), None);
+        assert_eq!(routes.resource("zeta://only"), Ok(Some("zeta")));
+        assert_eq!(
+            routes.resource("alpha://a/b/c"),
+            Ok(Some("alpha")),
+            "{{+path}}"
+        );
+        assert_eq!(
+            routes.resource("skill://mine"),
+            Ok(None),
+            "meta-server's own"
+        );
+        assert_eq!(routes.resource("shared://items/"), Ok(None));
+        assert_eq!(routes.resource("nowhere://x"), Ok(None));
         assert!(!routes.resources().iter().any(|r| r.uri == "skill://mine"));
     }
 
     #[test]
     fn a_completion_reference_names_a_template_or_a_uri() {
         let (routes, _) = two_servers(&["alpha", "zeta"]);
-        assert_eq!(routes.completing("alpha://{+path}"), Some("alpha"));
-        assert_eq!(routes.completing("shared://items/{id}"), Some("alpha"));
-        assert_eq!(routes.completing("zeta://only"), Some("zeta"));
-        assert_eq!(routes.completing("nowhere://{x}"), None);
+        assert_eq!(routes.completing("alpha://{+path}"), Ok(Some("alpha")));
+        assert_eq!(routes.completing("shared://items/{id}"), Ok(Some("alpha")));
+        assert_eq!(routes.completing("zeta://only"), Ok(Some("zeta")));
+        assert_eq!(routes.completing("nowhere://{x}"), Ok(None));
     }
 
     #[test]
@@ -321,7 +326,7 @@ mod tests {
         );
         assert!(routes.prompts().is_empty() && routes.resources().is_empty());
         assert!(routes.templates().is_empty() && shadowed.is_empty());
-        assert_eq!(routes.resource("gone://r"), None);
+        assert_eq!(routes.resource("gone://r"), Ok(None));
         assert_eq!(routes.prompt("gone__p"), None);
     }
 }

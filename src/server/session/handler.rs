@@ -230,7 +230,7 @@ impl ServerHandler for MetaServer {
         // rmcp gives no request here: a limited token may subscribe to any upstream resource.
         let routes = (self.passthrough).routes(&self.state, &Access::default());
         accepted.resource_subscriptions = (requested.resource_subscriptions.as_ref()).map(|uris| {
-            let upstream = |uri: &&String| routes.resource(uri).is_some();
+            let upstream = |uri: &&String| matches!(routes.resource(uri), Ok(Some(_)));
             uris.iter().filter(upstream).cloned().collect()
         });
         Some(accepted)

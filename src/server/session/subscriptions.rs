@@ -93,7 +93,7 @@ async fn subscribe(
     origin: &Origin,
 ) -> Result<Subscription, McpError> {
     let routes = passthrough.routes(state, &Access::default());
-    let Some(server) = routes.resource(uri) else {
+    let Some(server) = routes.resource(uri)? else {
         return Err(McpError::resource_not_found(
             format!(
                 "no server lists {}; resources/list and resources/templates/list show the resources",
