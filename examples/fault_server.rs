@@ -52,14 +52,15 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    CompletionInfo, ContentBlock, DiscoverResult, ElicitRequestParams, ElicitationSchema,
-    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
-    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
-    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, Prompt, PromptArgument,
-    PromptMessage, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, Resource, ResourceContents, ResourceTemplate, Role, ServerCapabilities,
-    ServerConfig, SubscribeRequestParams, Tool, UnsubscribeRequestParams,
+    CompletionInfo, ContentBlock, DiscoverResult, ElicitRequest, ElicitRequestParams,
+    ElicitationSchema, GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
+    InitializeRequestParams, InitializeResult, InputRequest, InputRequiredResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, Prompt, PromptArgument, PromptMessage,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
@@ -421,6 +422,7 @@ impl ServerHandler for FaultServer {
         request: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let answers = request.input_responses;
         let args = request.arguments.unwrap_or_default();
         let token = cx.meta.get_progress_token();
         match request.name.as_ref() {
@@ -505,18 +507,30 @@ impl ServerHandler for FaultServer {
             }
             "elicit" => {
                 let count = arg_u64(&args, "count")?;
-                let ask = |n| {
+                let question = |n| {
                     let schema = ElicitationSchema::builder()
                         .optional_string("answer")
                         .build()
                         .expect("a valid schema");
-                    let params = ElicitRequestParams::FormElicitationParams {
+                    ElicitRequestParams::FormElicitationParams {
                         meta: None,
                         message: format!("question {n}"),
                         requested_schema: schema,
-                    };
-                    cx.peer.create_elicitation(params)
+                    }
                 };
+                // A 2026-07-28 client takes no requests: the questions go in the result.
+                if cx.protocol_version().is_some_and(|v| !v.has_initialize()) {
+                    if let Some(answers) = answers {
+                        return text(format!("answered {}, refused 0: ", answers.len()));
+                    }
+                    let asked = (0..count).map(|n| {
+                        let request = ElicitRequest::new(question(n));
+                        (format!("q{n}"), InputRequest::Elicitation(request))
+                    });
+                    let asked = InputRequiredResult::new(Some(asked.collect()), None);
+                    return Ok(CallToolResponse::InputRequired(asked));
+                }
+                let ask = |n| cx.peer.create_elicitation(question(n));
                 let answers = futures::future::join_all((0..count).map(ask)).await;
                 let refused: Vec<String> = answers
                     .iter()

@@ -6,7 +6,6 @@
 
 use std::collections::HashSet;
 use std::future::Future;
-use std::io;
 use std::sync::Arc;
 
 use rmcp::model::{
@@ -130,7 +129,7 @@ where
             params
         });
         let answer = list(params).await?;
-        bytes = bytes.saturating_add(json_len(&answer));
+        bytes = bytes.saturating_add(crate::budget::json_len(&answer));
         if bytes > bounds.max_bytes {
             return Ok(Err(Overrun::Bytes {
                 max: bounds.max_bytes,
@@ -150,23 +149,6 @@ where
         }
     }
     Ok(Ok(Listed { items, ttl_ms }))
-}
-
-/// The length of `value` as compact JSON, counted without writing it anywhere.
-fn json_len(value: &impl Serialize) -> usize {
-    struct Count(usize);
-    impl io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
 }
 
 #[cfg(test)]

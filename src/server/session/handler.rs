@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::budget;
 use crate::result::Owner;
 
-use super::input_required::{Made, Turn, Waiting};
+use super::input_required::{Made, Parked, Turn, Waiting};
 use super::list_changes::{Changed, ListChanges};
 use super::principal::{ANONYMOUS, Principal, access, principal};
 use super::subscriptions::Subscribed;
@@ -88,6 +88,7 @@ impl MetaServer {
             instructions::overview(&state.settings, &state.catalogs.library()).into();
         let passthrough = Arc::new(Passthrough::new(is_own));
         let list_changes = ListChanges::follow(&state, passthrough.clone());
+        let parked = Arc::new(Parked::default());
         Self {
             state,
             instructions,
@@ -100,9 +101,9 @@ impl MetaServer {
             client: ClientId::next(),
             introduced: Introduced::per_session(),
             log_level: LogLevel::default(),
-            waiting: Waiting::new(),
-            waiting_prompts: Waiting::new(),
-            waiting_reads: Waiting::new(),
+            waiting: Waiting::new(parked.clone()),
+            waiting_prompts: Waiting::new(parked.clone()),
+            waiting_reads: Waiting::new(parked),
         }
     }
 
