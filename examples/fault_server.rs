@@ -6,6 +6,8 @@
 //! - `--tag TEXT`: ignored; lets a test find its own processes by command line.
 //! - `--ttl-ms MS`: `tools/list` says its result stays fresh for MS milliseconds (`ttlMs`).
 //! - `--ignore-eof`: keep running after stdin closes (stopping it takes a signal).
+//! - `--legacy`: no `server/discover` (-32601), so a client speaks 2025-11-25 with it and its
+//!   questions to the client are requests, not input requests of a result.
 //! - `--endless KIND`: the `KIND` listing (`tools`, `prompts`, `resources` or `templates`)
 //!   never ends: every page has `--page-items N` items (default 100) and a new `nextCursor`.
 //! - `--cycle KIND`: the `KIND` listing's pages all give the same `nextCursor`.
@@ -39,8 +41,9 @@
 //!   them in reverse arrival order.
 //! - `progress_after_cancel`: sends progress every 50 ms until cancelled, then keeps sending
 //!   20 more with message `after-cancel` on the same token and records `after-cancel-done`.
-//! - `elicit {count, pad?}`: asks the client `count` form elicitations at once and answers
-//!   `answered A, refused R` and the first refusal (`pad`, any string, only makes the call big).
+//! - `elicit {count, pad?}`: asks the client `count` form elicitations at once (records
+//!   `elicit refused` for each refused) and answers `answered A, refused R: ` and the first
+//!   refusal (`pad`, any string, only makes the call big).
 
 // Logging notifications are deprecated (SEP-2577) but still what servers of the
 // `initialize` era send, so the flood uses them.
@@ -52,11 +55,11 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    CompletionInfo, ContentBlock, DiscoverResult, ElicitRequest, ElicitRequestParams,
-    ElicitationSchema, GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
-    InitializeRequestParams, InitializeResult, InputRequest, InputRequiredResult,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
+    CompletionInfo, ContentBlock, DiscoverRequestMethod, DiscoverResult, ElicitRequest,
+    ElicitRequestParams, ElicitationSchema, GetPromptRequestParams, GetPromptResponse,
+    GetPromptResult, Implementation, InitializeRequestParams, InitializeResult, InputRequest,
+    InputRequiredResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
     ProgressNotificationParam, ProgressToken, Prompt, PromptArgument, PromptMessage,
     ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
     ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig,
@@ -83,6 +86,7 @@ enum Listing {
 struct FaultServer {
     slow_init: Option<Duration>,
     ttl_ms: Option<u64>,
+    legacy: bool,
     /// How each kind is listed, by kind name.
     listings: std::collections::HashMap<String, Listing>,
     page_items: usize,
@@ -290,6 +294,9 @@ impl ServerHandler for FaultServer {
     }
 
     async fn discover(&self, _cx: RequestContext<RoleServer>) -> Result<DiscoverResult, McpError> {
+        if self.legacy {
+            return Err(McpError::method_not_found::<DiscoverRequestMethod>());
+        }
         if let Some(delay) = self.slow_init {
             tokio::time::sleep(delay).await;
         }
@@ -530,7 +537,14 @@ impl ServerHandler for FaultServer {
                     let asked = InputRequiredResult::new(Some(asked.collect()), None);
                     return Ok(CallToolResponse::InputRequired(asked));
                 }
-                let ask = |n| cx.peer.create_elicitation(question(n));
+                let peer = &cx.peer;
+                let ask = |n| async move {
+                    let answer = peer.create_elicitation(question(n)).await;
+                    if answer.is_err() {
+                        record("elicit refused");
+                    }
+                    answer
+                };
                 let answers = futures::future::join_all((0..count).map(ask)).await;
                 let refused: Vec<String> = answers
                     .iter()
@@ -590,6 +604,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--completions" => server.completions = count(args.next())?,
             "--garbage-on-start" => garbage_on_start = true,
             "--ignore-eof" => ignore_eof = true,
+            "--legacy" => server.legacy = true,
             "--tag" => {
                 args.next().ok_or("--tag needs a value")?;
             }

@@ -86,7 +86,7 @@ impl UpstreamClient {
     ) -> Result<T, McpError> {
         let asked = async {
             match self.relays.target_for(&self.server, ask)? {
-                Target::Peer(peer) => relay::answer(&self.server, ask, request(peer).await),
+                Target::Peer(peer, _open) => relay::answer(&self.server, ask, request(peer).await),
                 Target::Input(inputs) => {
                     relay::input_answer(&self.server, ask, inputs.ask(input).await)
                 }

@@ -2,6 +2,7 @@
 //! reconnect after a crash. The only module that holds connections.
 
 mod ask;
+mod asking;
 mod child;
 mod connect;
 mod diagnose;

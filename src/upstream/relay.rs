@@ -28,6 +28,7 @@ use rmcp::service::{Peer, RoleClient, RoleServer, ServiceError};
 use tokio::sync::{broadcast, watch};
 
 use super::ask::Ask;
+use super::asking::Asking;
 use super::inputs::{InputError, Inputs};
 
 /// One client session of this process (a fresh id per session).
@@ -248,7 +249,13 @@ impl Relays {
     pub(super) fn target_for(&self, server: &str, ask: Ask) -> Result<Target, McpError> {
         let (origin, said) = self.pick(server, ask)?;
         let detail = match origin {
-            Origin::Client { peer, .. } if ask.offered_by(&peer) => return Ok(Target::Peer(peer)),
+            Origin::Client { peer, id, .. } if ask.offered_by(&peer) => {
+                let open = match ask {
+                    Ask::Roots => None,
+                    _ => Some(Asking::open(id, server, ask)?),
+                };
+                return Ok(Target::Peer(peer, open));
+            }
             Origin::Stateless { inputs, .. } if inputs.offer(ask) => {
                 return Ok(Target::Input(inputs));
             }
@@ -310,8 +317,8 @@ impl Relays {
 
 /// Who answers an upstream's request for the client.
 pub(super) enum Target {
-    /// A 2025-11-25 session, sent the request.
-    Peer(Peer<RoleServer>),
+    /// A 2025-11-25 session, sent the request (open there, for its cap, until answered).
+    Peer(Peer<RoleServer>, Option<Asking>),
     /// A 2026-07-28 call, asked in its `InputRequiredResult`.
     Input(Inputs),
 }

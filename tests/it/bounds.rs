@@ -213,3 +213,140 @@ fn a_huge_unlisted_uri_is_refused_before_template_matching_and_listed_ones_still
         "{r}"
     );
 }
+
+#[test]
+fn a_completion_of_too_many_values_is_cut_to_mcps_hundred_and_says_how_many() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = serve_indexed(
+        dir.path(),
+        &[(
+            "fault",
+            &["--prompts", "1", "--completions", "200000"],
+            json!({}),
+        )],
+    );
+    let r = s.request(
+        2,
+        "completion/complete",
+        json!({"ref": {"type": "ref/prompt", "name": "fault__prompt-0"},
+               "argument": {"name": "topic", "value": ""}}),
+    );
+    let completion = &r["result"]["completion"];
+    assert_eq!(
+        completion["values"].as_array().map(Vec::len),
+        Some(100),
+        "{}",
+        brief(&r)
+    );
+    assert_eq!(completion["values"][99], "value-99");
+    assert_eq!(completion["total"], 200_000);
+    assert_eq!(completion["hasMore"], true);
+}
+
+#[test]
+fn meta_servers_own_lists_come_in_pages_that_add_up_to_the_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = serve_indexed(
+        dir.path(),
+        &[(
+            "fault",
+            &[
+                "--prompts",
+                "2500",
+                "--resources",
+                "1200",
+                "--templates",
+                "3",
+            ],
+            json!({}),
+        )],
+    );
+    let mut id = 10;
+    let mut all = |method: &str, key: &str, field: &str| -> (Vec<String>, Vec<usize>) {
+        let (mut names, mut sizes, mut cursor) = (Vec::new(), Vec::new(), None::<String>);
+        loop {
+            id += 1;
+            let params = cursor.map_or_else(|| json!({}), |c| json!({"cursor": c}));
+            let r = s.request(id, method, params);
+            let items = r["result"][key]
+                .as_array()
+                .unwrap_or_else(|| panic!("{}", brief(&r)));
+            sizes.push(items.len());
+            names.extend(items.iter().map(|i| i[field].as_str().unwrap().to_owned()));
+            match r["result"]["nextCursor"].as_str() {
+                Some(next) => cursor = Some(next.to_owned()),
+                None => return (names, sizes),
+            }
+        }
+    };
+    let (prompts, sizes) = all("prompts/list", "prompts", "name");
+    assert_eq!(sizes, [1000, 1000, 500]);
+    let expected: Vec<String> = (0..2500).map(|i| format!("fault__prompt-{i}")).collect();
+    assert_eq!(prompts, expected);
+    let (resources, sizes) = all("resources/list", "resources", "uri");
+    assert_eq!((sizes, resources.len()), (vec![1000, 200], 1200));
+    let (templates, sizes) = all(
+        "resources/templates/list",
+        "resourceTemplates",
+        "uriTemplate",
+    );
+    assert_eq!(sizes, [4], "meta-server's own and three: {templates:?}");
+    let r = s.request(99, "prompts/list", json!({"cursor": "not-ours"}));
+    let said = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("list again without a cursor"),
+        "{}",
+        brief(&r)
+    );
+}
+
+#[test]
+fn a_server_asking_a_client_dozens_of_questions_at_once_gets_a_bounded_share_through() {
+    let dir = tempfile::tempdir().unwrap();
+    // A 2025-11-25 server: its questions are requests that meta-server relays as they come.
+    let config = config(dir.path(), &[("fault", &["--legacy"], json!({}))]);
+    let events = dir.path().join("events.log");
+    let mut s = Session::start(&config, &dir.path().join("catalogs"));
+    s.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {"form": {}}},
+               "clientInfo": {"name": "it", "version": "0"}}),
+    );
+    s.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    s.send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params":
+        {"name": "call_tool", "arguments": {"name": "fault__elicit", "arguments": {"count": 40}}}}),
+    );
+    // The questions that reach the client, left unanswered until the server saw the rest refused.
+    let mut asked = Vec::new();
+    while asked.len() < 16 {
+        let message: Value = serde_json::from_str(&s.recv_line()).unwrap();
+        if message["method"] == "elicitation/create" {
+            asked.push(message["id"].clone());
+        }
+    }
+    wait_until("the server to see 24 questions refused", || {
+        let seen = std::fs::read_to_string(&events).unwrap_or_default();
+        (seen.lines().filter(|l| *l == "elicit refused").count() == 24).then_some(())
+    });
+    for id in asked {
+        s.send(json!({"jsonrpc": "2.0", "id": id, "result": {"action": "decline"}}));
+    }
+    let result = loop {
+        let message: Value = serde_json::from_str(&s.recv_line()).unwrap();
+        assert_ne!(
+            message["method"], "elicitation/create",
+            "a 17th question reached the client"
+        );
+        if message["id"] == 2 {
+            break message;
+        }
+    };
+    let said = text(&result["result"]);
+    assert!(
+        said.starts_with("answered 16, refused 24:")
+            && said.contains("while 16 requests of servers were already open at it"),
+        "{said}"
+    );
+}

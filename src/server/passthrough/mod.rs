@@ -13,7 +13,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResult,
+    CompleteRequestParams, CompleteResult, CompletionInfo, GetPromptRequestParams, GetPromptResult,
     PromptReference, ReadResourceRequestParams, ReadResourceResult, Reference, ResultType,
 };
 use tokio_util::sync::CancellationToken;
@@ -199,8 +199,22 @@ impl Passthrough {
         let answer = state.manager.complete(server, params);
         let mut result = forwarded(server, answer, cancelled).await?;
         result.result_type.get_or_insert(ResultType::COMPLETE);
+        cap_completion(&mut result.completion);
         Ok(result)
     }
+}
+
+/// MCP's most values in one completion (100): more are cut to the first 100, with `total`
+/// saying how many there were and `hasMore`, as the spec has it.
+fn cap_completion(completion: &mut CompletionInfo) {
+    let values = completion.values.len();
+    if values <= CompletionInfo::MAX_VALUES {
+        return;
+    }
+    completion.values.truncate(CompletionInfo::MAX_VALUES);
+    let said = completion.total.map_or(0, |total| total as usize);
+    completion.total = Some(u32::try_from(values.max(said)).unwrap_or(u32::MAX));
+    completion.has_more = Some(true);
 }
 
 /// How long a 2026-07-28 client may keep a list made from the catalogs. A catalog changes only

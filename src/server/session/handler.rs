@@ -31,7 +31,7 @@ use super::input_required::{Made, Parked, Turn, Waiting};
 use super::list_changes::{Changed, ListChanges};
 use super::principal::{ANONYMOUS, Principal, access, principal};
 use super::subscriptions::Subscribed;
-use super::{instructions, login_offer, revision};
+use super::{instructions, login_offer, pages, revision};
 use crate::server::State;
 use crate::server::access::Access;
 use crate::server::caller::{Caller, Introduced, Who};
@@ -325,48 +325,56 @@ impl ServerHandler for MetaServer {
     }
 
     /// Skills, as `skill://<name>` resources holding their SKILL.md, then the upstreams'
-    /// resources from their catalogs.
+    /// resources from their catalogs, in pages.
     async fn list_resources(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         cx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let library = self.state.catalogs.library();
-        let skills = own::skills(&library);
+        let skills: Vec<_> = own::skills(&library).collect();
         let routes = (self.passthrough).routes(&self.state, &access(&cx.extensions));
-        let resources = skills.chain(routes.resources().iter().cloned()).collect();
+        let all = skills.iter().chain(routes.resources());
+        let len = skills.len() + routes.resources().len();
+        let (resources, next) = pages::page(all, len, cursor(&request))?;
         let mut list = ListResourcesResult::with_all_items(resources);
+        list.next_cursor = next;
         if let Some((ttl, scope)) = self.catalog_list_hints(&cx) {
             list = list.with_ttl_ms(ttl).with_cache_scope(scope);
         }
         Ok(list)
     }
 
-    /// meta-server's stored-result template, then the upstreams' templates.
+    /// meta-server's stored-result template, then the upstreams' templates, in pages.
     async fn list_resource_templates(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         cx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
         let routes = (self.passthrough).routes(&self.state, &access(&cx.extensions));
-        let templates = std::iter::once(own::stored_result_template())
-            .chain(routes.templates().iter().cloned())
-            .collect();
+        let own = [own::stored_result_template()];
+        let all = own.iter().chain(routes.templates());
+        let len = own.len() + routes.templates().len();
+        let (templates, next) = pages::page(all, len, cursor(&request))?;
         let mut list = ListResourceTemplatesResult::with_all_items(templates);
+        list.next_cursor = next;
         if let Some((ttl, scope)) = self.catalog_list_hints(&cx) {
             list = list.with_ttl_ms(ttl).with_cache_scope(scope);
         }
         Ok(list)
     }
 
-    /// The upstreams' prompts from their catalogs, named `<server>__<prompt>`.
+    /// The upstreams' prompts from their catalogs, named `<server>__<prompt>`, in pages.
     async fn list_prompts(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         cx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
         let routes = (self.passthrough).routes(&self.state, &access(&cx.extensions));
-        let mut list = ListPromptsResult::with_all_items(routes.prompts().to_vec());
+        let prompts = routes.prompts();
+        let (prompts, next) = pages::page(prompts.iter(), prompts.len(), cursor(&request))?;
+        let mut list = ListPromptsResult::with_all_items(prompts);
+        list.next_cursor = next;
         if let Some((ttl, scope)) = self.catalog_list_hints(&cx) {
             list = list.with_ttl_ms(ttl).with_cache_scope(scope);
         }
@@ -673,4 +681,9 @@ impl MetaServer {
         }
         result
     }
+}
+
+/// The cursor of a list request, if any.
+fn cursor(request: &Option<PaginatedRequestParams>) -> Option<&str> {
+    request.as_ref()?.cursor.as_deref()
 }
