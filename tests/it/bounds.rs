@@ -350,3 +350,115 @@ fn a_server_asking_a_client_dozens_of_questions_at_once_gets_a_bounded_share_thr
         "{said}"
     );
 }
+
+/// The subscriptions the fault server got (`subscribed <uri>` events), once `n` arrived.
+fn subscribed_upstream(dir: &Path, n: usize) -> usize {
+    let events = dir.join("events.log");
+    let count = || {
+        let seen = std::fs::read_to_string(&events).unwrap_or_default();
+        seen.lines()
+            .filter(|l| l.starts_with("subscribed "))
+            .count()
+    };
+    wait_until(&format!("{n} upstream subscriptions"), || {
+        (count() >= n).then_some(())
+    });
+    count()
+}
+
+#[test]
+fn a_session_holds_a_bounded_number_of_resource_subscriptions() {
+    let dir = tempfile::tempdir().unwrap();
+    // Resource subscriptions reach servers of the 2025-11-25 revision.
+    let mut s = serve_indexed(
+        dir.path(),
+        &[("fault", &["--legacy", "--templates", "1"], json!({}))],
+    );
+    for i in 0..256 {
+        let r = s.request(
+            10 + i,
+            "resources/subscribe",
+            json!({"uri": format!("fault://t0/{i}")}),
+        );
+        assert!(r["error"].is_null(), "{}", brief(&r));
+    }
+    let r = s.request(
+        9_999,
+        "resources/subscribe",
+        json!({"uri": "fault://t0/one-more"}),
+    );
+    let said = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("this session already holds 256 resource subscriptions"),
+        "{}",
+        brief(&r)
+    );
+    // One given up makes room again.
+    let r = s.request(
+        10_000,
+        "resources/unsubscribe",
+        json!({"uri": "fault://t0/0"}),
+    );
+    assert!(r["error"].is_null(), "{}", brief(&r));
+    let r = s.request(
+        10_001,
+        "resources/subscribe",
+        json!({"uri": "fault://t0/one-more"}),
+    );
+    assert!(r["error"].is_null(), "{}", brief(&r));
+    assert_eq!(subscribed_upstream(dir.path(), 257), 257);
+}
+
+/// A 2026-07-28 `subscriptions/listen` over stdio for `uris`: the messages up to its
+/// acknowledgment, and with `to_end`, up to its final answer.
+fn listen(s: &mut Session, id: u64, uris: Vec<String>, to_end: bool) -> Vec<Value> {
+    s.send(
+        json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": {
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientInfo": {"name": "it", "version": "0"},
+                  "io.modelcontextprotocol/clientCapabilities": {}},
+        "notifications": {"resourceSubscriptions": uris}}}),
+    );
+    let mut seen = Vec::new();
+    loop {
+        let message: Value = serde_json::from_str(&s.recv_line()).unwrap();
+        let end = message["id"] == id
+            || (!to_end && message["method"] == "notifications/subscriptions/acknowledged");
+        seen.push(message);
+        if end {
+            return seen;
+        }
+    }
+}
+
+#[test]
+fn a_listen_stream_asking_thousands_of_subscriptions_is_refused_and_none_is_made() {
+    let dir = tempfile::tempdir().unwrap();
+    // Resource subscriptions reach servers of the 2025-11-25 revision.
+    let mut s = serve_indexed(
+        dir.path(),
+        &[("fault", &["--legacy", "--templates", "1"], json!({}))],
+    );
+    let uris = |n: usize| {
+        (0..n)
+            .map(|i| format!("fault://t0/{i}"))
+            .collect::<Vec<_>>()
+    };
+    let seen = listen(&mut s, 11, uris(20_000), true);
+    let end = seen.last().unwrap();
+    let said = end["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("subscriptions/listen asked for 20000 resource subscriptions; a stream takes at most 256"),
+        "{}",
+        brief(end)
+    );
+    // A stream within the cap stays open, its URIs subscribed upstream.
+    let seen = listen(&mut s, 12, uris(10), false);
+    let acknowledged = &seen.last().unwrap()["params"]["notifications"]["resourceSubscriptions"];
+    assert_eq!(acknowledged.as_array().map(Vec::len), Some(10), "{seen:?}");
+    assert_eq!(
+        subscribed_upstream(dir.path(), 10),
+        10,
+        "none of the refused stream's"
+    );
+}

@@ -30,7 +30,7 @@ use crate::result::Owner;
 use super::input_required::{Made, Parked, Turn, Waiting};
 use super::list_changes::{Changed, ListChanges};
 use super::principal::{ANONYMOUS, Principal, access, principal};
-use super::subscriptions::Subscribed;
+use super::subscriptions::{self, Subscribed};
 use super::{instructions, login_offer, pages, revision};
 use crate::server::State;
 use crate::server::access::Access;
@@ -231,6 +231,10 @@ impl ServerHandler for MetaServer {
         // rmcp gives no request here: a limited token may subscribe to any upstream resource.
         let routes = (self.passthrough).routes(&self.state, &Access::default());
         accepted.resource_subscriptions = (requested.resource_subscriptions.as_ref()).map(|uris| {
+            // Too many is refused whole by `listen`: none is routed.
+            if subscriptions::too_many(uris.len()).is_some() {
+                return Vec::new();
+            }
             let upstream = |uri: &&String| matches!(routes.resource(uri), Ok(Some(_)));
             uris.iter().filter(upstream).cloned().collect()
         });
@@ -241,6 +245,10 @@ impl ServerHandler for MetaServer {
     /// it subscribed to) until the client cancels it; a stream that fell behind is told both
     /// lists changed.
     async fn listen(&self, cx: SubscriptionContext) -> Result<(), McpError> {
+        let asked = cx.requested().resource_subscriptions.as_ref();
+        if let Some(refused) = subscriptions::too_many(asked.map_or(0, Vec::len)) {
+            return Err(refused);
+        }
         let mut changes = self.list_changes.stream();
         let subscribed = Subscribed::default();
         let uris = cx

@@ -15,9 +15,25 @@ use crate::server::access::Access;
 use crate::server::passthrough::Passthrough;
 use crate::upstream::{Origin, Subscription};
 
+/// Resource subscriptions one session (or one listen stream) may hold: each is an upstream
+/// request and a task, so a client cannot make thousands.
+pub(super) const MAX_SUBSCRIPTIONS: usize = 256;
+
 /// The subscriptions of one session (or one listen stream), by URI; dropped with it.
 #[derive(Default)]
 pub(super) struct Subscribed(Mutex<HashMap<String, AbortOnDropHandle<()>>>);
+
+/// Why a listen stream asking for `asked` resource subscriptions is refused, if it is.
+pub(super) fn too_many(asked: usize) -> Option<McpError> {
+    (asked > MAX_SUBSCRIPTIONS).then(|| {
+        McpError::invalid_params(
+            format!(
+                "subscriptions/listen asked for {asked} resource subscriptions; a stream takes at most {MAX_SUBSCRIPTIONS}: listen to fewer resources, or on several streams"
+            ),
+            None,
+        )
+    })
+}
 
 impl Subscribed {
     /// Subscribes to `uri` (once: a second subscription to it is the first) and runs `tell`
@@ -33,8 +49,19 @@ impl Subscribed {
     where
         F: Future<Output = bool> + Send,
     {
-        if self.0.lock().contains_key(uri) {
-            return Ok(());
+        {
+            let held = self.0.lock();
+            if held.contains_key(uri) {
+                return Ok(());
+            }
+            if held.len() >= MAX_SUBSCRIPTIONS {
+                return Err(McpError::invalid_params(
+                    format!(
+                        "this session already holds {MAX_SUBSCRIPTIONS} resource subscriptions, the most meta-server keeps for one; unsubscribe from some first"
+                    ),
+                    None,
+                ));
+            }
         }
         let mut subscription = subscribe(state, passthrough, uri, origin).await?;
         let task = tokio::spawn(async move {
