@@ -30,8 +30,9 @@ pub const DEFAULT_INDEX_CONCURRENCY: usize = 4;
 /// send 10 to 100 items a page, so this is 10,000 to 100,000 items; most send one page.
 pub const DEFAULT_MAX_LIST_PAGES: u64 = 1_000;
 /// Bytes of one upstream listing, all pages together, as JSON (`maxListMb`). The largest tool
-/// lists of real servers are a few MB (MCP-Bench's 28 servers: under 1 MB each).
-pub const DEFAULT_MAX_LIST_BYTES: usize = 32 << 20;
+/// lists of real servers are a few MB (MCP-Bench's 28 servers: under 1 MB each), 16 MiB is
+/// about 100k resources; parsed, a listing takes about ten times its JSON in memory.
+pub const DEFAULT_MAX_LIST_BYTES: usize = 16 << 20;
 /// How long a stored full result stays readable.
 pub const DEFAULT_RESULT_TTL: Duration = Duration::from_secs(3600);
 /// Bytes of stored results kept in memory before the oldest are dropped.
