@@ -17,7 +17,7 @@
 //! Held calls are bounded ([`Parked`]): in number and in the bytes of their requests, for
 //! each principal (its share) and for all together. A call that would go past a bound is
 //! refused (and cancelled) when it first asks for input, with an error for its principal
-//! alone; a held call keeps a digest of its request, not the request.
+//! alone; a held call keeps a checksum of its request, not the request.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,10 +29,10 @@ use rand::Rng;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{ClientCapabilities, InputRequiredResult, InputResponses};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use xxhash_rust::xxh3::Xxh3;
 
 use crate::upstream::{Inputs, PendingInput};
 
@@ -72,21 +72,22 @@ pub(super) struct Made {
     pub request: Value,
 }
 
-/// What a held call keeps of its [`Made`]: the principal, a digest of the request (key
-/// order aside) and its size.
+/// What a held call keeps of its [`Made`]: the principal, a checksum of the request (key
+/// order aside) and its size. A checksum, not a cryptographic digest, is enough: a retry's
+/// request is only compared, never run (the held call runs the request that made it).
 struct Kept {
     principal: Option<Arc<str>>,
-    request: [u8; 32],
+    request: u128,
     bytes: usize,
 }
 
 impl From<&Made> for Kept {
     fn from(made: &Made) -> Self {
-        let mut hasher = Sha256::new();
+        let mut hasher = Xxh3::new();
         let bytes = digest(&made.request, &mut hasher);
         Self {
             principal: made.principal.clone(),
-            request: hasher.finalize().into(),
+            request: hasher.digest128(),
             bytes,
         }
     }
@@ -95,10 +96,10 @@ impl From<&Made> for Kept {
 /// Feeds `value` to `hasher` tagged and length-prefixed, every object's keys sorted (so two
 /// values hash alike only if they are equal); returns about the bytes it holds: its text
 /// unescaped, a few bytes per item. Never escapes or copies a string.
-fn digest(value: &Value, hasher: &mut Sha256) -> usize {
+fn digest(value: &Value, hasher: &mut Xxh3) -> usize {
     let mut text = |tag: &[u8], text: &str| {
         hasher.update(tag);
-        hasher.update((text.len() as u64).to_le_bytes());
+        hasher.update(&(text.len() as u64).to_le_bytes());
         hasher.update(text.as_bytes());
         text.len() + 2
     };
