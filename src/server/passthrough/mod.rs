@@ -25,6 +25,7 @@ use crate::library::{Library, SEPARATOR};
 use crate::upstream::{Answer, Origin, UpstreamError};
 pub(in crate::server) use routes::Routes;
 use routes::Shadowed;
+use template::MatchError;
 
 /// Characters of an upstream's error message passed on.
 const ERROR_CHARS: usize = 2_000;
@@ -130,10 +131,11 @@ impl Passthrough {
         origin: &Origin,
     ) -> Option<Result<ReadResourceResult, McpError>> {
         let routes = self.routes(state, access);
-        let server = match routes.resource(&params.uri) {
+        let server = match off_the_workers(&routes, &params.uri, Routes::resource).await {
             Ok(server) => server?,
             Err(e) => return Some(Err(e.into())),
         };
+        let server = server.as_str();
         params.meta = None;
         (params.input_responses, params.request_state) = (None, None);
         let answer = state.manager.read_resource(server, params, origin);
@@ -158,6 +160,7 @@ impl Passthrough {
         cancelled: &CancellationToken,
     ) -> Result<CompleteResult, McpError> {
         let routes = self.routes(state, access);
+        let completing_server;
         let server = match &params.r#ref {
             Reference::Prompt(prompt) => {
                 let (server, name) = routes.prompt(&prompt.name).ok_or_else(|| {
@@ -178,7 +181,9 @@ impl Passthrough {
                 return Ok(CompleteResult::default());
             }
             Reference::Resource(resource) => {
-                routes.completing(&resource.uri)?.ok_or_else(|| {
+                let completing = off_the_workers(&routes, &resource.uri, Routes::completing);
+                completing_server = completing.await?;
+                completing_server.as_deref().ok_or_else(|| {
                     McpError::invalid_params(
                         format!(
                             "unknown resource template \"{}\"; resources/templates/list shows them",
@@ -201,6 +206,25 @@ impl Passthrough {
         result.result_type.get_or_insert(ResultType::COMPLETE);
         cap_completion(&mut result.completion);
         Ok(result)
+    }
+}
+
+/// `find` (the server of a URI in `routes`) run on a blocking thread: matching an unlisted URI
+/// against many templates is CPU work (bounded, see `template.rs`) that must not hold an async
+/// worker, which other requests would wait behind.
+pub(in crate::server) async fn off_the_workers(
+    routes: &Arc<Routes>,
+    uri: &str,
+    find: for<'a> fn(&'a Routes, &str) -> Result<Option<&'a str>, MatchError>,
+) -> Result<Option<String>, MatchError> {
+    let (routes, uri) = (routes.clone(), uri.to_owned());
+    let found =
+        tokio::task::spawn_blocking(move || find(&routes, &uri).map(|s| s.map(str::to_owned)));
+    match found.await {
+        Ok(found) => found,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // The runtime is shutting down: nothing is routed any more.
+        Err(_) => Ok(None),
     }
 }
 

@@ -12,7 +12,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::server::State;
 use crate::server::access::Access;
-use crate::server::passthrough::Passthrough;
+use crate::server::passthrough::{self, Passthrough, Routes};
 use crate::upstream::{Origin, Subscription};
 
 /// Resource subscriptions one session (or one listen stream) may hold: each is an upstream
@@ -120,7 +120,8 @@ async fn subscribe(
     origin: &Origin,
 ) -> Result<Subscription, McpError> {
     let routes = passthrough.routes(state, &Access::default());
-    let Some(server) = routes.resource(uri)? else {
+    let found = passthrough::off_the_workers(&routes, uri, Routes::resource);
+    let Some(server) = found.await? else {
         return Err(McpError::resource_not_found(
             format!(
                 "no server lists {}; resources/list and resources/templates/list show the resources",
@@ -129,6 +130,6 @@ async fn subscribe(
             None,
         ));
     };
-    (state.manager.subscribe(server, uri, origin).await)
+    (state.manager.subscribe(&server, uri, origin).await)
         .map_err(|e| McpError::internal_error(e.to_string(), None))
 }
