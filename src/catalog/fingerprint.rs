@@ -136,6 +136,7 @@ mod tests {
             tools: Default::default(),
             max_result_tokens: None,
             max_message_bytes: crate::config::DEFAULT_MAX_MESSAGE,
+            lists: Default::default(),
             oauth: None,
             policy: Default::default(),
             roots: None,

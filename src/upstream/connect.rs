@@ -89,7 +89,7 @@ impl UpstreamClient {
         let asked = async {
             let (target, _waiting) = self.relays.target_for(&self.server, ask)?;
             match target {
-                Target::Peer(peer) => relay::answer(&self.server, ask, request(peer).await),
+                Target::Peer(peer, _open) => relay::answer(&self.server, ask, request(peer).await),
                 Target::Input(inputs) => {
                     relay::input_answer(&self.server, ask, inputs.ask(input).await)
                 }

@@ -2,6 +2,7 @@
 //! reconnect after a crash. The only module that holds connections.
 
 mod ask;
+mod asking;
 mod attribution;
 mod child;
 mod connect;
@@ -14,6 +15,7 @@ mod http;
 pub(crate) mod in_process;
 mod inputs;
 mod listen;
+mod listing;
 mod mrtr;
 mod progress;
 mod relay;
@@ -36,9 +38,7 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
     ClientRequest, JsonObject, ProtocolVersion, RequestId, ServerResult, Tool,
 };
-use rmcp::service::{
-    MergedList, Peer, PeerRequestOptions, RoleClient, RunningService, ServiceError,
-};
+use rmcp::service::{Peer, PeerRequestOptions, RoleClient, RunningService, ServiceError};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
@@ -47,6 +47,7 @@ use crate::redact::Redactor;
 
 pub use connect::{CommandLookups, LaunchError, UpstreamClient, check_launch};
 pub use features::{Answer, Offers};
+pub use listing::{Listed, Overrun};
 
 /// How long a dead server's stderr may take to drain into its error message.
 const STDERR_SETTLE: Duration = Duration::from_millis(500);
@@ -347,12 +348,7 @@ impl Manager {
             other => Arc::new(other?),
         };
         let listed = self
-            .bounded(
-                slot,
-                &conn,
-                "tools/list",
-                conn.peer.list_all_tools_with_cache_hint(),
-            )
+            .list_pages(slot, &conn, "tools/list", |p| conn.peer.list_tools(p))
             .await;
         conn.close().await;
         match listed {
@@ -370,21 +366,16 @@ impl Manager {
         }
     }
 
-    /// Pages through the server's complete `tools/list`.
+    /// Pages through the server's complete `tools/list`, within its listing bounds.
     pub async fn list_tools(
         &self,
         server: &str,
-    ) -> Result<(MergedList<Tool>, Arc<Connection>), UpstreamError> {
+    ) -> Result<(Listed<Tool>, Arc<Connection>), UpstreamError> {
         let slot = self.slot(server)?;
         let conn = self.connect(server).await?;
         let _busy = InFlight::new(&conn);
         let tools = self
-            .bounded(
-                slot,
-                &conn,
-                "tools/list",
-                conn.peer.list_all_tools_with_cache_hint(),
-            )
+            .list_pages(slot, &conn, "tools/list", |p| conn.peer.list_tools(p))
             .await?;
         let _ = conn.listed.set(());
         Ok((tools, conn.clone()))
@@ -420,8 +411,16 @@ impl Manager {
             if conn.lists_before_calls {
                 conn.listed
                     .get_or_init(|| async {
-                        if let Err(e) = conn.peer.list_all_tools().await {
-                            tracing::debug!(server, "tools/list before the first call failed: {e}");
+                        let listed = listing::all(slot.config.lists, |p| conn.peer.list_tools(p));
+                        match listed.await {
+                            Err(e) => tracing::debug!(
+                                server,
+                                "tools/list before the first call failed: {e}"
+                            ),
+                            Ok(Err(overrun)) => {
+                                tracing::warn!(server, "tools/list before the first call {overrun}")
+                            }
+                            Ok(Ok(_)) => {}
                         }
                     })
                     .await;

@@ -34,6 +34,7 @@ use rmcp::service::{Peer, RoleClient, RoleServer, ServiceError};
 use tokio::sync::{broadcast, watch};
 
 use super::ask::Ask;
+use super::asking::Asking;
 use super::inputs::{InputError, Inputs};
 use super::roots::Roots;
 
@@ -264,7 +265,13 @@ impl Relays {
     pub(super) fn target_for(&self, server: &str, ask: Ask) -> Result<(Target, Waiting), McpError> {
         let (origin, said) = self.pick(server, ask)?;
         let target = match &origin {
-            Origin::Client { peer, .. } if ask.offered_by(peer) => Some(Target::Peer(peer.clone())),
+            Origin::Client { peer, id, .. } if ask.offered_by(peer) => {
+                let open = match ask {
+                    Ask::Roots => None,
+                    _ => Some(Asking::open(*id, server, ask)?),
+                };
+                Some(Target::Peer(peer.clone(), open))
+            }
             Origin::Stateless { inputs, .. } if inputs.offer(ask) => {
                 Some(Target::Input(inputs.clone()))
             }
@@ -345,8 +352,8 @@ impl Relays {
 
 /// Who answers an upstream's request for the client.
 pub(super) enum Target {
-    /// A 2025-11-25 session, sent the request.
-    Peer(Peer<RoleServer>),
+    /// A 2025-11-25 session, sent the request (open there, for its cap, until answered).
+    Peer(Peer<RoleServer>, Option<Asking>),
     /// A 2026-07-28 call, asked in its `InputRequiredResult`.
     Input(Inputs),
 }

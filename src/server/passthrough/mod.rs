@@ -16,7 +16,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResult,
+    CompleteRequestParams, CompleteResult, CompletionInfo, GetPromptRequestParams, GetPromptResult,
     PromptReference, ReadResourceRequestParams, ReadResourceResult, Reference, ResultType,
 };
 use tokio_util::sync::CancellationToken;
@@ -32,6 +32,7 @@ use crate::upstream::{Answer, UpstreamError};
 pub(in crate::server) use pins::{prompts, resources, templates};
 use routes::LeftOut;
 pub(in crate::server) use routes::{OwnSpaces, Routes};
+use template::MatchError;
 
 /// Characters of an upstream's error message passed on.
 const ERROR_CHARS: usize = 2_000;
@@ -203,7 +204,11 @@ impl Passthrough {
     ) -> Option<Result<ReadResourceResult, McpError>> {
         let (access, cancelled, origin) = (&caller.who.access, &caller.cancelled, &caller.origin);
         let routes = self.routes(state, access);
-        let server = routes.resource(&params.uri)?;
+        let server = match off_the_workers(&routes, &params.uri, Routes::resource).await {
+            Ok(server) => server?,
+            Err(e) => return Some(Err(e.into())),
+        };
+        let server = server.as_str();
         *answered = Some(server.to_owned());
         if let Err(refused) = pins::check_uri(state, server, &params.uri) {
             return Some(Err(refused));
@@ -232,6 +237,7 @@ impl Passthrough {
         cancelled: &CancellationToken,
     ) -> Result<CompleteResult, McpError> {
         let routes = self.routes(state, access);
+        let completing_server;
         let server = match &params.r#ref {
             Reference::Prompt(prompt) => {
                 let (server, name) = routes.prompt(&prompt.name).ok_or_else(|| {
@@ -253,7 +259,9 @@ impl Passthrough {
                 return Ok(CompleteResult::default());
             }
             Reference::Resource(resource) => {
-                let server = routes.completing(&resource.uri).ok_or_else(|| {
+                let completing = off_the_workers(&routes, &resource.uri, Routes::completing);
+                completing_server = completing.await?;
+                let server = completing_server.as_deref().ok_or_else(|| {
                     McpError::invalid_params(
                         format!(
                             "unknown resource template \"{}\"; resources/templates/list shows them",
@@ -276,8 +284,41 @@ impl Passthrough {
         let answer = state.manager.complete(server, params);
         let mut result = pins::completion(forwarded(server, answer, cancelled).await?);
         result.result_type.get_or_insert(ResultType::COMPLETE);
+        cap_completion(&mut result.completion);
         Ok(result)
     }
+}
+
+/// `find` (the server of a URI in `routes`) run on a blocking thread: matching an unlisted URI
+/// against many templates is CPU work (bounded, see `template.rs`) that must not hold an async
+/// worker, which other requests would wait behind.
+pub(in crate::server) async fn off_the_workers(
+    routes: &Arc<Routes>,
+    uri: &str,
+    find: for<'a> fn(&'a Routes, &str) -> Result<Option<&'a str>, MatchError>,
+) -> Result<Option<String>, MatchError> {
+    let (routes, uri) = (routes.clone(), uri.to_owned());
+    let found =
+        tokio::task::spawn_blocking(move || find(&routes, &uri).map(|s| s.map(str::to_owned)));
+    match found.await {
+        Ok(found) => found,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // The runtime is shutting down: nothing is routed any more.
+        Err(_) => Ok(None),
+    }
+}
+
+/// MCP's most values in one completion (100): more are cut to the first 100, with `total`
+/// saying how many there were and `hasMore`, as the spec has it.
+fn cap_completion(completion: &mut CompletionInfo) {
+    let values = completion.values.len();
+    if values <= CompletionInfo::MAX_VALUES {
+        return;
+    }
+    completion.values.truncate(CompletionInfo::MAX_VALUES);
+    let said = completion.total.map_or(0, |total| total as usize);
+    completion.total = Some(u32::try_from(values.max(said)).unwrap_or(u32::MAX));
+    completion.has_more = Some(true);
 }
 
 /// How long a 2026-07-28 client may keep a list made from the catalogs. A catalog changes only

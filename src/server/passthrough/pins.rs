@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::Routes;
-use super::template::UriTemplate;
+use super::template::{UriTemplate, first_match};
 use crate::catalog::{Catalog, screen};
 use crate::library::Library;
 use crate::server::State;
@@ -74,7 +74,7 @@ pub(in crate::server) fn resources(state: &State, routes: &Routes) -> Vec<Resour
         return resources;
     }
     for resource in &mut resources {
-        let Some(server) = routes.resource(&resource.uri) else {
+        let Ok(Some(server)) = routes.resource(&resource.uri) else {
             continue;
         };
         let uri = resource.uri.clone();
@@ -101,7 +101,7 @@ pub(in crate::server) fn templates(state: &State, routes: &Routes) -> Vec<Resour
     }
     for template in &mut templates {
         let key = template.uri_template.clone();
-        let Some(server) = routes.completing(&key) else {
+        let Ok(Some(server)) = routes.completing(&key) else {
             continue;
         };
         if let Some(q) = holds
@@ -168,8 +168,10 @@ pub(in crate::server) fn check_uri(state: &State, server: &str, uri: &str) -> Re
         let Some(q) = holds.get(Kind::ResourceTemplate, &template) else {
             continue;
         };
-        let matches =
-            template == uri || UriTemplate::parse(&template).is_some_and(|t| t.matches(uri));
+        // A URI too long or costly to match against a held template is refused with it.
+        let matches = template == uri
+            || UriTemplate::parse(&template)
+                .is_some_and(|t| !matches!(first_match([((), Some(&t))].into_iter(), uri), Ok(None)));
         if matches {
             return Err(refused(q, uri, Kind::ResourceTemplate, server, &template));
         }

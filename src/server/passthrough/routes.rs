@@ -23,7 +23,7 @@ use rmcp::model::{Prompt, Resource, ResourceTemplate};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::template::UriTemplate;
+use super::template::{self, MatchError, UriTemplate};
 use crate::catalog::{Catalog, screen};
 use crate::config::ServerConfig;
 use crate::library::qualified_name;
@@ -105,13 +105,12 @@ struct Claims {
 impl Claims {
     /// The server `uri` belongs to: the one that lists it, else the first whose template
     /// matches it.
-    fn owner(&self, uri: &str) -> Option<&str> {
+    fn owner(&self, uri: &str) -> Result<Option<&str>, MatchError> {
         if let Some(server) = self.by_uri.get(uri) {
-            return Some(server);
+            return Ok(Some(server));
         }
-        (self.patterns.iter())
-            .find(|(_, pattern)| pattern.matches(uri))
-            .map(|(server, _)| server.as_str())
+        let patterns = (self.patterns.iter()).map(|(server, p)| (server.as_str(), Some(p)));
+        template::first_match(patterns, uri)
     }
 }
 
@@ -197,9 +196,10 @@ impl Routes {
                     continue;
                 }
                 match claims.owner(&uri) {
-                    Some(by) if by == name => {}
-                    Some(by) => leave(&uri, Why::ClaimedBy(by.to_owned())),
-                    None => {
+                    Ok(Some(by)) if by == name => {}
+                    Ok(Some(by)) => leave(&uri, Why::ClaimedBy(by.to_owned())),
+                    // Too long or costly to match a template: a listed URI is its server's.
+                    Ok(None) | Err(_) => {
                         claims.by_uri.insert(uri, name.clone());
                         routes.resources.push(resource);
                         routes.resource_servers.push(name.clone());
@@ -263,17 +263,18 @@ impl Routes {
         Some((server, name))
     }
 
-    /// The server that answers for `uri` (see the module's rules), if this view sees it.
-    pub(in crate::server) fn resource(&self, uri: &str) -> Option<&str> {
+    /// The server that answers for `uri` (see the module's rules), if this view sees it (a URI
+    /// too long or too costly to match is an error, see `template.rs`).
+    pub(in crate::server) fn resource(&self, uri: &str) -> Result<Option<&str>, MatchError> {
         let server = self.claims.owner(uri)?;
-        self.access.sees_server(server).then_some(server)
+        Ok(server.filter(|server| self.access.sees_server(server)))
     }
 
     /// The server that completes arguments of the resource `uri` of a `ref/resource`: the
     /// owner of that very template, else the server that answers for the URI.
-    pub(in crate::server) fn completing(&self, uri: &str) -> Option<&str> {
+    pub(in crate::server) fn completing(&self, uri: &str) -> Result<Option<&str>, MatchError> {
         match self.claims.by_template.get(uri) {
-            Some(server) => self.access.sees_server(server).then_some(server.as_str()),
+            Some(server) => Ok(self.access.sees_server(server).then_some(server.as_str())),
             None => self.resource(uri),
         }
     }
@@ -423,7 +424,7 @@ mod tests {
             (["alpha", "zeta"], "alpha", "zeta"),
         ] {
             let (routes, left_out) = two_servers(&order);
-            assert_eq!(routes.resource("shared://readme"), Some(first));
+            assert_eq!(routes.resource("shared://readme").unwrap(), Some(first));
             let readmes: Vec<&str> = routes
                 .resources()
                 .iter()
@@ -431,7 +432,7 @@ mod tests {
                 .map(|r| r.name.as_str())
                 .collect();
             assert_eq!(readmes, [format!("readme from {first}")], "listed once");
-            assert_eq!(routes.resource("shared://items/7"), Some(first));
+            assert_eq!(routes.resource("shared://items/7"), Ok(Some(first)));
             assert_eq!(
                 routes
                     .templates()
@@ -470,11 +471,11 @@ mod tests {
         };
         let (routes, left_out) = build(&["files", "later"], catalogs());
         assert_eq!(
-            routes.resource("file:///home/u/.ssh/id_ed25519"),
+            routes.resource("file:///home/u/.ssh/id_ed25519").unwrap(),
             Some("files")
         );
-        assert_eq!(routes.resource("file:///home/u/.ssh/other"), Some("files"));
-        assert_eq!(routes.resource("later://own"), Some("later"));
+        assert_eq!(routes.resource("file:///home/u/.ssh/other").unwrap(), Some("files"));
+        assert_eq!(routes.resource("later://own").unwrap(), Some("later"));
         let listed: Vec<&str> = routes.resources().iter().map(|r| r.uri.as_str()).collect();
         assert_eq!(listed, ["later://own"]);
         assert_eq!(
@@ -489,11 +490,11 @@ mod tests {
         // The other way round, the listing is the first claim: the template is not told it.
         let (routes, _) = build(&["later", "files"], catalogs());
         assert_eq!(
-            routes.resource("file:///home/u/.ssh/id_ed25519"),
+            routes.resource("file:///home/u/.ssh/id_ed25519").unwrap(),
             Some("later")
         );
-        assert_eq!(routes.resource("file:///home/u/.ssh/other"), Some("later"));
-        assert_eq!(routes.resource("file:///etc/passwd"), Some("files"));
+        assert_eq!(routes.resource("file:///home/u/.ssh/other").unwrap(), Some("later"));
+        assert_eq!(routes.resource("file:///etc/passwd").unwrap(), Some("files"));
     }
 
     #[test]
@@ -545,17 +546,17 @@ mod tests {
                 "http://{host}/{+path}"
             ]
         );
-        assert_eq!(routes.resource("file:///home/u/.ssh/id_rsa"), Some("first"));
+        assert_eq!(routes.resource("file:///home/u/.ssh/id_rsa").unwrap(), Some("first"));
         for unlisted in [
             "file:///home/u/.ssh/id_ed25519",
             "https://bank.example/?token=secret",
             "x:y",
         ] {
-            assert_eq!(routes.resource(unlisted), None, "{unlisted}");
+            assert_eq!(routes.resource(unlisted).unwrap(), None, "{unlisted}");
         }
-        assert_eq!(routes.resource("users://7/profile"), Some("hostile"));
+        assert_eq!(routes.resource("users://7/profile").unwrap(), Some("hostile"));
         assert_eq!(
-            routes.resource("https://api.example.com/v1/x"),
+            routes.resource("https://api.example.com/v1/x").unwrap(),
             Some("hostile")
         );
     }
@@ -589,7 +590,7 @@ mod tests {
             "meta-server://results/r-1",
             "meta-server://other",
         ] {
-            assert_eq!(routes.resource(uri), None, "{uri}");
+            assert_eq!(routes.resource(uri).unwrap(), None, "{uri}");
         }
     }
 
@@ -625,33 +626,41 @@ mod tests {
         let uris: Vec<&str> = view.resources().iter().map(|r| r.uri.as_str()).collect();
         assert_eq!(uris, ["notes://mine"]);
         assert_eq!(view.templates().len(), 1);
-        assert_eq!(view.resource("notes://mine"), Some("seen"));
-        assert_eq!(view.resource("notes://elsewhere"), Some("seen"));
+        assert_eq!(view.resource("notes://mine").unwrap(), Some("seen"));
+        assert_eq!(view.resource("notes://elsewhere").unwrap(), Some("seen"));
         // What the hidden server claims is not handed to the template of a server seen.
-        assert_eq!(view.resource("notes://secret"), None);
-        assert_eq!(view.resource("notes://private/1"), None);
-        assert_eq!(view.completing("notes://private/{id}"), None);
-        assert_eq!(routes.resource("notes://secret"), Some("hidden"));
+        assert_eq!(view.resource("notes://secret").unwrap(), None);
+        assert_eq!(view.resource("notes://private/1").unwrap(), None);
+        assert_eq!(view.completing("notes://private/{id}").unwrap(), None);
+        assert_eq!(routes.resource("notes://secret").unwrap(), Some("hidden"));
     }
 
     #[test]
     fn listed_uris_win_over_templates_and_unknown_uris_have_no_server() {
         let (routes, _) = two_servers(&["zeta", "alpha"]);
-        assert_eq!(routes.resource("zeta://only"), Some("zeta"));
-        assert_eq!(routes.resource("alpha://a/b/c"), Some("alpha"), "{{+path}}");
-        assert_eq!(routes.resource("skill://mine"), None, "meta-server's own");
-        assert_eq!(routes.resource("shared://items/"), None);
-        assert_eq!(routes.resource("nowhere://x"), None);
+        assert_eq!(routes.resource("zeta://only"), Ok(Some("zeta")));
+        assert_eq!(
+            routes.resource("alpha://a/b/c"),
+            Ok(Some("alpha")),
+            "{{+path}}"
+        );
+        assert_eq!(
+            routes.resource("skill://mine"),
+            Ok(None),
+            "meta-server's own"
+        );
+        assert_eq!(routes.resource("shared://items/"), Ok(None));
+        assert_eq!(routes.resource("nowhere://x"), Ok(None));
         assert!(!routes.resources().iter().any(|r| r.uri == "skill://mine"));
     }
 
     #[test]
     fn a_completion_reference_names_a_template_or_a_uri() {
         let (routes, _) = two_servers(&["alpha", "zeta"]);
-        assert_eq!(routes.completing("alpha://{+path}"), Some("alpha"));
-        assert_eq!(routes.completing("shared://items/{id}"), Some("alpha"));
-        assert_eq!(routes.completing("zeta://only"), Some("zeta"));
-        assert_eq!(routes.completing("nowhere://{x}"), None);
+        assert_eq!(routes.completing("alpha://{+path}"), Ok(Some("alpha")));
+        assert_eq!(routes.completing("shared://items/{id}"), Ok(Some("alpha")));
+        assert_eq!(routes.completing("zeta://only"), Ok(Some("zeta")));
+        assert_eq!(routes.completing("nowhere://{x}"), Ok(None));
     }
 
     #[test]
@@ -669,7 +678,7 @@ mod tests {
         );
         assert!(routes.prompts().is_empty() && routes.resources().is_empty());
         assert!(routes.templates().is_empty() && left_out.is_empty());
-        assert_eq!(routes.resource("gone://r"), None);
+        assert_eq!(routes.resource("gone://r").unwrap(), None);
         assert_eq!(routes.prompt("gone__p"), None);
     }
 }

@@ -27,11 +27,11 @@ use tokio_util::sync::CancellationToken;
 use crate::budget;
 use crate::result::Owner;
 
-use super::input_required::{Made, Turn, Waiting};
+use super::input_required::{Made, Parked, Turn, Waiting};
 use super::list_changes::{Changed, ListChanges};
 use super::principal::{ANONYMOUS, Principal, access, principal};
-use super::subscriptions::Subscribed;
-use super::{instructions, login_offer, revision};
+use super::subscriptions::{self, Subscribed};
+use super::{instructions, login_offer, pages, revision};
 use crate::audit::Subject;
 use crate::config::{RESERVED_SERVER, SKILL_SERVER};
 use crate::server::access::Access;
@@ -90,6 +90,7 @@ impl MetaServer {
             instructions::overview(&state.settings, &state.catalogs.library()).into();
         let passthrough = Arc::new(Passthrough::new(OWN));
         let list_changes = ListChanges::follow(&state, passthrough.clone());
+        let parked = Arc::new(Parked::default());
         Self {
             state,
             instructions,
@@ -102,9 +103,9 @@ impl MetaServer {
             client: ClientId::next(),
             introduced: Introduced::per_session(),
             log_level: LogLevel::default(),
-            waiting: Waiting::new(),
-            waiting_prompts: Waiting::new(),
-            waiting_reads: Waiting::new(),
+            waiting: Waiting::new(parked.clone()),
+            waiting_prompts: Waiting::new(parked.clone()),
+            waiting_reads: Waiting::new(parked),
         }
     }
 
@@ -246,7 +247,11 @@ impl ServerHandler for MetaServer {
         // URIs of its hidden servers already taken out (`http/listen.rs`).
         let routes = (self.passthrough).routes(&self.state, &Access::default());
         accepted.resource_subscriptions = (requested.resource_subscriptions.as_ref()).map(|uris| {
-            let upstream = |uri: &&String| routes.resource(uri).is_some();
+            // Too many is refused whole by `listen`: none is routed.
+            if subscriptions::too_many(uris.len()).is_some() {
+                return Vec::new();
+            }
+            let upstream = |uri: &&String| matches!(routes.resource(uri), Ok(Some(_)));
             uris.iter().filter(upstream).cloned().collect()
         });
         Some(accepted)
@@ -256,6 +261,10 @@ impl ServerHandler for MetaServer {
     /// it subscribed to) until the client cancels it; a stream that fell behind is told both
     /// lists changed.
     async fn listen(&self, cx: SubscriptionContext) -> Result<(), McpError> {
+        let asked = cx.requested().resource_subscriptions.as_ref();
+        if let Some(refused) = subscriptions::too_many(asked.map_or(0, Vec::len)) {
+            return Err(refused);
+        }
         let mut changes = self.list_changes.stream();
         let subscribed = Subscribed::default();
         let uris = cx
@@ -342,50 +351,58 @@ impl ServerHandler for MetaServer {
     }
 
     /// Skills, as `skill://<name>` resources holding their SKILL.md, then the upstreams'
-    /// resources from their catalogs.
+    /// resources from their catalogs, in pages.
     async fn list_resources(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         cx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let library = self.state.catalogs.library();
-        let skills = own::skills(&library);
+        let skills: Vec<_> = own::skills(&library).collect();
         let routes = (self.passthrough).routes(&self.state, &access(&cx.extensions));
         let upstream = passthrough::resources(&self.state, &routes);
-        let resources = skills.chain(upstream).collect();
+        let all = skills.iter().chain(upstream.iter());
+        let len = skills.len() + upstream.len();
+        let (resources, next) = pages::page(all, len, cursor(&request))?;
         let mut list = ListResourcesResult::with_all_items(resources);
+        list.next_cursor = next;
         if let Some((ttl, scope)) = self.catalog_list_hints(&cx) {
             list = list.with_ttl_ms(ttl).with_cache_scope(scope);
         }
         Ok(list)
     }
 
-    /// meta-server's stored-result template, then the upstreams' templates.
+    /// meta-server's stored-result template, then the upstreams' templates, in pages.
     async fn list_resource_templates(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         cx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
         let routes = (self.passthrough).routes(&self.state, &access(&cx.extensions));
-        let templates = std::iter::once(own::stored_result_template())
-            .chain(passthrough::templates(&self.state, &routes))
-            .collect();
+        let own = [own::stored_result_template()];
+        let upstream = passthrough::templates(&self.state, &routes);
+        let all = own.iter().chain(upstream.iter());
+        let len = own.len() + upstream.len();
+        let (templates, next) = pages::page(all, len, cursor(&request))?;
         let mut list = ListResourceTemplatesResult::with_all_items(templates);
+        list.next_cursor = next;
         if let Some((ttl, scope)) = self.catalog_list_hints(&cx) {
             list = list.with_ttl_ms(ttl).with_cache_scope(scope);
         }
         Ok(list)
     }
 
-    /// The upstreams' prompts from their catalogs, named `<server>__<prompt>`.
+    /// The upstreams' prompts from their catalogs, named `<server>__<prompt>`, in pages.
     async fn list_prompts(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         cx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
         let routes = (self.passthrough).routes(&self.state, &access(&cx.extensions));
         let prompts = passthrough::prompts(&self.state, &routes);
+        let (prompts, next) = pages::page(prompts.iter(), prompts.len(), cursor(&request))?;
         let mut list = ListPromptsResult::with_all_items(prompts);
+        list.next_cursor = next;
         if let Some((ttl, scope)) = self.catalog_list_hints(&cx) {
             list = list.with_ttl_ms(ttl).with_cache_scope(scope);
         }
@@ -693,4 +710,9 @@ impl MetaServer {
         }
         result
     }
+}
+
+/// The cursor of a list request, if any.
+fn cursor(request: &Option<PaginatedRequestParams>) -> Option<&str> {
+    request.as_ref()?.cursor.as_deref()
 }

@@ -12,12 +12,28 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::server::State;
 use crate::server::access::Access;
-use crate::server::passthrough::Passthrough;
+use crate::server::passthrough::{self, Passthrough, Routes};
 use crate::upstream::{Origin, Subscription};
+
+/// Resource subscriptions one session (or one listen stream) may hold: each is an upstream
+/// request and a task, so a client cannot make thousands.
+pub(super) const MAX_SUBSCRIPTIONS: usize = 256;
 
 /// The subscriptions of one session (or one listen stream), by URI; dropped with it.
 #[derive(Default)]
 pub(super) struct Subscribed(Mutex<HashMap<String, AbortOnDropHandle<()>>>);
+
+/// Why a listen stream asking for `asked` resource subscriptions is refused, if it is.
+pub(super) fn too_many(asked: usize) -> Option<McpError> {
+    (asked > MAX_SUBSCRIPTIONS).then(|| {
+        McpError::invalid_params(
+            format!(
+                "subscriptions/listen asked for {asked} resource subscriptions; a stream takes at most {MAX_SUBSCRIPTIONS}: listen to fewer resources, or on several streams"
+            ),
+            None,
+        )
+    })
+}
 
 impl Subscribed {
     /// Subscribes to `uri` of a server `access` sees (once: a second subscription to it is
@@ -34,8 +50,19 @@ impl Subscribed {
     where
         F: Future<Output = bool> + Send,
     {
-        if self.0.lock().contains_key(uri) {
-            return Ok(());
+        {
+            let held = self.0.lock();
+            if held.contains_key(uri) {
+                return Ok(());
+            }
+            if held.len() >= MAX_SUBSCRIPTIONS {
+                return Err(McpError::invalid_params(
+                    format!(
+                        "this session already holds {MAX_SUBSCRIPTIONS} resource subscriptions, the most meta-server keeps for one; unsubscribe from some first"
+                    ),
+                    None,
+                ));
+            }
         }
         let mut subscription = subscribe(state, passthrough, uri, access, origin).await?;
         let task = tokio::spawn(async move {
@@ -98,7 +125,8 @@ async fn subscribe(
     origin: &Origin,
 ) -> Result<Subscription, McpError> {
     let routes = passthrough.routes(state, access);
-    let Some(server) = routes.resource(uri) else {
+    let found = passthrough::off_the_workers(&routes, uri, Routes::resource);
+    let Some(server) = found.await? else {
         return Err(McpError::resource_not_found(
             format!(
                 "no server lists {}; resources/list and resources/templates/list show the resources",
@@ -107,6 +135,6 @@ async fn subscribe(
             None,
         ));
     };
-    (state.manager.subscribe(server, uri, origin).await)
+    (state.manager.subscribe(&server, uri, origin).await)
         .map_err(|e| McpError::internal_error(e.to_string(), None))
 }

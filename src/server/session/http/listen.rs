@@ -56,7 +56,7 @@ pub(super) async fn within_access(
     let routes = (listens.passthrough).routes(&listens.state, &access);
     uris.retain(|uri| {
         uri.as_str()
-            .is_some_and(|uri| routes.resource(uri).is_some())
+            .is_some_and(|uri| matches!(routes.resource(uri), Ok(Some(_))))
     });
     let body = serde_json::to_vec(&message).expect("a JSON value serializes");
     next.run(Request::from_parts(parts, body.into())).await
