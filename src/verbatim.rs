@@ -60,6 +60,15 @@ pub fn complete_text(message: &str) -> Option<String> {
     Some(value.to_string())
 }
 
+/// The length of `typed` as compact JSON with every object in it as it was sent: what an object
+/// carries is counted once, not beside its typed copy (a bound on what a server sent measures
+/// this).
+pub fn sent_len(typed: &impl Serialize) -> usize {
+    let mut value = serde_json::to_value(typed).expect("an MCP object serializes");
+    complete_all(&mut value);
+    crate::budget::json_len(&value)
+}
+
 /// Completes every object in `value` that carries, at any depth.
 pub fn complete_all(value: &mut Value) {
     complete(value);
@@ -128,6 +137,9 @@ mod tests {
         assert_eq!(take(&tool), sent);
         let plain: Tool = serde_json::from_value(sent.clone()).unwrap();
         assert_ne!(take(&plain), sent, "rmcp's Tool alone loses fields");
+        let page = json!({"tools": [tool]});
+        let as_sent = json!({"tools": [sent]});
+        assert_eq!(sent_len(&page), as_sent.to_string().len(), "counted once");
     }
 
     #[test]

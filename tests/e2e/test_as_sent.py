@@ -330,10 +330,10 @@ def test_a_real_servers_error_for_a_tool_it_no_longer_has_reaches_the_client(tmp
 
 
 def test_what_upstreams_do_on_every_connection_is_said_once_in_words(tmp_path):
-    """server-filesystem and server-everything ask for roots on every connection, which a
-    client without roots cannot give; the fixture's resources/list fails on every listing.
-    Over two connections each (idle stop between), each is said once, in words, and no error
-    reaches the log in Rust's debug form."""
+    """server-filesystem and server-everything ask for roots on every connection; without a
+    `roots` key they are told there are none, which is no error to log. The fixture's
+    resources/list fails on every listing. Over two connections each (idle stop between), the
+    failure is said once, in words, and no error reaches the log in Rust's debug form."""
     entries = servers(tmp_path)
     failing = {**entries["sdk"], "env": {"SDK_FIXTURE_FAIL_RESOURCES": "1"}}
     cfg = write_config(tmp_path, {name: {**entry, "idleTimeoutSecs": 1} for name, entry in
@@ -357,12 +357,8 @@ def test_what_upstreams_do_on_every_connection_is_said_once_in_words(tmp_path):
             client.close()
     text = log.read_text()
     assert "ErrorData" not in text and "ErrorCode(" not in text, text
-    for server in ("everything", "filesystem"):
-        told = [line for line in text.splitlines() if f'server "{server}" asked the client for its roots' in line]
-        assert told, text
-        said = [line[line.index(f'server "{server}"'):] for line in told]
-        assert len(said) == len(set(said)), f"said more than once: {told}"
-        assert all("(said once)" in line for line in told), told
+    warned = [line for line in text.splitlines() if "WARN" in line and "roots" in line]
+    assert not warned, warned
     failed = [line for line in text.splitlines() if "resources/list" in line and "WARN" in line]
     assert len(failed) == 1, text
     assert 'server "sdk"' in failed[0] and "the resource index is unavailable" in failed[0], failed

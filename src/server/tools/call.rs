@@ -144,7 +144,7 @@ async fn attempt(
     };
     if let Some(held) = state.trust.quarantine_of(&library, &entry) {
         return (
-            reply::error(held.refusal(&entry.qualified)).into(),
+            reply::error(held.refusal(&entry.qualified, &entry.qualified)).into(),
             Outcome::Quarantined,
         );
     }
@@ -174,7 +174,7 @@ async fn attempt(
         return (refused.reply.into(), refused.outcome);
     }
     if let Some(skill) = &entry.skill {
-        return ended(skill::run(state, skill));
+        return ended(skill::run(state, skill, &caller.who.access));
     }
     let started = crate::clock::Instant::now();
     let result = if entry.server == RESERVED_SERVER && entry.def.name == script::TOOL {
