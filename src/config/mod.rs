@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use expand::{Unset, expand};
+pub use parse::jsonc;
 pub use policy::{AuditSettings, DEFAULT_AUDIT_MAX_BYTES, Destructive, Policy};
 pub use tokens::TokenConfig;
 pub use tools::{GlobError, ToolFilter};
@@ -123,6 +124,8 @@ pub struct Settings {
     pub servers: Vec<ServerConfig>,
     /// Entries that cannot be served as written, in file order; the rest still work.
     pub skipped: Vec<SkippedServer>,
+    /// Keys of the entries with `"disabled": true`, in file order: configured, not served.
+    pub disabled: Vec<String>,
 }
 
 /// A config entry left out because meta-server cannot serve it as written.
