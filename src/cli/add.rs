@@ -7,9 +7,10 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use serde_json::{Map, Value, json};
 
-use super::index::{index_catalogs, index_server};
+use super::index::{Outcome, index_catalogs, index_server};
 use super::terminal::escape;
 use crate::catalog::Catalog;
+use crate::clients::add_server;
 use crate::config::{Settings, server_identifier};
 use crate::upstream::{Manager, guardian};
 
@@ -127,12 +128,23 @@ fn entry(args: &Args) -> anyhow::Result<Value> {
     Ok(entry)
 }
 
+/// Writes the entry, listing the server first (unless `--no-index`) so that a running `serve`
+/// finds its catalog beside the config when it reads the new config.
 #[allow(clippy::print_stdout)]
 pub fn run(config: &Path, catalog_dir: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
     let entry = entry(&args)?;
     let before = crate::clients::read_text(config)?;
-    let edit =
-        crate::clients::add_server(config, before.as_deref(), &args.name, &entry, args.force)?;
+    let edit = add_server(config, before.as_deref(), &args.name, &entry, args.force)?;
+    let indexed = match args.no_index {
+        true => None,
+        false => Some(index(config, &edit.after, catalog_dir, &args.name)?),
+    };
+    // The file may have changed while the server was listed: the entry goes into what it is now.
+    let now = crate::clients::read_text(config)?;
+    let edit = match now == before {
+        true => edit,
+        false => add_server(config, now.as_deref(), &args.name, &entry, args.force)?,
+    };
     crate::clients::write_atomic(config, edit.after.as_bytes())?;
     let verb = if edit.previous.is_some() {
         "replaced"
@@ -145,18 +157,58 @@ pub fn run(config: &Path, catalog_dir: Option<PathBuf>, args: Args) -> anyhow::R
         escape(&args.name),
         config.display()
     );
-    if args.no_index {
+    let Some((settings, outcome)) = indexed else {
         println!(
             "not indexed yet: a running `meta-server serve` indexes it now, else `meta-server index --server {}`",
             escape(&args.name)
         );
         return Ok(ExitCode::SUCCESS);
+    };
+    let name = &outcome.server;
+    let seconds = outcome.millis as f64 / 1000.0;
+    if let Some(error) = &outcome.error {
+        if outcome.needs_login {
+            println!(
+                "needs a login: run `meta-server auth login {name}`, then `meta-server index --server {name}`"
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        println!(
+            "not indexed: {}\nit stays in the config; fix it and run `meta-server index --server {name}`, or `meta-server remove {name}`",
+            escape(error)
+        );
+        return Ok(ExitCode::from(2));
     }
-    let settings = Settings::load(config, catalog_dir)?;
-    let name = server_identifier(&args.name)?;
+    let catalog = Catalog::load_server(&settings.catalog_dir, name)?;
+    let count = |list: Option<&std::sync::Arc<[Value]>>| list.map_or(0, |l| l.len());
+    let (prompts, resources) = catalog.as_ref().map_or((0, 0), |c| {
+        (count(c.prompts.as_ref()), count(c.resources.as_ref()))
+    });
+    println!(
+        "indexed in {seconds:.1}s: {} tools, {prompts} prompts, {resources} resources",
+        outcome.tools
+    );
+    if !outcome.quarantined.is_empty() {
+        println!("{}", escape(&crate::trust::notice(&outcome.quarantined)));
+    }
+    if let Err(e) = index_catalogs(&settings) {
+        eprintln!("warning: {e:#}; `serve` builds the search index at start instead");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Lists the server `key` as the config text `text` configures it, into its catalog.
+fn index(
+    config: &Path,
+    text: &str,
+    catalog_dir: Option<PathBuf>,
+    key: &str,
+) -> anyhow::Result<(Settings, Outcome)> {
+    let settings = Settings::from_text(config, text, catalog_dir)?;
+    let name = server_identifier(key)?;
     let server = settings
         .server(&name)
-        .context("the server just written is not in the config")?
+        .context("the server is not in the config it was checked against")?
         .clone();
     crate::redact::set_process(crate::redact::Redactor::new(
         settings.servers.iter().flat_map(|s| s.secrets()),
@@ -180,36 +232,7 @@ pub fn run(config: &Path, catalog_dir: Option<PathBuf>, args: Args) -> anyhow::R
         anyhow::Ok(outcome)
     })?;
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
-    let seconds = outcome.millis as f64 / 1000.0;
-    if let Some(error) = &outcome.error {
-        if outcome.needs_login {
-            println!(
-                "needs a login: run `meta-server auth login {name}`, then `meta-server index --server {name}`"
-            );
-            return Ok(ExitCode::SUCCESS);
-        }
-        println!(
-            "not indexed: {}\nit stays in the config; fix it and run `meta-server index --server {name}`, or `meta-server remove {name}`",
-            escape(error)
-        );
-        return Ok(ExitCode::from(2));
-    }
-    let catalog = Catalog::load_server(&settings.catalog_dir, &name)?;
-    let count = |list: Option<&std::sync::Arc<[Value]>>| list.map_or(0, |l| l.len());
-    let (prompts, resources) = catalog.as_ref().map_or((0, 0), |c| {
-        (count(c.prompts.as_ref()), count(c.resources.as_ref()))
-    });
-    println!(
-        "indexed in {seconds:.1}s: {} tools, {prompts} prompts, {resources} resources",
-        outcome.tools
-    );
-    if !outcome.quarantined.is_empty() {
-        println!("{}", escape(&crate::trust::notice(&outcome.quarantined)));
-    }
-    if let Err(e) = index_catalogs(&settings) {
-        eprintln!("warning: {e:#}; `serve` builds the search index at start instead");
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok((settings, outcome))
 }
 
 #[cfg(test)]

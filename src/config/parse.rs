@@ -393,6 +393,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
         catalog_dir: global
             .catalog_dir
             .map_or_else(default_catalog_dir, |dir| base.join(dir.0)),
+        catalog_dir_flag: None,
         index_concurrency: global
             .index_concurrency
             .map_or(DEFAULT_INDEX_CONCURRENCY, |n| n.0 as usize),

@@ -43,17 +43,17 @@ impl Manager {
         let peer = &conn.peer;
         Ok(Offers {
             prompts: self
-                .list_kind(slot, &conn, "prompts/list", prompts, async {
+                .list_kind(&slot, &conn, "prompts/list", prompts, async {
                     peer.list_all_prompts_with_cache_hint().await
                 })
                 .await,
             resources: self
-                .list_kind(slot, &conn, "resources/list", resources, async {
+                .list_kind(&slot, &conn, "resources/list", resources, async {
                     peer.list_all_resources_with_cache_hint().await
                 })
                 .await,
             resource_templates: self
-                .list_kind(slot, &conn, "resources/templates/list", resources, async {
+                .list_kind(&slot, &conn, "resources/templates/list", resources, async {
                     peer.list_all_resource_templates_with_cache_hint().await
                 })
                 .await,
@@ -182,7 +182,7 @@ impl Manager {
         let _busy = InFlight::new(&conn);
         let _caller = origin.map(|origin| conn.relays.enter(origin.clone()));
         let sent = request(conn.clone());
-        self.bounded(slot, &conn, what, async {
+        self.bounded(&slot, &conn, what, async {
             match sent.await {
                 Ok(result) => Ok(Ok(result)),
                 Err(ServiceError::McpError(e)) => Ok(Err(e)),

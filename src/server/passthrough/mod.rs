@@ -51,7 +51,7 @@ impl Passthrough {
     pub(in crate::server) fn routes(&self, state: &State, access: &Access) -> Arc<Routes> {
         let library = state.catalogs.library();
         if access.is_limited() {
-            let mut servers = state.settings.servers.clone();
+            let mut servers = state.settings().servers.clone();
             servers.retain(|s| access.sees_server(&s.name));
             return Arc::new(Routes::build(&servers, &library.catalogs, self.own).0);
         }
@@ -62,7 +62,7 @@ impl Passthrough {
             return routes.clone();
         }
         let (routes, shadowed) =
-            Routes::build(&state.settings.servers, &library.catalogs, self.own);
+            Routes::build(&state.settings().servers, &library.catalogs, self.own);
         let mut reported = self.reported.lock();
         for left_out in shadowed {
             if !reported.contains(&left_out) {
@@ -205,7 +205,8 @@ impl Passthrough {
 /// changed. A server's own `ttlMs` for its tool list bounds it too.
 pub(in crate::server) fn list_ttl(state: &State) -> Duration {
     let library = state.catalogs.library();
-    let idle = state.settings.servers.iter().map(|s| s.idle_timeout);
+    let settings = state.settings();
+    let idle = settings.servers.iter().map(|s| s.idle_timeout);
     let own = library
         .catalogs
         .values()

@@ -22,7 +22,8 @@ pub enum StartError {
 /// catalogs other replicas listed and the approvals they share, then following both), loads the library from the catalogs, starts the freshness
 /// watcher, connects alwaysLoad servers, fixes `tools/list` and the `initialize` instructions;
 /// checks that servers with a catalog can be started, saves the search index if it was built or
-/// updated, and indexes servers without one, all in the background.
+/// updated, and indexes servers without one, all in the background; then follows the config
+/// file.
 pub(super) async fn start(settings: Settings) -> Result<MetaServer, StartError> {
     let shared = match &settings.store {
         Some(store) => Some(Valkey::open(&store.url)?),
@@ -49,7 +50,7 @@ pub(super) async fn start(settings: Settings) -> Result<MetaServer, StartError> 
     let loaded = load_library(&settings)?;
     let (state, missing) = State::open(settings, shared.clone(), loaded);
     for (server, reason) in state.catalogs.unavailable() {
-        if state.settings.servers.iter().any(|s| s.name == server) {
+        if state.settings().servers.iter().any(|s| s.name == server) {
             tracing::warn!(server, "cannot be started: {reason}");
         }
     }
@@ -58,7 +59,16 @@ pub(super) async fn start(settings: Settings) -> Result<MetaServer, StartError> 
         tokio::spawn(shared::follow(state.clone(), store));
     }
     if let Some(approvals) = approvals {
-        tokio::spawn(approvals.run());
+        let state = state.clone();
+        let servers = move || {
+            state
+                .settings()
+                .servers
+                .iter()
+                .map(|s| s.name.clone())
+                .collect()
+        };
+        tokio::spawn(approvals.run(servers));
     }
     state.catalogs.embed_at_start();
     tokio::spawn(freshness::watch(state.clone()));
@@ -66,6 +76,7 @@ pub(super) async fn start(settings: Settings) -> Result<MetaServer, StartError> 
     tokio::task::spawn_blocking(move || checking.catalogs.check_launches());
     state.catalogs.save_index_in_background();
     let server = MetaServer::start(state.clone()).await;
+    tokio::spawn(super::config_file::follow(server.clone()));
     let missing: Vec<String> = missing
         .into_iter()
         .filter(|s| !state.catalogs.library().catalogs.contains_key(s))

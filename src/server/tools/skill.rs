@@ -15,7 +15,7 @@ pub(in crate::server) fn activate(state: &State, skill: &Skill) -> (Vec<String>,
         .servers
         .iter()
         .cloned()
-        .partition(|s| state.settings.server(s).is_some());
+        .partition(|s| state.settings().server(s).is_some());
     state.catalogs.boost(configured.iter().cloned());
     for server in &configured {
         let manager = state.manager.clone();
@@ -62,7 +62,7 @@ pub(in crate::server) fn run(state: &State, skill: &Skill) -> Reply {
         text.push_str(&format!(
             "\nThis skill needs servers that are not configured: {}. Add them to {} to use it fully.\n",
             missing.join(", "),
-            state.settings.source.display()
+            state.settings().source.display()
         ));
     }
     let out = json!({"skill": skill.name, "instructions": skill.body, "servers": servers, "missingServers": missing});

@@ -83,7 +83,7 @@ pub async fn render(state: &State, sessions: usize) -> String {
         shared,
     );
     let mut live = 0;
-    for server in &state.settings.servers {
+    for server in &state.settings().servers {
         if state.manager.is_connected(&server.name).await {
             live += 1;
         }
