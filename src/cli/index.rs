@@ -170,12 +170,7 @@ pub(super) async fn index_server(
     let result = match catalog::fetch(manager, server).await {
         Ok(catalog) => {
             match crate::trust::shared::observe(settings.trust, dir, store, &catalog).await {
-                Ok(held) => {
-                    quarantined = held
-                        .iter()
-                        .map(|tool| crate::library::qualified_name(&server.name, tool))
-                        .collect()
-                }
+                Ok(held) => quarantined = held,
                 Err(e) => eprintln!("warning: {e}"),
             }
             catalog

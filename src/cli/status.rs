@@ -79,7 +79,8 @@ pub struct Status {
     pub refreshed_at: Option<String>,
     /// The MCP revision it spoke then.
     pub revision: Option<String>,
-    /// Its tools waiting for `meta-server tools approve` (qualified names).
+    /// What waits for `meta-server tools approve`: tools by qualified name, prompts,
+    /// resources and instructions as `tools review` names them (`prompt:<server>__<name>`, ...).
     pub quarantined: Vec<String>,
     pub always_load: bool,
     /// Its catalog file, if it has one.
@@ -134,8 +135,8 @@ fn of_server(settings: &Settings, server: &ServerConfig, lookups: &mut CommandLo
             status.tools = Some(catalog.tools.len());
             status.prompts = Some(catalog.prompts.as_ref().map_or(0, |p| p.len()));
             status.resources = Some(catalog.resources.as_ref().map_or(0, |r| r.len()));
-            status.quarantined = (held.keys())
-                .map(|tool| crate::library::qualified_name(&server.name, tool))
+            status.quarantined = (held.iter())
+                .map(|(kind, key, _)| kind.name(&server.name, key))
                 .collect();
             status.refreshed_at = catalog.fetched_at;
             status.revision = catalog.protocol_version;
