@@ -1,9 +1,10 @@
 //! A changed config as a running `serve` takes it: which servers came, went or changed, and
 //! which `metaServer` settings changed that only a restart applies.
 //!
-//! Live: the servers (every per-server key), `policy`, `maxResultTokens`, `hardResultTokens`,
-//! `idleTimeoutSecs`, `timeoutSecs`, `maxMessageMb` (through the servers they shape) and
-//! `indexConcurrency`. At the next start: the keys that open or shape something built once
+//! Live: the servers (every per-server key) and their order in the file (which settles resource
+//! URIs two servers claim), `policy`, `maxResultTokens`, `hardResultTokens`, `idleTimeoutSecs`,
+//! `timeoutSecs`, `maxMessageMb`, `maxListPages`, `maxListMb` (through the servers they shape)
+//! and `indexConcurrency`. At the next start: the keys that open or shape something built once
 //! (the catalog dir, the store, the search model, the result store, trust, the audit log, the
 //! HTTP tokens, the skills).
 
@@ -18,7 +19,8 @@ pub struct Change {
     pub changed: Vec<String>,
     /// `metaServer` keys whose new value waits for the next start; the old one stays.
     pub fixed: Vec<&'static str>,
-    /// Live settings other than the servers changed (policy, budgets, concurrency).
+    /// Live settings other than the servers changed (policy, budgets, concurrency, the
+    /// servers' order in the file).
     pub settings: bool,
 }
 
@@ -58,6 +60,7 @@ impl Settings {
         keep!(audit, "metaServer.audit");
         keep!(http_tokens, "metaServer.http.tokens");
         let settings = new.policy != self.policy
+            || new.file_order != self.file_order
             || new.index_concurrency != self.index_concurrency
             || new.results.max_result_tokens != self.results.max_result_tokens
             || new.results.hard_result_tokens != self.results.hard_result_tokens;
