@@ -168,7 +168,9 @@ fn index_computes_tool_vectors_once_so_serve_starts_hybrid() {
         .and_then(|rest| rest.split(" tools,").next())
         .unwrap_or_else(|| panic!("{first}"));
     assert!(
-        first.contains(&format!("tool vectors: {tools} tools, {tools} embedded now")),
+        first.contains(&format!(
+            "tool vectors: {tools} tools, {tools} embedded now"
+        )),
         "{first}"
     );
     let file = dir.path().join("cat/faulty.vectors");
