@@ -147,8 +147,16 @@ def upstream_pids(needle: str, parent: int) -> list[int]:
 async def test_a_running_stdio_serve_follows_add_remove_and_a_broken_edit(tmp_path, everything_http):
     cfg = plain_config(tmp_path, {"time": {"command": TIME[0], "args": TIME[1:]}})
     log = tmp_path / "serve.log"
-    async with stdio_serve(cfg, log) as c:
+    told = []
+
+    async def on_message(message):
+        method = getattr(message, "method", None)
+        if method in ("notifications/prompts/list_changed", "notifications/resources/list_changed"):
+            told.append(method)
+
+    async with stdio_serve(cfg, log, message_handler=on_message) as c:
         before = (await c.list_tools()).model_dump_json()
+        assert not any(p.name.startswith("everything__") for p in (await c.list_prompts()).prompts)
         serving = meta_server_pid(cfg)
 
         # An HTTP server added from another shell: found, then called.
@@ -159,6 +167,10 @@ async def test_a_running_stdio_serve_follows_add_remove_and_a_broken_edit(tmp_pa
         print(f"\nadded HTTP server searchable {time.monotonic() - added:.2f}s after `add` returned")
         r = await c.call_tool("call_tool", {"name": "everything__echo", "arguments": {"message": "live config"}})
         assert not r.is_error and "live config" in text_of(r), text_of(r)
+        # Its prompts and resources are passed through, and the client was told the lists changed.
+        await eventually(lambda: _told_both(told), "prompts and resources list_changed after the add")
+        assert any(p.name.startswith("everything__") for p in (await c.list_prompts()).prompts)
+        assert (await c.list_resources()).resources, "server-everything's resources"
 
         # A stdio server added without indexing: serve lists it in the background.
         await cli(cfg, "add", "--no-index", "memory", "-e", f"MEMORY_FILE_PATH={tmp_path / 'memory.jsonl'}",
@@ -200,7 +212,18 @@ async def test_a_running_stdio_serve_follows_add_remove_and_a_broken_edit(tmp_pa
         wait_until(lambda: "SIGHUP: reading the config again" in log.read_text()[mark:], "SIGHUP to be heard")
         r = await c.call_tool("call_tool", {"name": "time__get_current_time", "arguments": {"timezone": "UTC"}})
         assert not r.is_error, text_of(r)
+
+        # The removed HTTP server's prompts and resources go too, and the client is told again.
+        told.clear()
+        await cli(cfg, "remove", "everything")
+        await eventually(lambda: _told_both(told), "prompts and resources list_changed after the remove")
+        assert not any(p.name.startswith("everything__") for p in (await c.list_prompts()).prompts)
+        assert not (await c.list_resources()).resources
         assert (await c.list_tools()).model_dump_json() == before, "tools/list is the same bytes throughout"
+
+
+async def _told_both(told: list) -> bool:
+    return {"notifications/prompts/list_changed", "notifications/resources/list_changed"} <= set(told)
 
 
 async def _has(c, query: str, name: str) -> bool:
