@@ -176,7 +176,7 @@ mod tests {
         let path = dir.path().join("config.json");
         let catalogs = dir.path().join("catalogs");
         let before = config(
-            json!({"up": {"command": "sh"}, "gone": {"command": "sh"}}),
+            json!({"up": {"command": "sh"}, "gone": {"command": "sh"}, "kept": {"command": "sh"}}),
             json!({}),
         );
         let settings = Settings::parse(&path, &before).unwrap();
@@ -186,18 +186,23 @@ mod tests {
         catalog(&settings, "gone", &["gamma"])
             .write(&catalogs)
             .unwrap();
+        catalog(&settings, "kept", &["alpha"])
+            .write(&catalogs)
+            .unwrap();
         let (library, _) = crate::server::load_library(&settings).unwrap();
         let upstream = TestUpstream::new(&["alpha", "beta"]);
         let state = State::with_manager(settings, library, |servers, events| {
             upstream.manager(servers, Some(events))
         });
         state.manager.connect("up").await.unwrap();
+        state.manager.connect("kept").await.unwrap();
         let has = |name: &str| state.catalogs.library().get(name).is_some();
         assert!(has("up__beta") && has("gone__gamma"));
 
         // up now denies beta; gone goes; new comes with the catalog `meta-server add` wrote.
         let after = config(
-            json!({"up": {"command": "sh", "denyTools": ["beta"]}, "new": {"command": "sh"}}),
+            json!({"up": {"command": "sh", "denyTools": ["beta"]}, "new": {"command": "sh"},
+                   "kept": {"command": "sh"}}),
             json!({"trust": "off", "policy": {"destructive": "deny"}}),
         );
         let new = Settings::parse(&path, &after).unwrap();
@@ -232,6 +237,10 @@ mod tests {
         assert!(
             !state.manager.is_connected("up").await,
             "a changed server is restarted: its connection closed"
+        );
+        assert!(
+            state.manager.is_connected("kept").await && has("kept__alpha"),
+            "only it: an unchanged server keeps its connection and its tools"
         );
         assert!(
             state.manager.connect("gone").await.is_err(),
