@@ -87,7 +87,9 @@ impl UpstreamClient {
         ) -> Result<T, rmcp::service::ServiceError>,
     ) -> Result<T, McpError> {
         let asked = async {
-            let (target, _waiting) = self.relays.target_for(&self.server, ask)?;
+            let target = self.relays.target_for(&self.server, ask);
+            let (target, _waiting) =
+                target.inspect_err(|refused| relay::tell(ask, &refused.message))?;
             match target {
                 Target::Peer(peer, _open) => relay::answer(&self.server, ask, request(peer).await),
                 Target::Input(inputs) => {
@@ -357,7 +359,7 @@ async fn open_once(
             (
                 tokio::time::timeout(
                     after,
-                    serve_client_with_lifecycle(client, transport, lifecycle),
+                    serve_client_with_lifecycle(client, wire::Outgoing(transport), lifecycle),
                 )
                 .await,
                 pid,
@@ -391,20 +393,23 @@ async fn open_once(
                     let auth = rmcp::transport::AuthClient::new(upstream, manager);
                     let ordered = Ordered::new(auth, limit, faults.clone());
                     let transport = StreamableHttpClientTransport::with_client(ordered, http);
-                    let serve = serve_client_with_lifecycle(client, transport, lifecycle);
+                    let serve =
+                        serve_client_with_lifecycle(client, wire::Outgoing(transport), lifecycle);
                     tokio::time::timeout(after, serve).await
                 }
                 Some(mut auth) => {
                     auth.http_client = upstream.http;
                     let ordered = Ordered::new(auth, limit, faults.clone());
                     let transport = StreamableHttpClientTransport::with_client(ordered, http);
-                    let serve = serve_client_with_lifecycle(client, transport, lifecycle);
+                    let serve =
+                        serve_client_with_lifecycle(client, wire::Outgoing(transport), lifecycle);
                     tokio::time::timeout(after, serve).await
                 }
                 None => {
                     let plain = Ordered::new(upstream, limit, faults.clone());
                     let transport = StreamableHttpClientTransport::with_client(plain, http);
-                    let serve = serve_client_with_lifecycle(client, transport, lifecycle);
+                    let serve =
+                        serve_client_with_lifecycle(client, wire::Outgoing(transport), lifecycle);
                     tokio::time::timeout(after, serve).await
                 }
             };
@@ -433,8 +438,11 @@ async fn open_once(
                 Ok(Ok(transport)) => transport,
             };
             // The legacy HTTP+SSE transport predates 2026-07-28: never probed.
-            let serve =
-                serve_client_with_lifecycle(client, transport, Start::Initialize.lifecycle());
+            let serve = serve_client_with_lifecycle(
+                client,
+                wire::Outgoing(transport),
+                Start::Initialize.lifecycle(),
+            );
             (tokio::time::timeout(after, serve).await, None)
         }
     };

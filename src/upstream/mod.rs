@@ -7,6 +7,7 @@ mod attribution;
 mod child;
 mod connect;
 mod diagnose;
+mod envelope;
 mod error;
 mod features;
 pub mod guardian;
@@ -17,6 +18,7 @@ mod inputs;
 mod listen;
 mod listing;
 mod mrtr;
+mod once;
 mod progress;
 mod relay;
 mod revision;
@@ -435,7 +437,9 @@ impl Manager {
     /// Forwards one `tools/call` of `origin`, within the server's call timeout. The
     /// upstream's progress for this call goes to `progress` and its requests for the client
     /// to `origin` (see `relay.rs`) while the call lives; dropping the returned future cancels
-    /// the upstream request.
+    /// the upstream request. The result comes without the upstream's protocol stamps
+    /// (`envelope.rs`); the JSON-RPC error the server may answer with instead is its answer
+    /// too (message and data redacted and capped, see [`error::rejection`]).
     pub async fn call_tool(
         &self,
         server: &str,
@@ -443,7 +447,7 @@ impl Manager {
         arguments: Option<JsonObject>,
         progress: Option<ProgressSender>,
         origin: &Origin,
-    ) -> Result<CallToolResult, UpstreamError> {
+    ) -> Result<Answer<CallToolResult>, UpstreamError> {
         let slot = self.slot(server)?;
         let conn = self.connect_for(server, origin).await?;
         let _busy = InFlight::new(&conn);
@@ -479,10 +483,10 @@ impl Manager {
             let mut rounds_without_input = 0;
             for _ in 0..mrtr::MAX_ROUNDS {
                 let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
-                let handle = conn
-                    .peer
-                    .send_request_with_option(request, PeerRequestOptions::no_options())
-                    .await?;
+                // The upstream is asked for progress only when the caller wants it.
+                let mut options = PeerRequestOptions::no_options();
+                options.meta = progress.is_some().then(wire::wants_progress);
+                let handle = conn.peer.send_request_with_option(request, options).await?;
                 // Declared in this order so the route is gone before the cancel goes out:
                 // progress the upstream sends after it saw the cancel never reaches the caller.
                 let mut abandoned = CancelOnDrop::new(&conn.peer, handle.id.clone());
@@ -491,8 +495,12 @@ impl Manager {
                     .map(|to| conn.progress.register(handle.progress_token.clone(), to));
                 let response = handle.await_response().await;
                 abandoned.disarm();
-                let asked = match response? {
-                    ServerResult::CallToolResult(result) => return Ok(result),
+                let asked = match response {
+                    Err(ServiceError::McpError(error)) => return Ok(Err(error)),
+                    response => response?,
+                };
+                let asked = match asked {
+                    ServerResult::CallToolResult(result) => return Ok(Ok(result)),
                     ServerResult::InputRequiredResult(asked) => asked,
                     _ => return Err(ServiceError::UnexpectedResponse),
                 };
@@ -506,9 +514,14 @@ impl Manager {
                 max_rounds: mrtr::MAX_ROUNDS,
             })
         };
-        let mut result = self
+        let answer = self
             .bounded(&slot, &conn, &format!("tools/call {tool}"), call)
             .await?;
+        let mut result = match answer {
+            Ok(result) => result,
+            Err(error) => return Ok(Err(error::rejection(error, &slot.redactor))),
+        };
+        envelope::strip(&mut result.meta);
         // A server that swallowed our refusal still lets the caller know why it got nothing.
         if let Some(refused) = caller.refused() {
             let said = result.content.iter().any(|c| {
@@ -521,7 +534,7 @@ impl Manager {
                     .push(rmcp::model::ContentBlock::text(refused));
             }
         }
-        Ok(result)
+        Ok(Ok(result))
     }
 
     /// Runs one request with the server's timeout; drops the connection if it died.

@@ -1,7 +1,8 @@
 //! Relaying an upstream's `notifications/progress` for one call to whoever made the call.
-//! rmcp gives every upstream request its own progress token; a route maps that token to the
-//! caller's channel for as long as the call lives, and progress for any other token (unknown,
-//! finished or cancelled calls) is dropped.
+//! rmcp gives every upstream request its own progress token, which goes out only on a call
+//! whose caller wants progress (`wire::Outgoing`); a route maps that token to the caller's
+//! channel for as long as the call lives, and progress for any other token (unknown, finished
+//! or cancelled calls) is dropped.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -78,6 +78,8 @@ fn listed(mut raw: Value, qualified: &str) -> Option<Tool> {
             .insert(QUALIFIED_KEY.into(), qualified.into());
     }
     fields.insert("name".into(), name.into());
+    // Every field of the catalog's tool goes out in tools/list, not only those rmcp knows.
+    crate::verbatim::carry(&mut raw);
     serde_json::from_value(raw)
         .inspect_err(|e| tracing::warn!(tool = qualified, "cannot list this alwaysLoad tool: {e}"))
         .ok()
@@ -112,7 +114,13 @@ mod tests {
         let raw = serde_json::json!({"name": "get_current_time", "inputSchema": {"type": "object"}, "x-kept": 1});
         let tool = listed(raw, &qualified_name("time", "get_current_time")).unwrap();
         assert_eq!(tool.name, "time__get_current_time");
-        assert!(tool.meta.is_none());
+        let mut out = serde_json::to_value(&tool).unwrap();
+        crate::verbatim::complete(&mut out);
+        assert_eq!(
+            out,
+            serde_json::json!({"name": "time__get_current_time", "inputSchema": {"type": "object"}, "x-kept": 1}),
+            "listed with every field, under its qualified name"
+        );
         let listed = [tool];
         assert_eq!(
             resolve(&listed, "time__get_current_time").as_deref(),

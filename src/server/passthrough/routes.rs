@@ -302,7 +302,8 @@ fn fixes_origin(start: &str, whole: bool) -> bool {
 }
 
 /// The entries of one kind in `server`'s catalog that parse, screened (cleaned of hidden
-/// characters, their flags said in their descriptions, see [`crate::catalog::screen`]); the
+/// characters, their flags said in their descriptions, see [`crate::catalog::screen`]) and
+/// each carrying its every field for the lists clients get (see [`crate::verbatim`]); the
 /// others, and those whose name or URI hides characters, are skipped with a warning, as such
 /// tools are.
 fn parsed<T: DeserializeOwned>(server: &str, kind: &str, items: Option<&[Value]>) -> Vec<T> {
@@ -322,7 +323,9 @@ fn parsed<T: DeserializeOwned>(server: &str, kind: &str, items: Option<&[Value]>
                 );
                 return None;
             };
-            match serde_json::from_value(screened.item) {
+            let mut item = screened.item;
+            crate::verbatim::carry(&mut item);
+            match serde_json::from_value(item) {
                 Ok(parsed) => Some(parsed),
                 Err(e) => {
                     tracing::warn!(server, "skipping a {kind} in the catalog: {e}");

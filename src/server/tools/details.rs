@@ -106,10 +106,16 @@ pub(in crate::server) fn run(
             "inputSchema".into(),
             Value::Object(entry.def.input_schema()),
         );
-        let raw = entry.def.value();
-        for key in ["outputSchema", "annotations"] {
-            if let Some(v) = raw.get(key).filter(|v| !v.is_null()) {
-                tool.insert(key.into(), v.clone());
+        // Every other field as its server sent it (hidden characters removed), known or not:
+        // the schema of its result and its annotations first.
+        if let Value::Object(mut raw) = entry.def.value() {
+            for key in ["outputSchema", "annotations"] {
+                if let Some(v) = raw.shift_remove(key).filter(|v| !v.is_null()) {
+                    tool.insert(key.into(), v);
+                }
+            }
+            for (key, value) in raw {
+                tool.entry(key).or_insert(value);
             }
         }
         let flags = super::search::flags(&library, &state.trust, entry);

@@ -18,9 +18,10 @@ use crate::server::caller::Caller;
 use crate::server::catalogs::{RefreshError, first_run, resolve_listed};
 
 /// A meta-tool's answer, and the servers its call was about (a login one of them needs can
-/// be offered with it).
+/// be offered with it). The answer is the server's own JSON-RPC error when the client called
+/// a tool by its own name and its server answered with one.
 pub(in crate::server) struct Answer {
-    pub result: CallToolResult,
+    pub result: Result<CallToolResult, McpError>,
     pub servers: Vec<String>,
 }
 
@@ -28,8 +29,11 @@ pub(in crate::server) struct Answer {
 pub(in crate::server) enum Request {
     Search(search::Args),
     Details(details::Args),
-    /// `call_tool`, or an alwaysLoad tool called by its own name.
+    /// `call_tool`.
     Tool(call::Args),
+    /// A tool of `tools/list` called by its own name (an alwaysLoad tool): what its server
+    /// answers goes to the client as it is, a JSON-RPC error included.
+    Own(call::Args),
     /// A meta-tool that cannot read its arguments, and why.
     Unreadable {
         tool: String,
@@ -50,7 +54,7 @@ impl Request {
             GET_TOOL_DETAILS => reply::parse_args(name, arguments).map(Self::Details),
             CALL_TOOL => reply::parse_args(name, arguments).map(Self::Tool),
             tool if let Some(qualified) = resolve_listed(listed, tool) => {
-                Ok(Self::Tool(call::Args {
+                Ok(Self::Own(call::Args {
                     name: qualified,
                     arguments: Some(arguments),
                 }))
@@ -77,7 +81,7 @@ impl Request {
     pub(in crate::server) async fn run(self, state: &Arc<State>, caller: &Caller) -> Answer {
         let servers = self.servers();
         let result = match self.prepare(state, &caller.who.access, &servers).await {
-            Err(failed) => reply::error(failed.to_string()),
+            Err(failed) => Ok(reply::error(failed.to_string())),
             Ok(()) => self.answer(state, caller).await,
         };
         Answer { result, servers }
@@ -90,7 +94,7 @@ impl Request {
         let mut servers: Vec<String> = match self {
             Self::Search(args) => args.server.iter().cloned().collect(),
             Self::Details(args) => args.names.iter().filter_map(|n| server_of(n)).collect(),
-            Self::Tool(args) => server_of(&args.name).into_iter().collect(),
+            Self::Tool(args) | Self::Own(args) => server_of(&args.name).into_iter().collect(),
             Self::Unreadable { .. } => Vec::new(),
         };
         servers.sort_unstable();
@@ -108,7 +112,7 @@ impl Request {
         access: &Access,
         servers: &[String],
     ) -> Result<(), RefreshError> {
-        if matches!(self, Self::Tool(_) | Self::Unreadable { .. }) {
+        if matches!(self, Self::Tool(_) | Self::Own(_) | Self::Unreadable { .. }) {
             return Ok(());
         }
         let seen = servers.iter().filter(|s| access.sees_server(s));
@@ -119,8 +123,10 @@ impl Request {
         }
     }
 
-    /// Runs the call on its route and shapes its result.
-    async fn answer(self, state: &Arc<State>, caller: &Caller) -> CallToolResult {
+    /// Runs the call on its route and shapes its result; a tool called by its own name may
+    /// answer with its server's JSON-RPC error instead.
+    async fn answer(self, state: &Arc<State>, caller: &Caller) -> Result<CallToolResult, McpError> {
+        let own = matches!(self, Self::Own(_));
         let soft = |route: &Route| state.limits(route, caller.client_limit).soft;
         let meta = || Route::CallTool {
             server: RESERVED_SERVER.to_owned(),
@@ -146,17 +152,20 @@ impl Request {
                     details::run(state, &caller.who.access, soft(&route), args, introduced);
                 (GET_TOOL_DETAILS.to_owned(), route, result)
             }
-            Self::Tool(args) => {
-                let result = call::run(state, caller, args).await;
+            Self::Tool(args) | Self::Own(args) => {
+                let result = match call::run(state, caller, args).await {
+                    call::Called::Rejected { error, .. } if own => return Err(error),
+                    called => called.into_reply(),
+                };
                 // Results are shaped on their server's route; errors before that here.
                 if result.is_error != Some(true) {
-                    return result;
+                    return Ok(result);
                 }
                 (CALL_TOOL.to_owned(), meta(), result)
             }
         };
         let result = state.shape(&tool, route, caller, result).await;
-        definitions::conform(&tool, result)
+        Ok(definitions::conform(&tool, result))
     }
 }
 
