@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::State;
 use super::access::Access;
-use super::catalogs::first_run;
+use super::catalogs::{first_run, names};
 use crate::library::{Library, SEPARATOR};
 use crate::upstream::{Answer, Origin, UpstreamError};
 pub(in crate::server) use routes::Routes;
@@ -80,8 +80,9 @@ impl Passthrough {
         routes
     }
 
-    /// `prompts/get` of a prompt by its qualified name, forwarded under its own name. A
-    /// configured server without a catalog (that `access` sees) is listed first. The server's
+    /// `prompts/get` of a prompt by its listed (or qualified) name, forwarded under its own
+    /// name. A configured server without a catalog (that `access` sees) is listed first, and
+    /// so are those with `prefix: false` when no prompt has the name. The server's
     /// requests for the client go to `origin`.
     pub(in crate::server) async fn get_prompt(
         &self,
@@ -98,7 +99,10 @@ impl Passthrough {
         {
             return Err(McpError::internal_error(e.to_string(), None));
         }
-        let routes = self.routes(state, access);
+        let mut routes = self.routes(state, access);
+        if routes.prompt(&qualified).is_none() && names::list_unprefixed(state, access).await {
+            routes = self.routes(state, access);
+        }
         let Some((server, name)) = routes.prompt(&qualified) else {
             return Err(McpError::invalid_params(
                 format!(

@@ -1,7 +1,8 @@
 //! Which server answers what: the prompts, resources and resource templates of the catalogs,
 //! in config order, as clients see them, and the server behind each prompt name and URI.
 //!
-//! Rules: a prompt is listed as `<server>__<prompt>`. A resource URI is kept as its server
+//! Rules: a prompt is listed as `<server>__<prompt>`, or under its own name for a server with
+//! `prefix: false` (found by both names; an own name another server's prompt has is left out). A resource URI is kept as its server
 //! wrote it; a URI (or a template's `uriTemplate`) that several servers list belongs to the
 //! first of them in config order, and the others' entries are left out and reported once. URIs
 //! meta-server serves itself (skills, stored results) are never routed to a server. A URI no
@@ -22,7 +23,7 @@ use crate::library::qualified_name;
 /// A server's entry left out because another one claims its URI first.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(in crate::server) struct Shadowed {
-    /// The URI or `uriTemplate` claimed twice.
+    /// The URI, `uriTemplate` or own prompt name claimed twice.
     pub uri: String,
     /// The server whose entry is left out.
     pub server: String,
@@ -62,11 +63,29 @@ impl Routes {
             let name = &server.name;
             for mut prompt in parsed::<Prompt>(name, "prompt", catalog.prompts.as_deref()) {
                 let qualified = qualified_name(name, &prompt.name);
-                if routes.by_prompt.contains_key(&qualified) {
+                let own_name = prompt.name.clone();
+                let to = (name.clone(), own_name.clone());
+                if server.prefix {
+                    if routes.by_prompt.contains_key(&qualified) {
+                        continue;
+                    }
+                    prompt.name = qualified.clone();
+                    routes.by_prompt.insert(qualified, to);
+                } else if let Some((by, _)) = routes.by_prompt.get(&own_name) {
+                    shadowed.push(Shadowed {
+                        uri: own_name,
+                        server: name.clone(),
+                        by: by.clone(),
+                    });
                     continue;
+                } else {
+                    // Listed under its own name, and found under its qualified one too.
+                    routes
+                        .by_prompt
+                        .entry(qualified)
+                        .or_insert_with(|| to.clone());
+                    routes.by_prompt.insert(own_name, to);
                 }
-                let own_name = std::mem::replace(&mut prompt.name, qualified.clone());
-                routes.by_prompt.insert(qualified, (name.clone(), own_name));
                 routes.prompts.push(prompt);
             }
             for resource in parsed::<Resource>(name, "resource", catalog.resources.as_deref()) {
@@ -235,6 +254,43 @@ mod tests {
         assert_eq!(
             routes.prompts()[0].arguments.as_ref().unwrap()[0].name,
             "code"
+        );
+    }
+
+    #[test]
+    fn prompts_of_an_unprefixed_server_keep_their_own_names_and_answer_to_both() {
+        let mut servers: Vec<ServerConfig> = ["alpha", "own", "zeta"]
+            .iter()
+            .map(|s| ServerConfig::catalog_only(s))
+            .collect();
+        servers[1].prefix = false;
+        servers[2].prefix = false;
+        let prompts = |server: &str, names: Value| catalog(server, names, json!([]), json!([]));
+        let catalogs = [
+            prompts("alpha", json!([{"name": "review"}])),
+            prompts(
+                "own",
+                json!([{"name": "review"}, {"name": "alpha__review"}]),
+            ),
+            prompts("zeta", json!([{"name": "review"}, {"name": "mine"}])),
+        ];
+        let catalogs = catalogs
+            .into_iter()
+            .map(|c| (c.server.clone(), c))
+            .collect();
+        let (routes, shadowed) = Routes::build(&servers, &catalogs, |_| false);
+        let names: Vec<&str> = routes.prompts().iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["alpha__review", "review", "mine"]);
+        assert_eq!(routes.prompt("review"), Some(("own", "review")));
+        assert_eq!(routes.prompt("own__review"), Some(("own", "review")));
+        assert_eq!(routes.prompt("zeta__mine"), Some(("zeta", "mine")));
+        assert_eq!(routes.prompt("alpha__review"), Some(("alpha", "review")));
+        let left_out: Vec<(&str, &str, &str)> = (shadowed.iter())
+            .map(|s| (s.uri.as_str(), s.server.as_str(), s.by.as_str()))
+            .collect();
+        assert_eq!(
+            left_out,
+            [("alpha__review", "own", "alpha"), ("review", "zeta", "own")]
         );
     }
 

@@ -4,7 +4,8 @@ use super::handler::MetaServer;
 use crate::config::Settings;
 use crate::search::SearchError;
 use crate::server::State;
-use crate::server::catalogs::{freshness, shared};
+use crate::server::catalogs::{freshness, names, shared};
+use crate::server::tools::definitions::definitions;
 use crate::server::tools::load_library;
 use crate::store::{StoreError, Valkey};
 use crate::trust::shared::Follow;
@@ -16,11 +17,14 @@ pub enum StartError {
     Library(#[from] SearchError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Names(#[from] names::Clash),
 }
 
 /// Start-up shared by stdio and HTTP: opens the shared store if one is configured (taking the
 /// catalogs other replicas listed and the approvals they share, then following both), loads the library from the catalogs, starts the freshness
-/// watcher, connects alwaysLoad servers, fixes `tools/list` and the `initialize` instructions;
+/// watcher, connects alwaysLoad servers, fixes `tools/list` and the `initialize` instructions,
+/// and refuses own names (`prefix: false`) that clash;
 /// checks that servers with a catalog can be started, saves the search index if it was built or
 /// updated, and indexes servers without one, all in the background.
 pub(super) async fn start(settings: Settings) -> Result<MetaServer, StartError> {
@@ -66,6 +70,19 @@ pub(super) async fn start(settings: Settings) -> Result<MetaServer, StartError> 
     tokio::task::spawn_blocking(move || checking.catalogs.check_launches());
     state.catalogs.save_index_in_background();
     let server = MetaServer::start(state.clone()).await;
+    // With the catalogs of alwaysLoad servers as listed now: own names must not clash.
+    let meta_tools: Vec<&str> = definitions().iter().map(|t| t.name.as_ref()).collect();
+    let settings = &state.settings;
+    let clash = names::check(
+        &settings.source,
+        &settings.servers,
+        &state.catalogs.library(),
+        &meta_tools,
+    );
+    if let Err(clash) = clash {
+        state.stop().await;
+        return Err(clash.into());
+    }
     let missing: Vec<String> = missing
         .into_iter()
         .filter(|s| !state.catalogs.library().catalogs.contains_key(s))

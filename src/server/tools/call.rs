@@ -17,7 +17,7 @@ use crate::budget::Route;
 use crate::config::RESERVED_SERVER;
 use crate::server::State;
 use crate::server::caller::Caller;
-use crate::server::catalogs::first_run;
+use crate::server::catalogs::{first_run, names};
 use crate::upstream::UpstreamError;
 
 /// `call_tool` arguments; alwaysLoad tools listed by their own name are these too.
@@ -50,7 +50,7 @@ pub(in crate::server) async fn run(state: &Arc<State>, caller: &Caller, args: Ar
     .await
 }
 
-/// Calls tool `name` (qualified): the token's access, first run, allow/deny, argument
+/// Calls tool `name` (qualified, or a tool's own name with `prefix: false`): the token's access, first run, allow/deny, argument
 /// validation, call policy, lazy connect, timeouts, progress relay and result handling; one
 /// audit line for it.
 pub(in crate::server) async fn dispatch(
@@ -60,6 +60,7 @@ pub(in crate::server) async fn dispatch(
     arguments: Map<String, Value>,
 ) -> Reply {
     let started = crate::clock::Instant::now();
+    let name = &names::resolve(state, &caller.who.access, name).await;
     let Some(log) = &state.audit else {
         return attempt(state, caller, name, arguments).await.0;
     };
