@@ -288,7 +288,7 @@ impl Manager {
         *guard = Some(conn.clone());
         drop(guard);
         if let Some(events) = &self.events {
-            listen::follow_tool_changes(server, &conn.peer, events);
+            listen::follow_list_changes(server, &conn.peer, events);
             let _ = events.send(Event::Connected(server.to_owned()));
         }
         tokio::spawn(reap_when_idle(

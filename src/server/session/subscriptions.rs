@@ -12,7 +12,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::server::State;
 use crate::server::access::Access;
-use crate::server::passthrough::Passthrough;
+use crate::server::passthrough::{self, Passthrough};
 use crate::upstream::{Origin, Subscription};
 
 /// The subscriptions of one session (or one listen stream), by URI; dropped with it.
@@ -94,12 +94,12 @@ async fn subscribe(
 ) -> Result<Subscription, McpError> {
     let routes = passthrough.routes(state, &Access::default());
     let Some(server) = routes.resource(uri) else {
-        return Err(McpError::resource_not_found(
+        return Err(passthrough::not_found(
             format!(
                 "no server lists {}; resources/list and resources/templates/list show the resources",
                 crate::echo::echo(uri)
             ),
-            None,
+            uri,
         ));
     };
     (state.manager.subscribe(server, uri, origin).await)
