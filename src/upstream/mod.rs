@@ -11,6 +11,7 @@ pub mod guardian;
 mod http;
 #[cfg(test)]
 pub(crate) mod in_process;
+mod inbox;
 mod inputs;
 mod listen;
 mod mrtr;

@@ -154,7 +154,16 @@ async fn attempt(
         loop {
             tokio::select! {
                 result = &mut call => match result {
-                    Ok(result) => break result,
+                    Ok(result) => {
+                        // Progress sent before the answer goes out before it.
+                        while let Ok(mut update) = progress.try_recv() {
+                            if let Some((peer, token)) = &caller.progress_to {
+                                update.progress_token = token.clone();
+                                let _ = peer.notify_progress(update).await;
+                            }
+                        }
+                        break result;
+                    }
                     Err(e) => {
                         state.metrics.tool_call(&entry.server, caller.principal.as_deref(), false, started.elapsed());
                         let outcome = match e {
