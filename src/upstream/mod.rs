@@ -127,6 +127,11 @@ struct Slot {
     config: ServerConfig,
     /// Held while connecting, so concurrent first calls share one connection.
     conn: Mutex<Option<Arc<Connection>>>,
+    /// A remote server's second connection, at 2025-11-25, for the calls of 2025-11-25
+    /// sessions while `conn` speaks 2026-07-28 (see [`Manager::connect_for`]).
+    legacy: Mutex<Option<Arc<Connection>>>,
+    /// The server refused `initialize`: it speaks 2026-07-28 only.
+    modern_only: std::sync::atomic::AtomicBool,
     /// The `WWW-Authenticate` challenge of the last request the server refused for want of a
     /// login (or of scope); cleared by the next request it accepts.
     challenge: StdMutex<Option<String>>,
@@ -220,6 +225,8 @@ impl Manager {
                 let slot = Slot {
                     config: s.clone(),
                     conn: Mutex::new(None),
+                    legacy: Mutex::new(None),
+                    modern_only: Default::default(),
                     challenge: StdMutex::new(None),
                     redactor: Redactor::new(s.secrets()),
                     revision: StdMutex::new(None),
@@ -245,9 +252,97 @@ impl Manager {
         self.connect_for(server, &Origin::Detached).await
     }
 
-    /// The live connection to `server`; a new one is opened for `opener`'s call, whose
-    /// client then answers the server's `roots/list` outside calls (see `relay.rs`).
+    /// The live connection to `server` for `opener`'s call; a new one is opened for it,
+    /// whose client then answers the server's `roots/list` outside calls (see `relay.rs`).
+    ///
+    /// A 2025-11-25 session's call to a remote server whose connection speaks 2026-07-28 goes
+    /// over a second connection at 2025-11-25, if the server takes one: a server of both
+    /// revisions may serve each differently (its sampling, elicitation and subscriptions), and
+    /// in front of it meta-server is that server to each client. A stdio server keeps one
+    /// connection (a second would be a second process); its calls are bridged, as are those of
+    /// a server of 2026-07-28 only.
     async fn connect_for(
+        &self,
+        server: &str,
+        opener: &Origin,
+    ) -> Result<Arc<Connection>, UpstreamError> {
+        let conn = self.connect_main(server, opener).await?;
+        let slot = self.slot(server)?;
+        let speaks_initialize = conn
+            .server_info()
+            .is_none_or(|i| i.protocol_version.has_initialize());
+        if !matches!(opener, Origin::Client { .. })
+            || speaks_initialize
+            || !matches!(
+                slot.config.transport,
+                crate::config::TransportConfig::Http { .. }
+            )
+            || slot.modern_only.load(Ordering::Relaxed)
+        {
+            return Ok(conn);
+        }
+        Ok(self.legacy_for(slot, opener).await.unwrap_or(conn))
+    }
+
+    /// The slot's 2025-11-25 connection, opened for `opener` if need be; `None` when the
+    /// server does not take one (or cannot be reached for it now).
+    async fn legacy_for(&self, slot: &Arc<Slot>, opener: &Origin) -> Option<Arc<Connection>> {
+        let mut guard = slot.legacy.lock().await;
+        if let Some(conn) = guard.as_ref() {
+            conn.touch();
+            return Some(conn.clone());
+        }
+        let server = &slot.config.name;
+        // No events: the main connection reports list changes and keeps the catalog.
+        let opened = connect::open(
+            &slot.config,
+            None,
+            true,
+            opener.clone(),
+            revision::Start::Initialize,
+        )
+        .await
+        .map_err(|e| e.redacted(&slot.redactor));
+        let conn = match opened {
+            Ok(conn)
+                if conn
+                    .server_info()
+                    .is_some_and(|i| i.protocol_version.has_initialize()) =>
+            {
+                Arc::new(conn)
+            }
+            Ok(conn) => {
+                conn.close().await;
+                return None;
+            }
+            Err(e @ UpstreamError::Initialize { .. }) => {
+                tracing::debug!(
+                    server,
+                    "no 2025-11-25 connection, its calls are bridged: {e}"
+                );
+                slot.modern_only.store(true, Ordering::Relaxed);
+                return None;
+            }
+            Err(e) => {
+                tracing::debug!(server, "no 2025-11-25 connection now: {e}");
+                return None;
+            }
+        };
+        tracing::debug!(
+            server,
+            "a second connection, at 2025-11-25, for 2025-11-25 sessions"
+        );
+        *guard = Some(conn.clone());
+        tokio::spawn(reap_when_idle(
+            Arc::downgrade(slot),
+            Arc::downgrade(&conn),
+            slot.config.idle_timeout,
+        ));
+        Some(conn)
+    }
+
+    /// The slot's main connection, opened for `opener` if need be.
+    async fn connect_main(
         &self,
         server: &str,
         opener: &Origin,
@@ -539,8 +634,15 @@ impl Manager {
     /// (`notifications/roots/list_changed`); they ask it again for its roots.
     pub async fn roots_changed(&self, client: ClientId) {
         for slot in self.slots.values() {
-            let conn = slot.conn.lock().await.clone();
-            if let Some(conn) = conn.filter(|c| c.relays.opened_by(client)) {
+            let conns = [
+                slot.conn.lock().await.clone(),
+                slot.legacy.lock().await.clone(),
+            ];
+            for conn in conns
+                .into_iter()
+                .flatten()
+                .filter(|c| c.relays.opened_by(client))
+            {
                 let sent = conn.peer.notify_roots_list_changed().await;
                 if let Err(e) = sent {
                     tracing::debug!(server = %slot.config.name, error = %e, "roots/list_changed not sent");
@@ -552,8 +654,11 @@ impl Manager {
     /// Stops one server if it is connected.
     pub async fn disconnect(&self, server: &str) {
         if let Some(slot) = self.slots.get(server) {
-            let conn = slot.conn.lock().await.take();
-            if let Some(conn) = conn {
+            let conns = [
+                slot.conn.lock().await.take(),
+                slot.legacy.lock().await.take(),
+            ];
+            for conn in conns.into_iter().flatten() {
                 conn.close().await;
             }
         }
@@ -562,14 +667,16 @@ impl Manager {
     /// Stops `server` unless a call is in flight on it (used after background indexing).
     pub async fn disconnect_if_idle(&self, server: &str) {
         if let Some(slot) = self.slots.get(server) {
-            let mut guard = slot.conn.lock().await;
-            if guard
-                .as_ref()
-                .is_some_and(|c| c.in_flight.load(Ordering::SeqCst) == 0)
-                && let Some(conn) = guard.take()
-            {
-                drop(guard);
-                conn.close().await;
+            for held in [&slot.conn, &slot.legacy] {
+                let mut guard = held.lock().await;
+                if guard
+                    .as_ref()
+                    .is_some_and(|c| c.in_flight.load(Ordering::SeqCst) == 0)
+                    && let Some(conn) = guard.take()
+                {
+                    drop(guard);
+                    conn.close().await;
+                }
             }
         }
     }
@@ -615,9 +722,11 @@ impl Drop for CancelOnDrop<'_> {
 
 /// Removes `conn` from its slot unless a newer connection has replaced it.
 async fn forget(slot: &Slot, conn: &Arc<Connection>) {
-    let mut guard = slot.conn.lock().await;
-    if guard.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn)) {
-        *guard = None;
+    for held in [&slot.conn, &slot.legacy] {
+        let mut guard = held.lock().await;
+        if guard.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn)) {
+            *guard = None;
+        }
     }
 }
 

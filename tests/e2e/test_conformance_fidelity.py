@@ -36,21 +36,7 @@ THROUGH_ONLY_WEAKER: dict[tuple[str, str], str] = {
 # them starts to pass, so the list stays exact.
 NOT_YET: dict[str, set[tuple[str, str]]] = {
     "2025-11-25": {
-        ("elicitation-sep1034-defaults", "elicitation-sep1034-boolean-default"),
-        ("elicitation-sep1034-defaults", "elicitation-sep1034-enum-default"),
-        ("elicitation-sep1034-defaults", "elicitation-sep1034-integer-default"),
-        ("elicitation-sep1034-defaults", "elicitation-sep1034-number-default"),
-        ("elicitation-sep1034-defaults", "elicitation-sep1034-string-default"),
-        ("elicitation-sep1330-enums", "elicitation-sep1330-legacy-enumnames"),
-        ("elicitation-sep1330-enums", "elicitation-sep1330-titled-multi"),
-        ("elicitation-sep1330-enums", "elicitation-sep1330-titled-single"),
-        ("elicitation-sep1330-enums", "elicitation-sep1330-untitled-multi"),
-        ("elicitation-sep1330-enums", "elicitation-sep1330-untitled-single"),
-        ("resources-subscribe", "resources-subscribe"),
-        ("resources-unsubscribe", "resources-unsubscribe"),
         ("server-sse-polling", "server-sse-disconnect-resume"),
-        ("tools-call-elicitation", "tools-call-elicitation"),
-        ("tools-call-sampling", "tools-call-sampling"),
     },
     "2026-07-28": {
         ("input-required-result-basic-elicitation", "sep-2322-elicitation-complete"),
