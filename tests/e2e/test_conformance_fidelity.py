@@ -31,13 +31,19 @@ THROUGH_ONLY_WEAKER: dict[tuple[str, str], str] = {
     ("server-stateless", "sep-2575-server-sends-tools-list-changed-on-subscription"):
         "SKIPPED: meta-server's tools/list is fixed for the life of the process (alwaysLoad tools "
         "included), so it declares no tools.listChanged",
+    ("server-sse-polling", "server-sse-disconnect-resume"):
+        "a WARNING: test_reconnection closes its stream and answers 100 ms later, asking the client "
+        "(retry: 5000) to come back in 5 s. The reference server's SDK (@modelcontextprotocol/sdk "
+        "1.29.0, webStandardStreamableHttp.js send(): an event is stored only while its request's "
+        "stream is open) drops an answer sent while the stream is closed, so only a client that "
+        "reconnects at once, as the suite does, gets it. meta-server's upstream client (rmcp) waits "
+        "the 5 s the server asked for, as SEP-1699 says it must, and the answer is gone. meta-server's "
+        "own resumption is tested in test_http.py (test_a_stream_dropped_mid_call_resumes_after_last_event_id)",
 }
 # What does not pass through meta-server yet, by (scenario, check id); the test fails when one of
 # them starts to pass, so the list stays exact.
 NOT_YET: dict[str, set[tuple[str, str]]] = {
-    "2025-11-25": {
-        ("server-sse-polling", "server-sse-disconnect-resume"),
-    },
+    "2025-11-25": set(),
     "2026-07-28": {
         ("input-required-result-basic-elicitation", "sep-2322-elicitation-complete"),
         ("input-required-result-basic-elicitation", "sep-2322-elicitation-incomplete"),

@@ -8,6 +8,7 @@
 mod conn;
 mod metrics_page;
 mod rebinding;
+mod resume;
 mod sessions;
 
 use std::fmt;
@@ -303,6 +304,7 @@ impl HttpServer {
         // is read for a foreign page, a request without the token or one over the session cap.
         let mut router = axum::Router::new()
             .route_service(PATH, service)
+            .layer(middleware::from_fn(resume::after_last_event))
             .layer(middleware::from_fn_with_state(body_limit, bounded_body))
             .layer(middleware::from_fn_with_state(
                 cap,
