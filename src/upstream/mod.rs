@@ -35,9 +35,7 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
     ClientRequest, JsonObject, ProtocolVersion, RequestId, ServerResult, Tool,
 };
-use rmcp::service::{
-    MergedList, Peer, PeerRequestOptions, RoleClient, RunningService, ServiceError,
-};
+use rmcp::service::{MergedList, Peer, RoleClient, RunningService, ServiceError};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
@@ -81,12 +79,6 @@ impl Connection {
     /// The server's `initialize` answer.
     pub fn server_info(&self) -> Option<Arc<rmcp::model::ServerPeerInfo>> {
         self.peer.peer_info()
-    }
-
-    /// The handler of this connection's upstream requests; `None` once it is closed.
-    async fn client(&self) -> Option<UpstreamClient> {
-        let service = self.service.lock().await;
-        service.as_ref().map(|s| s.service().clone())
     }
 
     fn touch(&self) {
@@ -503,11 +495,12 @@ impl Manager {
                     .await;
             }
             let mut rounds_without_input = 0;
+            params.input_responses = mrtr::first_answers(origin);
             for _ in 0..mrtr::MAX_ROUNDS {
                 let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
                 let handle = conn
                     .peer
-                    .send_request_with_option(request, PeerRequestOptions::no_options())
+                    .send_request_with_option(request, mrtr::options(&conn, origin))
                     .await?;
                 // Declared in this order so the route is gone before the cancel goes out:
                 // progress the upstream sends after it saw the cancel never reaches the caller.
@@ -522,9 +515,8 @@ impl Manager {
                     ServerResult::InputRequiredResult(asked) => asked,
                     _ => return Err(ServiceError::UnexpectedResponse),
                 };
-                let client = conn.client().await.ok_or(ServiceError::TransportClosed)?;
                 let (answers, state) =
-                    mrtr::answer(&client, &conn.peer, asked, &mut rounds_without_input).await?;
+                    mrtr::answer(server, origin, asked, &mut rounds_without_input).await?;
                 params.input_responses = answers;
                 params.request_state = state;
             }

@@ -419,7 +419,7 @@ mod tests {
 
     /// A 2026-07-28 call of `id` that declared no capabilities.
     fn stateless(id: ClientId) -> Origin {
-        let (inputs, _) = Inputs::new(rmcp::model::ClientCapabilities::default());
+        let (inputs, _) = Inputs::new(rmcp::model::ClientCapabilities::default(), None);
         Origin::Stateless {
             id,
             inputs,
