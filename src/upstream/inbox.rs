@@ -163,7 +163,10 @@ mod tests {
         let handover = Handover {
             server: "s".into(),
             progress: routes,
-            relays: Relays::new(Origin::Detached),
+            relays: Relays::new(
+                Origin::Detached,
+                crate::upstream::roots::Roots::new(None, true),
+            ),
         };
         let mut wire = handover.wrap(Replay(
             [progress(0.0), progress(50.0), progress(100.0), answer].into(),

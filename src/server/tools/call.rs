@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::definitions::definitions;
 use super::reply::{self, Reply};
-use super::{audit, builtin, policy, script, skill};
+use super::{builtin, policy, script, skill};
 use crate::audit::Outcome;
 use crate::budget::Route;
 use crate::config::RESERVED_SERVER;
@@ -66,7 +66,7 @@ pub(in crate::server) async fn dispatch(
     };
     let recorded = log.with_arguments().then(|| arguments.clone());
     let (reply, outcome) = attempt(state, caller, name, arguments).await;
-    audit::record(
+    crate::server::audit::call(
         log,
         caller,
         name,
@@ -103,7 +103,7 @@ async fn attempt(
     };
     if let Some(held) = state.trust.quarantine_of(&library, &entry) {
         return (
-            reply::error(held.refusal(&entry.qualified)),
+            reply::error(held.refusal(&entry.qualified, &entry.qualified)),
             Outcome::Quarantined,
         );
     }
@@ -133,7 +133,7 @@ async fn attempt(
         return (refused.reply, refused.outcome);
     }
     if let Some(skill) = &entry.skill {
-        return ended(skill::run(state, skill));
+        return ended(skill::run(state, skill, &caller.who.access));
     }
     let started = crate::clock::Instant::now();
     let result = if entry.server == RESERVED_SERVER && entry.def.name == script::TOOL {
