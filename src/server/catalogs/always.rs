@@ -17,7 +17,8 @@ use crate::server::State;
 /// Connects every alwaysLoad server (re-listing stale catalogs), then returns their tools in
 /// server-name order, as they will be listed for the rest of the process.
 pub(in crate::server) async fn prepare(state: &Arc<State>) -> Vec<Tool> {
-    let always: Vec<&ServerConfig> = (state.settings.servers.iter())
+    let settings = state.settings();
+    let always: Vec<&ServerConfig> = (settings.servers.iter())
         .filter(|s| s.always_load)
         .collect();
     let servers: Vec<&str> = always.iter().map(|s| s.name.as_str()).collect();

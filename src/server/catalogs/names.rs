@@ -62,7 +62,8 @@ pub(in crate::server) fn qualify(
 /// `prefix: false` that `access` sees and that have no catalog yet are listed first (first
 /// run) and the name looked up again. A name no tool has comes back as it is.
 pub(in crate::server) async fn resolve(state: &Arc<State>, access: &Access, name: &str) -> String {
-    let servers = &state.settings.servers;
+    let settings = state.settings();
+    let servers = &settings.servers;
     let library = state.catalogs.library();
     if let Some(qualified) = qualify(servers, &library, name) {
         return qualified;
@@ -78,8 +79,8 @@ pub(in crate::server) async fn resolve(state: &Arc<State>, access: &Access, name
 /// (first run); whether there were any. A server that cannot be listed says why when it is
 /// called by a qualified name.
 pub(in crate::server) async fn list_unprefixed(state: &Arc<State>, access: &Access) -> bool {
-    let library = state.catalogs.library();
-    let missing: Vec<&str> = unprefixed(&state.settings.servers)
+    let (library, settings) = (state.catalogs.library(), state.settings());
+    let missing: Vec<&str> = unprefixed(&settings.servers)
         .filter(|s| access.sees_server(s) && !library.catalogs.contains_key(*s))
         .collect();
     drop(library);

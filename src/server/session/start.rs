@@ -30,8 +30,8 @@ pub enum StartError {
 /// freshness watcher, connects alwaysLoad servers, fixes `tools/list` and the `initialize`
 /// instructions, and refuses own names (`prefix: false`) that clash; checks that servers with
 /// a catalog can be started, saves the search index if it was built or updated, and indexes
-/// servers without one, all in the background. `many_clients`: `serve --http`, whose clients
-/// share the upstream connections.
+/// servers without one, all in the background; then follows the config file.
+/// `many_clients`: `serve --http`, whose clients share the upstream connections.
 pub(super) async fn start(
     settings: Settings,
     many_clients: bool,
@@ -68,7 +68,7 @@ pub(super) async fn start(
         state.manager.serve_many_clients();
     }
     for (server, reason) in state.catalogs.unavailable() {
-        if state.settings.servers.iter().any(|s| s.name == server) {
+        if state.settings().servers.iter().any(|s| s.name == server) {
             tracing::warn!(server, "cannot be started: {reason}");
         }
     }
@@ -77,7 +77,16 @@ pub(super) async fn start(
         tokio::spawn(shared::follow(state.clone(), store));
     }
     if let Some(approvals) = approvals {
-        tokio::spawn(approvals.run());
+        let state = state.clone();
+        let servers = move || {
+            state
+                .settings()
+                .servers
+                .iter()
+                .map(|s| s.name.clone())
+                .collect()
+        };
+        tokio::spawn(approvals.run(servers));
     }
     state.catalogs.embed_at_start();
     tokio::spawn(freshness::watch(state.clone()));
@@ -87,7 +96,7 @@ pub(super) async fn start(
     let server = MetaServer::start(state.clone()).await;
     // With the catalogs of alwaysLoad servers as listed now: own names must not clash.
     let meta_tools: Vec<&str> = definitions().iter().map(|t| t.name.as_ref()).collect();
-    let settings = &state.settings;
+    let settings = state.settings();
     let clash = names::check(
         &settings.source,
         &settings.servers,
@@ -98,6 +107,7 @@ pub(super) async fn start(
         state.stop().await;
         return Err(clash.into());
     }
+    tokio::spawn(super::config_file::follow(server.clone()));
     let missing: Vec<String> = missing
         .into_iter()
         .filter(|s| !state.catalogs.library().catalogs.contains_key(s))
