@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    CompleteRequestParams, CompleteResult, ErrorCode, GetPromptRequestParams, GetPromptResponse,
-    GetPromptResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult,
+    ClientRequest, CompleteRequestParams, CompleteResult, ErrorCode, GetPromptRequest,
+    GetPromptRequestParams, GetPromptResult, PaginatedRequestParams, ReadResourceRequest,
+    ReadResourceRequestParams, ReadResourceResult, ServerResult,
 };
 use rmcp::service::ServiceError;
 use serde::Serialize;
@@ -122,14 +122,15 @@ impl Manager {
     ) -> Result<Answer<GetPromptResult>, UpstreamError> {
         let what = format!("prompts/get {}", params.name);
         let answer = self.forward(server, &what, Some(origin), |conn| async move {
-            mrtr::rounds(&conn, |answers, state| {
+            mrtr::rounds(server, origin, conn.relays.roots(), |answers, state| {
                 let mut params = params.clone();
                 (params.input_responses, params.request_state) = (answers, state);
-                let peer = conn.peer.clone();
+                let (conn, origin) = (conn.clone(), origin.clone());
                 async move {
-                    Ok(match peer.get_prompt_once(params).await? {
-                        GetPromptResponse::Complete(result) => Round::Done(result),
-                        GetPromptResponse::InputRequired(asked) => Round::Asked(asked),
+                    let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params));
+                    Ok(match mrtr::send(&conn, &origin, request).await? {
+                        ServerResult::GetPromptResult(result) => Round::Done(result),
+                        ServerResult::InputRequiredResult(asked) => Round::Asked(asked),
                         _ => return Err(ServiceError::UnexpectedResponse),
                     })
                 }
@@ -152,14 +153,16 @@ impl Manager {
     ) -> Result<Answer<ReadResourceResult>, UpstreamError> {
         let what = format!("resources/read {}", params.uri);
         let answer = self.forward(server, &what, Some(origin), |conn| async move {
-            mrtr::rounds(&conn, |answers, state| {
+            mrtr::rounds(server, origin, conn.relays.roots(), |answers, state| {
                 let mut params = params.clone();
                 (params.input_responses, params.request_state) = (answers, state);
-                let peer = conn.peer.clone();
+                let (conn, origin) = (conn.clone(), origin.clone());
                 async move {
-                    Ok(match peer.read_resource_once(params).await? {
-                        ReadResourceResponse::Complete(result) => Round::Done(result),
-                        ReadResourceResponse::InputRequired(asked) => Round::Asked(asked),
+                    let request =
+                        ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params));
+                    Ok(match mrtr::send(&conn, &origin, request).await? {
+                        ServerResult::ReadResourceResult(result) => Round::Done(result),
+                        ServerResult::InputRequiredResult(asked) => Round::Asked(asked),
                         _ => return Err(ServiceError::UnexpectedResponse),
                     })
                 }

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 /// than letting a flooding upstream grow memory or stall its connection.
 pub type ProgressSender = mpsc::Sender<ProgressNotificationParam>;
 
-/// The live routes of one connection, shared with its `ClientHandler`.
+/// The live routes of one connection, shared with its transport (see `inbox.rs`).
 #[derive(Clone, Default)]
 pub(super) struct ProgressRoutes(Arc<Mutex<HashMap<ProgressToken, ProgressSender>>>);
 

@@ -490,7 +490,7 @@ mod tests {
 
     /// A 2026-07-28 call of `id` that declared no capabilities.
     fn stateless(id: ClientId) -> Origin {
-        let (inputs, _) = Inputs::new(rmcp::model::ClientCapabilities::default());
+        let (inputs, _) = Inputs::new(rmcp::model::ClientCapabilities::default(), None);
         Origin::Stateless {
             id,
             inputs,
@@ -544,7 +544,7 @@ mod tests {
             let caps = rmcp::model::ClientCapabilities::builder()
                 .enable_sampling()
                 .build();
-            let (inputs, asks) = Inputs::new(caps);
+            let (inputs, asks) = Inputs::new(caps, None);
             (
                 Origin::Stateless {
                     id,

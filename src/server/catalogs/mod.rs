@@ -12,6 +12,7 @@ pub(in crate::server) mod freshness;
 #[cfg(test)]
 mod freshness_tests;
 mod listing;
+pub(in crate::server) mod names;
 mod refresh;
 pub(in crate::server) mod reload;
 pub(in crate::server) mod shared;

@@ -642,7 +642,9 @@ impl MetaServer {
             let id = ClientId::next();
             run(Origin::Stateless { id, inputs, log }, cancelled)
         };
-        waiting.start(made, capabilities, &cx.ct, run).await
+        waiting
+            .start(made, capabilities, answers, &cx.ct, run)
+            .await
     }
 
     /// Where the requests of a 2025-11-25 session's upstreams go: its client.

@@ -20,7 +20,7 @@ use crate::budget::Route;
 use crate::config::RESERVED_SERVER;
 use crate::server::State;
 use crate::server::caller::Caller;
-use crate::server::catalogs::first_run;
+use crate::server::catalogs::{first_run, names};
 use crate::upstream::UpstreamError;
 
 /// `call_tool` arguments; alwaysLoad tools listed by their own name are these too.
@@ -87,7 +87,7 @@ pub(in crate::server) async fn run(state: &Arc<State>, caller: &Caller, args: Ar
     .await
 }
 
-/// Calls tool `name` (qualified): the token's access, first run, allow/deny, argument
+/// Calls tool `name` (qualified, or a tool's own name with `prefix: false`): the token's access, first run, allow/deny, argument
 /// validation, call policy, lazy connect, timeouts, progress relay and result handling; one
 /// audit line for it.
 pub(in crate::server) async fn dispatch(
@@ -97,6 +97,7 @@ pub(in crate::server) async fn dispatch(
     arguments: Map<String, Value>,
 ) -> Called {
     let started = crate::clock::Instant::now();
+    let name = &names::resolve(state, &caller.who.access, name).await;
     let Some(log) = &state.audit else {
         return attempt(state, caller, name, arguments).await.0;
     };
@@ -195,7 +196,16 @@ async fn attempt(
         loop {
             tokio::select! {
                 result = &mut call => match result {
-                    Ok(Ok(result)) => break result,
+                    Ok(Ok(result)) => {
+                        // Progress sent before the answer goes out before it.
+                        while let Ok(mut update) = progress.try_recv() {
+                            if let Some((peer, token)) = &caller.progress_to {
+                                update.progress_token = token.clone();
+                                let _ = peer.notify_progress(update).await;
+                            }
+                        }
+                        break result;
+                    }
                     Ok(Err(error)) => {
                         state.metrics.tool_call(&entry.server, caller.principal.as_deref(), false, started.elapsed());
                         let reply = reply::foreign_error(rejected(&entry.server, &entry.def.name, &error));

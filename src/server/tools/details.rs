@@ -11,6 +11,7 @@ use crate::library::Library;
 use crate::server::State;
 use crate::server::access::Access;
 use crate::server::caller::Introduced;
+use crate::server::catalogs::names;
 use crate::trust::Kind;
 
 /// `get_tool_details` arguments.
@@ -77,6 +78,7 @@ pub(in crate::server) fn run(
     let mut tools: Vec<(String, Value)> = Vec::new();
     let mut not_found = Vec::new();
     for name in args.names {
+        let name = names::qualify(&state.settings().servers, &library, &name).unwrap_or(name);
         let Some(entry) = library.get(&name).filter(|_| access.sees(&name)) else {
             not_found.push(NotFound {
                 suggestions: access.suggestions(&library, &name, 3),

@@ -15,7 +15,7 @@ use crate::library::SEPARATOR;
 use crate::server::State;
 use crate::server::access::Access;
 use crate::server::caller::Caller;
-use crate::server::catalogs::{RefreshError, first_run, resolve_listed};
+use crate::server::catalogs::{RefreshError, first_run, names, resolve_listed};
 
 /// A meta-tool's answer, and the servers its call was about (a login one of them needs can
 /// be offered with it). The answer is the server's own JSON-RPC error when the client called
@@ -78,13 +78,29 @@ impl Request {
     /// Runs the call for `caller` and shapes its result on its route. Servers without a
     /// catalog that a search or description is about are listed first (first run; a tool
     /// call lists its own on its path, which a script's calls take too).
-    pub(in crate::server) async fn run(self, state: &Arc<State>, caller: &Caller) -> Answer {
+    pub(in crate::server) async fn run(mut self, state: &Arc<State>, caller: &Caller) -> Answer {
+        self.qualify(state, &caller.who.access).await;
         let servers = self.servers();
         let result = match self.prepare(state, &caller.who.access, &servers).await {
             Err(failed) => Ok(reply::error(failed.to_string())),
             Ok(()) => self.answer(state, caller).await,
         };
         Answer { result, servers }
+    }
+
+    /// Own names of tools (of servers with `prefix: false`) replaced by their qualified names,
+    /// so every later step sees one name per tool.
+    async fn qualify(&mut self, state: &Arc<State>, access: &Access) {
+        match self {
+            Self::Tool(args) => args.name = names::resolve(state, access, &args.name).await,
+            Self::Details(args) => {
+                for name in &mut args.names {
+                    *name = names::resolve(state, access, name).await;
+                }
+            }
+            // Already qualified from the session's tools/list.
+            Self::Own(_) | Self::Search(_) | Self::Unreadable { .. } => {}
+        }
     }
 
     /// The servers this call is about: those of the tools it calls or describes, or the one a
