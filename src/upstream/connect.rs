@@ -330,7 +330,11 @@ async fn open_once(
             (
                 tokio::time::timeout(
                     after,
-                    serve_client_with_lifecycle(client, handover.wrap(wire::Outgoing(transport)), lifecycle),
+                    serve_client_with_lifecycle(
+                        client,
+                        handover.wrap(wire::Outgoing(transport)),
+                        lifecycle,
+                    ),
                 )
                 .await,
                 pid,
@@ -364,23 +368,32 @@ async fn open_once(
                     let auth = rmcp::transport::AuthClient::new(upstream, manager);
                     let ordered = Ordered::new(auth, limit, faults.clone());
                     let transport = StreamableHttpClientTransport::with_client(ordered, http);
-                    let serve =
-                        serve_client_with_lifecycle(client, handover.wrap(wire::Outgoing(transport)), lifecycle);
+                    let serve = serve_client_with_lifecycle(
+                        client,
+                        handover.wrap(wire::Outgoing(transport)),
+                        lifecycle,
+                    );
                     tokio::time::timeout(after, serve).await
                 }
                 Some(mut auth) => {
                     auth.http_client = upstream.http;
                     let ordered = Ordered::new(auth, limit, faults.clone());
                     let transport = StreamableHttpClientTransport::with_client(ordered, http);
-                    let serve =
-                        serve_client_with_lifecycle(client, handover.wrap(wire::Outgoing(transport)), lifecycle);
+                    let serve = serve_client_with_lifecycle(
+                        client,
+                        handover.wrap(wire::Outgoing(transport)),
+                        lifecycle,
+                    );
                     tokio::time::timeout(after, serve).await
                 }
                 None => {
                     let plain = Ordered::new(upstream, limit, faults.clone());
                     let transport = StreamableHttpClientTransport::with_client(plain, http);
-                    let serve =
-                        serve_client_with_lifecycle(client, handover.wrap(wire::Outgoing(transport)), lifecycle);
+                    let serve = serve_client_with_lifecycle(
+                        client,
+                        handover.wrap(wire::Outgoing(transport)),
+                        lifecycle,
+                    );
                     tokio::time::timeout(after, serve).await
                 }
             };
