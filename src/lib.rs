@@ -25,5 +25,6 @@ pub mod server;
 pub mod skills;
 pub mod store;
 pub mod surrogates;
+pub mod telemetry;
 pub mod trust;
 pub mod upstream;

@@ -6,6 +6,7 @@
 mod expand;
 mod parse;
 mod policy;
+mod telemetry;
 mod tokens;
 mod tools;
 mod values;
@@ -18,6 +19,7 @@ pub use expand::{Unset, expand};
 pub use policy::{
     AuditSettings, DEFAULT_AUDIT_MAX_BYTES, Destructive, MIN_AUDIT_MAX_BYTES, Policy,
 };
+pub use telemetry::TelemetrySettings;
 pub use tokens::TokenConfig;
 pub use tools::{GlobError, ToolFilter};
 
@@ -121,6 +123,8 @@ pub struct Settings {
     pub audit: Option<AuditSettings>,
     /// `metaServer.http.tokens`: named tokens of `serve --http`, each limited to its servers.
     pub http_tokens: Vec<TokenConfig>,
+    /// `metaServer.telemetry`: where `serve` exports traces (the `OTEL_*` variables win).
+    pub telemetry: Option<TelemetrySettings>,
     /// Enabled servers, sorted by name.
     pub servers: Vec<ServerConfig>,
     /// Entries that cannot be served as written, in file order; the rest still work.

@@ -21,6 +21,7 @@ mod sse;
 mod subscriptions;
 #[cfg(test)]
 mod tests;
+mod traced;
 mod wire;
 
 use std::collections::HashMap;
@@ -39,6 +40,7 @@ use rmcp::service::{
 };
 use tokio::sync::Mutex;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::config::ServerConfig;
 use crate::redact::Redactor;
@@ -267,6 +269,7 @@ impl Manager {
                     opener.clone(),
                     start.clone(),
                 )
+                .instrument(traced::connect(server))
                 .await
             }
             #[cfg(test)]
@@ -396,6 +399,8 @@ impl Manager {
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
+        let span = traced::request(server, "tools/call", tool);
+        traced::carry(&span, &mut params.meta);
         let call = async {
             if conn.lists_before_calls {
                 conn.listed
@@ -436,9 +441,14 @@ impl Manager {
                 max_rounds: mrtr::MAX_ROUNDS,
             })
         };
-        let mut result = self
+        let called = self
             .bounded(slot, &conn, &format!("tools/call {tool}"), call)
-            .await?;
+            .instrument(span.clone())
+            .await;
+        if let Err(e) = &called {
+            traced::failed(&span, e);
+        }
+        let mut result = called?;
         // A server that swallowed our refusal still lets the caller know why it got nothing.
         if let Some(refused) = caller.refused() {
             let said = result.content.iter().any(|c| {

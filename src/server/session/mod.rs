@@ -13,6 +13,7 @@ mod revision;
 pub(in crate::server) mod start;
 mod stdio;
 mod subscriptions;
+mod traced;
 
 pub use handler::MetaServer;
 pub use http::{
