@@ -17,6 +17,8 @@ pub struct Metrics {
     http_requests: Family<Labels, Counter>,
     tool_calls: Family<Labels, Counter>,
     tool_seconds: Histograms,
+    /// The last hour per minute, for the console's charts.
+    pub minutes: super::minutes::Minutes,
 }
 
 /// Latency buckets from 1 ms to about 33 s.
@@ -30,6 +32,7 @@ impl Default for Metrics {
             http_requests: Family::default(),
             tool_calls: Family::default(),
             tool_seconds: Family::new_with_constructor(latency),
+            minutes: Default::default(),
         }
     }
 }
@@ -63,6 +66,7 @@ impl Metrics {
         self.tool_seconds
             .get_or_create(&vec![("server", server.to_owned())])
             .observe(took.as_secs_f64());
+        self.minutes.record(server, ok, took);
     }
 
     /// A registry holding this process's counters, to which a page adds its gauges.

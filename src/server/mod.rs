@@ -16,6 +16,7 @@ mod catalogs;
 mod integrity_tests;
 mod logins;
 pub mod metrics;
+mod minutes;
 mod passthrough;
 mod session;
 mod state;
