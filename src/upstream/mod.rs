@@ -345,6 +345,19 @@ impl Manager {
         }
     }
 
+    /// The protocol revision `server` spoke last (or its catalog says it speaks).
+    pub fn revision(&self, server: &str) -> Option<String> {
+        let slot = self.slots.get(server)?;
+        let revision = slot.revision.lock();
+        revision.as_ref().map(|v| v.as_str().to_owned())
+    }
+
+    /// Whether `server` is connected now, `None` while a connection is being opened.
+    pub fn connection_state(&self, server: &str) -> Option<bool> {
+        let slot = self.slots.get(server)?;
+        slot.conn.try_lock().ok().map(|conn| conn.is_some())
+    }
+
     /// Whether `server` has a live connection now.
     pub async fn is_connected(&self, server: &str) -> bool {
         match self.slots.get(server) {

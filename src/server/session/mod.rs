@@ -17,8 +17,8 @@ mod traced;
 
 pub use handler::MetaServer;
 pub use http::{
-    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, HttpError, HttpOptions,
-    HttpServer, NamedToken, PATH as HTTP_PATH, Token, TokenError,
+    CONSOLE_PATH, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, HttpError,
+    HttpOptions, HttpServer, NamedToken, PATH as HTTP_PATH, Token, TokenError,
 };
 pub use instructions::overview;
 pub use start::StartError;
