@@ -263,9 +263,7 @@ fn written_len(json: &str) -> usize {
 /// tool texts), and the line and paragraph separators some readers take as line ends.
 fn escaped(c: char) -> bool {
     c >= '\u{7f}'
-        && (c.is_control()
-            || crate::catalog::hidden::is_hidden(c)
-            || matches!(c, '\u{2028}' | '\u{2029}'))
+        && (c.is_control() || crate::hidden::is_hidden(c) || matches!(c, '\u{2028}' | '\u{2029}'))
 }
 
 /// JSON text with the characters of [`escaped`] written as `\uXXXX` (a surrogate pair beyond

@@ -1,5 +1,6 @@
 //! The call policy: what the `policy` blocks say of one call of an upstream tool, judged from
-//! the tool's annotations as its catalog holds them. No I/O; asking the user is the server's.
+//! the tool's annotations (the server gives the strictest of those its catalog holds and those
+//! approved or first seen). No I/O; asking the user is the server's.
 //!
 //! Annotations are read as MCP defines them: `readOnlyHint` is false unless given, and a tool
 //! that is not read-only may destroy unless it says `destructiveHint: false`.
@@ -272,7 +273,7 @@ fn cut_escaped(text: &str, limit: usize) -> (String, bool) {
 
 /// `c` as a confirmation shows it: control and invisible characters as `\u{..}`.
 fn escaped(c: char) -> std::borrow::Cow<'static, str> {
-    if c.is_control() || crate::catalog::hidden::is_hidden(c) {
+    if c.is_control() || crate::hidden::is_hidden(c) {
         format!("\\u{{{:04x}}}", c as u32).into()
     } else {
         String::from(c).into()

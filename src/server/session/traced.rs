@@ -61,11 +61,13 @@ pub(super) fn request(
 }
 
 /// Runs `request` in `span`, recording how it ended (a JSON-RPC error is a `protocol_error`).
+/// The request's future is boxed: inlined into the handler's, the debug build's `prompts/get`
+/// (with screening and pinning of pass-through prompts) overflowed a worker's stack.
 pub(super) async fn within<T>(
     span: Span,
     request: impl Future<Output = Result<T, McpError>>,
 ) -> Result<T, McpError> {
-    let answer = request.instrument(span.clone()).await;
+    let answer = Box::pin(request.instrument(span.clone())).await;
     ended(&span, answer.as_ref().err().map(|_| "protocol_error"));
     answer
 }

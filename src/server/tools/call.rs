@@ -136,7 +136,7 @@ async fn attempt(
             });
     if let Some(held) = held {
         return (
-            reply::error(held.refusal(&entry.qualified)),
+            reply::error(held.refusal(&entry.qualified, &entry.qualified)),
             Outcome::Quarantined,
         );
     }
@@ -169,7 +169,7 @@ async fn attempt(
         return (refused.reply, refused.outcome);
     }
     if let Some(skill) = &entry.skill {
-        return ended(skill::run(state, skill));
+        return ended(skill::run(state, skill, &caller.who.access));
     }
     let started = crate::clock::Instant::now();
     let result = if entry.server == RESERVED_SERVER && entry.def.name == script::TOOL {

@@ -201,7 +201,7 @@ async fn servers(Extract(console): Extract<Arc<Console>>, request: Request) -> R
 
 async fn review(Extract(console): Extract<Arc<Console>>, request: Request) -> Response {
     match signed(&console, &request) {
-        Ok(_) => ok(views::review(&console.state)),
+        Ok(_) => ok(views::review(&console.state).await),
         Err(refused) => refusal(refused),
     }
 }
@@ -265,10 +265,11 @@ async fn search(Extract(console): Extract<Arc<Console>>, request: Request) -> Re
 #[derive(Deserialize)]
 struct Approve {
     server: String,
-    tool: Option<String>,
+    /// An item as `tools approve` names it (`<server>__<tool>`, `prompt:<server>__<name>`...).
+    name: Option<String>,
 }
 
-/// Approves one tool of a server, or all of them (`tool` absent).
+/// Approves one item of a server, or everything of it that waits (`name` absent).
 async fn approve(Extract(console): Extract<Arc<Console>>, request: Request) -> Response {
     let signed = match signed(&console, &request) {
         Ok(signed) => signed,
@@ -277,12 +278,11 @@ async fn approve(Extract(console): Extract<Arc<Console>>, request: Request) -> R
     let Some(body) = read_json::<Approve>(request).await else {
         return (
             StatusCode::BAD_REQUEST,
-            "send {\"server\": ..., \"tool\": ...}\n",
+            "send {\"server\": ..., \"name\": ...}\n",
         )
             .into_response();
     };
-    let tool = body.tool.as_deref();
-    match views::approve(&console.state, &body.server, tool).await {
+    match views::approve(&console.state, &body.server, body.name.as_deref()).await {
         Ok(names) => {
             tracing::info!(by = signed.name, "console approval");
             ok(json!({"approved": names}))

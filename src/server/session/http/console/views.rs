@@ -11,12 +11,11 @@ use serde_json::{Value, json};
 
 use crate::catalog::Catalog;
 use crate::config::{ServerConfig, TransportConfig, TrustMode};
-use crate::library::qualified_name;
 use crate::server::State;
 use crate::server::access::Access;
 use crate::server::catalogs::refresh;
 use crate::server::tools::search;
-use crate::trust::{Approvals, TrustError};
+use crate::trust::{Approvals, Choice, Kind, TrustError};
 
 /// The audit log's tail read for the activity view, in bytes.
 const AUDIT_TAIL: u64 = 512 * 1024;
@@ -30,6 +29,8 @@ pub(super) enum ActionError {
     NoServer(String),
     #[error("server \"{0}\" has no catalog yet: refresh it first")]
     NoCatalog(String),
+    #[error("no item \"{0}\" of server \"{1}\": reload the review and pick one it lists")]
+    NoItem(String, String),
     #[error(transparent)]
     Trust(#[from] TrustError),
     #[error("refreshing failed: {0}")]
@@ -60,11 +61,11 @@ pub(super) fn servers(state: &State) -> Value {
             };
             let quarantined: Vec<String> = catalog
                 .map(|c| {
-                    c.tool_defs()
-                        .into_iter()
-                        .filter(|d| state.trust.quarantine(c, &d.name).is_some())
-                        .map(|d| qualified_name(&server.name, &d.name))
-                        .collect()
+                    let holds = state.trust.holds(c);
+                    let names = holds
+                        .iter()
+                        .map(|(kind, key, _)| kind.name(&server.name, key));
+                    names.collect()
                 })
                 .unwrap_or_default();
             json!({
@@ -116,48 +117,33 @@ fn login(server: &ServerConfig) -> Value {
     }
 }
 
-/// The tools waiting for approval, each with its approved and current version and its flags,
-/// and the approved tools whose texts are flagged.
-pub(super) fn review(state: &State) -> Value {
+/// What waits for approval (tools, prompts, resources, templates, instructions), each with its
+/// approved and current version and its flags, and the approved items whose texts are flagged:
+/// what `meta-server tools review` lists, from the shared store's approvals when there is one.
+pub(super) async fn review(state: &State) -> Value {
     let library = state.catalogs.library();
-    let mut tools = Vec::new();
+    let dir = &state.settings.catalog_dir;
+    let mut items = Vec::new();
     for server in &state.settings.servers {
         let Some(catalog) = library.catalogs.get(&server.name) else {
             continue;
         };
-        let approvals = Approvals::load(&state.settings.catalog_dir, &server.name);
-        let mut pending: BTreeMap<String, crate::trust::Pending> =
-            crate::trust::pending(state.trust.mode(), approvals, catalog)
-                .into_iter()
-                .filter_map(|p| Some((p.tool.value()["name"].as_str()?.to_owned(), p)))
-                .collect();
-        for def in catalog.tool_defs() {
-            let held = pending.remove(&def.name);
-            let flags = def.flags();
-            if held.is_none() && flags.is_empty() {
-                continue;
-            }
-            tools.push(json!({
-                "name": qualified_name(&server.name, &def.name),
-                "server": server.name,
-                "tool": def.name,
-                "quarantined": held.as_ref().map(|p| p.quarantine.why()),
-                "approvedAt": held.as_ref().and_then(|p| p.approved.as_ref()).map(|a| a.approved_at.clone()),
-                "approved": held.as_ref().and_then(|p| p.approved.as_ref()).map(|a| a.tool.value()),
-                "current": held.map_or_else(|| def.value(), |p| p.tool.value()),
-                "flags": flags,
-            }));
-        }
+        let approvals = match &state.shared {
+            Some(store) => crate::trust::shared::load(store, dir, &server.name).await.0,
+            None => Approvals::load(dir, &server.name),
+        };
+        items.extend(crate::trust::review(state.trust.mode(), approvals, catalog));
     }
-    json!({"tools": tools, "trust": trust_mode(state.trust.mode())})
+    json!({"items": items, "trust": trust_mode(state.trust.mode())})
 }
 
-/// Approves `tool` of `server` (all its tools when `None`) as the catalog holds it now: in the
-/// shared store when there is one (every replica follows it), else beside the catalogs.
+/// Approves the item `name` (as `tools approve` names it) of `server`, or everything of it
+/// that waits (`name` absent), as the catalog holds it now: in the shared store when there is
+/// one (every replica follows it), else beside the catalogs.
 pub(super) async fn approve(
     state: &State,
     server: &str,
-    tool: Option<&str>,
+    name: Option<&str>,
 ) -> Result<Vec<String>, ActionError> {
     let config = state
         .settings
@@ -168,16 +154,23 @@ pub(super) async fn approve(
         .catalogs
         .get(&config.name)
         .ok_or_else(|| ActionError::NoCatalog(config.name.clone()))?;
-    let tools = tool.map(|t| vec![t.to_owned()]);
-    let dir = &state.settings.catalog_dir;
-    let approved = match &state.shared {
-        Some(store) => crate::trust::shared::approve(store, dir, catalog, tools.as_deref()).await?,
-        None => crate::trust::approve(dir, catalog, tools.as_deref())?,
+    let choice = match name {
+        None => Choice::All,
+        Some(name) => {
+            let no_item = || ActionError::NoItem(name.to_owned(), config.name.clone());
+            let (kind, named, key) = Kind::parse(name).ok_or_else(no_item)?;
+            if state.settings.server(named).map(|c| &c.name) != Some(&config.name) {
+                return Err(no_item());
+            }
+            let key = crate::trust::key_named(catalog, kind, key).ok_or_else(no_item)?;
+            Choice::Items(vec![(kind, key)])
+        }
     };
-    let names = approved
-        .iter()
-        .map(|t| qualified_name(&config.name, t))
-        .collect();
+    let dir = &state.settings.catalog_dir;
+    let names = match &state.shared {
+        Some(store) => crate::trust::shared::approve(store, dir, catalog, &choice).await?,
+        None => crate::trust::approve(dir, catalog, &choice)?,
+    };
     tracing::info!(server = config.name, ?names, "approved from the console");
     Ok(names)
 }

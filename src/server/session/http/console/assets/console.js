@@ -193,17 +193,20 @@ $("servers-reload").addEventListener("click", () => loadServers().catch((e) => s
 
 // Review
 
-const PINNED = ["title", "description", "inputSchema", "outputSchema", "annotations"];
-
 function shown(value) {
   if (value === undefined || value === null) return "(none)";
   return typeof value === "string" ? value : JSON.stringify(value, null, 2);
 }
 
-async function approve(server, tool) {
-  const what = tool ? server + "__" + tool : "every tool of " + server;
-  status("approving " + what + "…");
-  const done = await api("/console/api/approve", tool ? { server, tool } : { server });
+/** The fields of an item as [key, value] pairs (instructions, a text, as one field). */
+function fields(item) {
+  if (item && typeof item === "object" && !Array.isArray(item)) return Object.entries(item);
+  return item === undefined || item === null ? [] : [["text", item]];
+}
+
+async function approve(server, name) {
+  status("approving " + (name || "everything of " + server) + "…");
+  const done = await api("/console/api/approve", name ? { server, name } : { server });
   status("approved " + done.approved.join(", "));
   await loadReview();
 }
@@ -213,8 +216,8 @@ async function loadReview() {
   const list = $("review-list");
   clear(list);
   if (data.trust === "off") list.appendChild(el("p", "Trust is off (metaServer.trust): nothing is pinned or quarantined.", "note"));
-  const waiting = data.tools.filter((t) => t.quarantined);
-  if (!data.tools.length) list.appendChild(el("p", "No tool waits for approval.", "note"));
+  const waiting = data.items.filter((t) => t.quarantined);
+  if (!waiting.length) list.appendChild(el("p", "Nothing waits for approval.", "note"));
   const servers = [...new Set(waiting.map((t) => t.server))];
   for (const server of servers) {
     const all = el("button", "Approve all of " + server, "primary");
@@ -224,28 +227,30 @@ async function loadReview() {
     list.appendChild(all);
     list.appendChild(document.createTextNode(" "));
   }
-  for (const t of data.tools) {
+  for (const t of data.items) {
     const card = el("div", null, "card");
-    card.dataset.tool = t.name;
-    card.appendChild(el("h3", t.name));
+    card.dataset.item = t.name;
+    const title = el("h3", t.name);
+    title.appendChild(el("span", t.kind, "kind"));
+    card.appendChild(title);
     if (t.quarantined) card.appendChild(el("p", "Quarantined: " + t.quarantined, "why"));
     else card.appendChild(el("p", "Approved; its texts are flagged.", "note"));
-    for (const flag of t.flags) card.appendChild(el("p", "⚑ " + flag, "flag"));
+    for (const flag of t.flags || []) card.appendChild(el("p", "⚑ " + flag, "flag"));
     const table = el("table", null, "diff");
     const head = el("tr");
     head.appendChild(el("th", "Field", "field"));
-    head.appendChild(el("th", t.approved ? "Approved" + (t.approvedAt ? " (" + t.approvedAt + ")" : "") : "Approved (none)"));
+    head.appendChild(el("th", t.approved !== undefined && t.approved !== null ? "Approved" + (t.approvedAt ? " (" + t.approvedAt + ")" : "") : "Approved (none)"));
     head.appendChild(el("th", "Now"));
     table.appendChild(head);
-    for (const key of PINNED) {
-      const old = t.approved ? t.approved[key] : undefined;
-      const now = t.current[key];
-      if (old === undefined && now === undefined) continue;
+    const old = new Map(fields(t.approved));
+    const now = new Map(fields(t.current));
+    const keys = [...now.keys(), ...[...old.keys()].filter((k) => !now.has(k))];
+    for (const key of keys) {
       const row = el("tr");
-      if (JSON.stringify(old) !== JSON.stringify(now)) row.className = "changed";
+      if (t.quarantined && JSON.stringify(old.get(key)) !== JSON.stringify(now.get(key))) row.className = "changed";
       row.appendChild(el("th", key, "field"));
-      cell(row, reveal(t.approved ? shown(old) : ""), "old");
-      cell(row, reveal(shown(now)), "new");
+      cell(row, reveal(t.approved !== undefined && t.approved !== null ? shown(old.get(key)) : ""), "old");
+      cell(row, reveal(shown(now.get(key))), "new");
       table.appendChild(row);
     }
     card.appendChild(table);
@@ -253,8 +258,8 @@ async function loadReview() {
       const actions = el("div", null, "actions");
       const one = el("button", "Approve " + t.name, "primary");
       one.type = "button";
-      one.dataset.approveTool = t.name;
-      one.addEventListener("click", () => approve(t.server, t.tool).catch((e) => status(e.message, true)));
+      one.dataset.approve = t.name;
+      one.addEventListener("click", () => approve(t.server, t.name).catch((e) => status(e.message, true)));
       actions.appendChild(one);
       card.appendChild(actions);
     }
