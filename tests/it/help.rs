@@ -7,6 +7,10 @@ fn help_of_every_command() {
     for command in [
         "",
         "serve",
+        "add",
+        "remove",
+        "get",
+        "list",
         "index",
         "search",
         "call",

@@ -1,7 +1,8 @@
 //! Catalogs while serving: first run (a server without a catalog listed when first needed),
 //! freshness (stale and changed tool lists re-listed), catalogs shared by replicas, and the
 //! alwaysLoad servers fixed at start-up. `refresh` makes one server's catalog fresh, through
-//! `shared` when a store is configured, and `listing` lists and installs it.
+//! `shared` when a store is configured, and `listing` lists and installs it; `reload` applies
+//! a changed config.
 
 pub(in crate::server) mod always;
 mod book;
@@ -12,6 +13,7 @@ pub(in crate::server) mod freshness;
 mod freshness_tests;
 mod listing;
 mod refresh;
+pub(in crate::server) mod reload;
 pub(in crate::server) mod shared;
 mod vectors;
 

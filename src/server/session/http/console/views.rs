@@ -43,8 +43,8 @@ pub(super) fn servers(state: &State) -> Value {
     let library = state.catalogs.library();
     let unavailable: BTreeMap<String, String> = state.catalogs.unavailable().into_iter().collect();
     let indexing = state.catalogs.indexing();
-    let servers: Vec<Value> = state
-        .settings
+    let settings = state.settings();
+    let servers: Vec<Value> = settings
         .servers
         .iter()
         .map(|server| {
@@ -122,9 +122,10 @@ fn login(server: &ServerConfig) -> Value {
 /// what `meta-server tools review` lists, from the shared store's approvals when there is one.
 pub(super) async fn review(state: &State) -> Value {
     let library = state.catalogs.library();
-    let dir = &state.settings.catalog_dir;
+    let settings = state.settings();
+    let dir = &settings.catalog_dir;
     let mut items = Vec::new();
-    for server in &state.settings.servers {
+    for server in &settings.servers {
         let Some(catalog) = library.catalogs.get(&server.name) else {
             continue;
         };
@@ -145,8 +146,8 @@ pub(super) async fn approve(
     server: &str,
     name: Option<&str>,
 ) -> Result<Vec<String>, ActionError> {
-    let config = state
-        .settings
+    let settings = state.settings();
+    let config = settings
         .server(server)
         .ok_or_else(|| ActionError::NoServer(server.to_owned()))?;
     let library = state.catalogs.library();
@@ -159,14 +160,14 @@ pub(super) async fn approve(
         Some(name) => {
             let no_item = || ActionError::NoItem(name.to_owned(), config.name.clone());
             let (kind, named, key) = Kind::parse(name).ok_or_else(no_item)?;
-            if state.settings.server(named).map(|c| &c.name) != Some(&config.name) {
+            if settings.server(named).map(|c| &c.name) != Some(&config.name) {
                 return Err(no_item());
             }
             let key = crate::trust::key_named(catalog, kind, key).ok_or_else(no_item)?;
             Choice::Items(vec![(kind, key)])
         }
     };
-    let dir = &state.settings.catalog_dir;
+    let dir = &settings.catalog_dir;
     let names = match &state.shared {
         Some(store) => crate::trust::shared::approve(store, dir, catalog, &choice).await?,
         None => crate::trust::approve(dir, catalog, &choice)?,
@@ -177,8 +178,8 @@ pub(super) async fn approve(
 
 /// Lists `server`'s tools again now (one listing at a time, as a first run takes).
 pub(super) async fn refresh_server(state: &Arc<State>, server: &str) -> Result<(), ActionError> {
-    let config = state
-        .settings
+    let settings = state.settings();
+    let config = settings
         .server(server)
         .ok_or_else(|| ActionError::NoServer(server.to_owned()))?;
     let lock = state.catalogs.listing_lock(&config.name);
@@ -199,7 +200,8 @@ pub(super) struct Filters {
 
 /// The audit log's last lines (newest first) that pass `filters`.
 pub(super) fn activity(state: &State, filters: &Filters) -> Value {
-    let Some(audit) = &state.settings.audit else {
+    let settings = state.settings();
+    let Some(audit) = &settings.audit else {
         return json!({"configured": false, "lines": []});
     };
     let text = match tail(&audit.path, AUDIT_TAIL) {
