@@ -26,6 +26,7 @@ pub mod server;
 pub mod skills;
 pub mod store;
 pub mod surrogates;
+pub mod telemetry;
 pub mod trust;
 pub mod upstream;
 pub mod verbatim;

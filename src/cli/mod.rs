@@ -24,11 +24,13 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use tracing::Level;
+use tracing_subscriber::Layer;
 use tracing_subscriber::filter::filter_fn;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
 use crate::config::{Settings, default_config_path};
+use crate::telemetry::Telemetry;
 use crate::upstream::guardian;
 
 /// One MCP entry in front of all your MCP servers.
@@ -117,8 +119,9 @@ fn is_handler_error(meta: &tracing::Metadata<'_>) -> bool {
 }
 
 /// Logs go to stderr only: stdout belongs to the MCP protocol. Message payloads (tool
-/// arguments, results) are left out at every level unless [`PAYLOADS_ENV`] is `1`.
-pub fn init_logging(cli: &Cli) {
+/// arguments, results) are left out at every level unless [`PAYLOADS_ENV`] is `1`. With
+/// `telemetry`, the spans of [`crate::telemetry::TARGET`] are exported too (never logged).
+fn init_logging(cli: &Cli, telemetry: Option<&Telemetry>) {
     // rmcp's transport worker logs a failed connection in its own types' words; meta-server
     // reports the same failure with its cause, so that log waits for -vv.
     let default = match cli.verbose {
@@ -128,18 +131,38 @@ pub fn init_logging(cli: &Cli) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("META_SERVER_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Exported spans are not log lines.
+    let filter = match format!("{}=off", crate::telemetry::TARGET).parse() {
+        Ok(off) => filter.add_directive(off),
+        Err(_) => filter,
+    };
     let payloads = std::env::var_os(PAYLOADS_ENV).is_some_and(|v| v == "1");
     let verbose = cli.verbose;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let payload_filter = filter_fn(move |meta| payloads || !carries_payload(meta));
+    let handler_errors = filter_fn(move |meta| verbose > 1 || !is_handler_error(meta));
+    let Some(telemetry) = telemetry else {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(|| RedactedStderr)
+            .with_ansi(std::io::stderr().is_terminal())
+            .with_target(false)
+            .finish()
+            .with(payload_filter)
+            .with(handler_errors)
+            .init();
+        return;
+    };
+    // Each layer filters for itself: the exported spans are enabled whatever the log level.
+    let log = tracing_subscriber::fmt::layer()
         .with_writer(|| RedactedStderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
-        .finish()
-        .with(filter_fn(move |meta| payloads || !carries_payload(meta)))
-        .with(filter_fn(move |meta| {
-            verbose > 1 || !is_handler_error(meta)
-        }))
+        .with_filter(filter);
+    tracing_subscriber::registry()
+        .with(log)
+        .with(telemetry.layer())
+        .with(payload_filter)
+        .with(handler_errors)
         .init();
 }
 
@@ -159,10 +182,14 @@ impl std::io::Write for RedactedStderr {
     }
 }
 
-/// Runs the chosen subcommand: `eval` and client setup directly (eval needs no config; setup
+/// Sets up logging (for `serve`, once the settings say whether traces are exported too), then
+/// runs the chosen subcommand: `eval` and client setup directly (eval needs no config; setup
 /// may create it), the rest on a multi-threaded runtime with the settings loaded.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let config = cli.config.clone().unwrap_or_else(default_config_path);
+    if !matches!(cli.command, Command::Serve(_)) {
+        init_logging(&cli, None);
+    }
     match cli.command {
         // Its tools come from a file or a catalog dir: no config needed (only its catalogDir).
         Command::Eval(args) => return eval::run(args, &config, cli.catalog_dir),
@@ -188,6 +215,24 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         | Command::Measure(_) => {}
     }
     let settings = Settings::load(&config, cli.catalog_dir.clone())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    // `serve` exports traces when an endpoint is configured; the exporter runs on the runtime.
+    let telemetry = match cli.command {
+        Command::Serve(_) => {
+            let started = Telemetry::start(
+                settings.telemetry.as_ref(),
+                runtime.handle().clone(),
+                &|var| std::env::var(var).ok(),
+            );
+            let telemetry = started.as_ref().ok().and_then(Option::as_ref);
+            init_logging(&cli, telemetry);
+            started?
+        }
+        _ => None,
+    };
     crate::redact::set_process(crate::redact::Redactor::new(
         settings.servers.iter().flat_map(|s| s.secrets()),
     ));
@@ -210,10 +255,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Err(e) => tracing::warn!("cannot start the guardian: {e}"),
         }
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
     let code = runtime.block_on(async move {
         match cli.command {
             Command::Serve(args) => serve::run(settings, args).await,
@@ -234,6 +275,10 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             | Command::Guard => unreachable!("handled before the config is loaded"),
         }
     });
+    // The spans not exported yet go out while the runtime that sends them still runs.
+    if let Some(telemetry) = telemetry {
+        telemetry.shutdown();
+    }
     // Upstreams are stopped by now; a blocking stdin read must not keep the process alive.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     code

@@ -9,8 +9,8 @@ use anyhow::{Context, bail};
 
 use crate::config::Settings;
 use crate::server::{
-    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, HTTP_PATH, HttpOptions,
-    HttpServer, NamedToken, Token,
+    CONSOLE_PATH, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, HTTP_PATH,
+    HttpOptions, HttpServer, NamedToken, Token,
 };
 
 /// The environment variable holding the bearer token for `--http`.
@@ -25,7 +25,8 @@ const TOKEN_ENV: &str = "META_SERVER_TOKEN";
 /// of upstreams and one catalog, and each session reads back only the results it stored. When
 /// META_SERVER_TOKEN or --token-file gives a token, every request must send
 /// `Authorization: Bearer <token>`. GET /healthz (no token) and GET /metrics (Prometheus text)
-/// answer on the same address.
+/// answer on the same address, and /console, a page for the holders of META_SERVER_TOKEN or of
+/// a named token marked "admin": true.
 ///
 /// With META_SERVER_STORE_URL (or metaServer.store.url: redis:// or rediss://, Valkey or
 /// Redis), several replicas behind one load balancer act as one server: they share stored
@@ -104,6 +105,7 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
         });
     }
     eprintln!("meta-server: serving MCP at http://{local}{HTTP_PATH}");
+    eprintln!("meta-server: console (admin tokens) at http://{local}{CONSOLE_PATH}");
     server.run(settings).await?;
     Ok(ExitCode::SUCCESS)
 }

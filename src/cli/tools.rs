@@ -5,11 +5,10 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
-use serde::Serialize;
 use serde_json::Value;
 
 use super::terminal::{escape, escape_json};
-use crate::catalog::{Catalog, screen};
+use crate::catalog::Catalog;
 use crate::config::{ServerConfig, Settings, TrustMode};
 use crate::store::Valkey;
 use crate::trust::{Approvals, Choice, Kind, TrustError};
@@ -59,29 +58,6 @@ struct ApproveArgs {
     /// Approve everything of every configured server.
     #[arg(long, conflicts_with = "names")]
     all: bool,
-}
-
-/// One item in `tools review`.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Reviewed {
-    /// What `tools approve` takes.
-    name: String,
-    server: String,
-    /// "tool", "prompt", "resource", "resource template" or "instructions".
-    kind: &'static str,
-    /// Why it waits for approval; absent when it is approved and only flagged.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    quarantined: Option<String>,
-    /// When the version it differs from was approved.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    approved_at: Option<String>,
-    /// The approved version, if any.
-    approved: Option<Value>,
-    /// The version in the catalog now.
-    current: Value,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    flags: Vec<String>,
 }
 
 pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
@@ -142,33 +118,6 @@ async fn approvals(
     approvals
 }
 
-/// The flags of item `key` of `kind` in `catalog` (a tool's as search shows them).
-fn flags_of(catalog: &Catalog, kind: Kind, key: &str, item: &Value) -> Vec<String> {
-    match kind {
-        Kind::Tool => catalog
-            .tool_defs()
-            .into_iter()
-            .find(|d| d.name == key)
-            .map(|d| d.flags())
-            .unwrap_or_default(),
-        Kind::Instructions => {
-            let text = item.as_str().unwrap_or_default();
-            let (kept, hidden) = crate::hidden::strip(text);
-            screen::flags("these instructions", hidden, [kept.as_str()])
-        }
-        _ => {
-            let field = match kind {
-                Kind::Prompt => "name",
-                Kind::Resource => "uri",
-                _ => "uriTemplate",
-            };
-            screen::offer(kind.noun(), field, item)
-                .map(|s| s.flags)
-                .unwrap_or_default()
-        }
-    }
-}
-
 #[allow(clippy::print_stdout)]
 async fn review(
     settings: &Settings,
@@ -181,29 +130,7 @@ async fn review(
             continue;
         };
         let approvals = approvals(settings, store, &server.name).await;
-        let mut pending: std::collections::BTreeMap<(Kind, String), crate::trust::Pending> =
-            crate::trust::pending(settings.trust, approvals, &catalog)
-                .into_iter()
-                .map(|p| ((p.kind, p.key.clone()), p))
-                .collect();
-        for (kind, key, current) in items(&catalog) {
-            let held = pending.remove(&(kind, key.clone()));
-            let flags = flags_of(&catalog, kind, &key, &current);
-            if held.is_none() && flags.is_empty() {
-                continue;
-            }
-            let approved = held.as_ref().and_then(|p| p.approved.clone());
-            listed.push(Reviewed {
-                name: kind.name(&server.name, &key),
-                server: server.name.clone(),
-                kind: kind.noun(),
-                quarantined: held.as_ref().map(|p| p.quarantine.why()),
-                approved_at: approved.as_ref().map(|(at, _)| at.clone()),
-                approved: approved.map(|(_, item)| item),
-                current,
-                flags,
-            });
-        }
+        listed.extend(crate::trust::review(settings.trust, approvals, &catalog));
     }
     if args.json {
         println!("{}", escape_json(&serde_json::to_string_pretty(&listed)?));
@@ -234,22 +161,6 @@ async fn review(
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Every item of `catalog` `tools review` looks at: (kind, key, item as received).
-fn items(catalog: &Catalog) -> Vec<(Kind, String, Value)> {
-    let mut all = Vec::new();
-    for kind in Kind::ALL {
-        for item in kind.items(catalog).unwrap_or_default() {
-            if kind == Kind::Instructions && item.is_null() {
-                continue;
-            }
-            if let Some(key) = kind.key_of(&item) {
-                all.push((kind, key, item));
-            }
-        }
-    }
-    all
 }
 
 /// Each field that differs, the approved text above the new (instructions as one text).
@@ -324,11 +235,7 @@ async fn approve(
             .with_context(|| no_catalog(server))?;
         // Tools and prompts are named as clients see them (qualified), which may differ from
         // their own names.
-        let wanted = kind.name(server, key);
-        let key = items(&catalog)
-            .into_iter()
-            .find(|(k, own, _)| *k == kind && kind.name(server, own) == wanted)
-            .map(|(_, own, _)| own);
+        let key = crate::trust::key_named(&catalog, kind, key);
         let Some(key) = key else {
             bail!(
                 "server \"{server}\" has no {} named so; `meta-server tools review` lists what waits",

@@ -8,6 +8,7 @@ mod expand;
 mod parse;
 mod policy;
 mod roots;
+mod telemetry;
 mod tokens;
 mod tools;
 mod values;
@@ -23,6 +24,7 @@ pub use policy::{
     AuditSettings, DEFAULT_AUDIT_MAX_BYTES, Destructive, MIN_AUDIT_MAX_BYTES, Policy,
 };
 pub use roots::lexical as lexical_path;
+pub use telemetry::TelemetrySettings;
 pub use tokens::TokenConfig;
 pub use tools::{GlobError, ToolFilter};
 
@@ -136,6 +138,8 @@ pub struct Settings {
     pub audit: Option<AuditSettings>,
     /// `metaServer.http.tokens`: named tokens of `serve --http`, each limited to its servers.
     pub http_tokens: Vec<TokenConfig>,
+    /// `metaServer.telemetry`: where `serve` exports traces (the `OTEL_*` variables win).
+    pub telemetry: Option<TelemetrySettings>,
     /// Enabled servers, sorted by name.
     pub servers: Vec<ServerConfig>,
     /// The names of `servers` in the order the file lists them, which settles which server a

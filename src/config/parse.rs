@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::policy::{AuditBlock, PolicyBlock};
+use super::telemetry::TelemetryBlock;
 use super::tokens::HttpBlock;
 use super::values::{Flag, HttpUrl, MessageMb, Port, Positive, Str, StrMap, Strs, wrong};
 use super::{
@@ -58,6 +59,8 @@ struct Global {
     audit: Option<Value>,
     /// [`HttpBlock`], read by [`read`].
     http: Option<Value>,
+    /// [`TelemetryBlock`], read by [`read`].
+    telemetry: Option<Value>,
 }
 
 /// `metaServer.embeddings`.
@@ -348,6 +351,17 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
         .map(|h| read("metaServer.http", h))
         .transpose()
         .map_err(|e| e.in_file(path))?;
+    let telemetry = global
+        .telemetry
+        .map(|t| {
+            read::<TelemetryBlock>("metaServer.telemetry", t)?
+                .settings()
+                .map_err(|(key, message)| {
+                    Invalid::new(format!("metaServer.telemetry.{key}"), message)
+                })
+        })
+        .transpose()
+        .map_err(|e| e.in_file(path))?;
     let (section, servers) = match (root.remove("mcpServers"), root.remove("servers")) {
         (Some(servers), _) => ("mcpServers", servers),
         (None, Some(servers)) => ("servers", servers),
@@ -445,6 +459,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
         policy,
         audit,
         http_tokens,
+        telemetry,
         servers: out,
         file_order,
         skipped,

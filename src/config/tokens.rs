@@ -6,7 +6,7 @@ use std::fmt;
 use serde::Deserialize;
 
 use super::ToolFilter;
-use super::values::{Str, Strs};
+use super::values::{Flag, Str, Strs};
 
 /// The principal names meta-server gives itself: a token may not take them.
 const RESERVED_NAMES: [&str; 1] = ["anonymous"];
@@ -23,6 +23,8 @@ pub struct TokenConfig {
     pub servers: Option<Vec<String>>,
     /// Globs over qualified names (`<server>__<tool>`) it neither sees nor calls.
     pub deny_tools: ToolFilter,
+    /// `"admin": true`: its holder may open the console (`/console`) of `serve --http`.
+    pub admin: bool,
 }
 
 impl fmt::Debug for TokenConfig {
@@ -31,6 +33,7 @@ impl fmt::Debug for TokenConfig {
             .field("name", &self.name)
             .field("servers", &self.servers)
             .field("deny_tools", &self.deny_tools.globs().1)
+            .field("admin", &self.admin)
             .finish_non_exhaustive()
     }
 }
@@ -52,6 +55,8 @@ struct TokenEntry {
     servers: Option<Strs>,
     #[serde(default)]
     deny_tools: Strs,
+    #[serde(default)]
+    admin: Flag,
 }
 
 impl HttpBlock {
@@ -119,6 +124,7 @@ impl HttpBlock {
                 token: entry.token.0,
                 servers,
                 deny_tools,
+                admin: entry.admin.0,
             });
         }
         Ok(out)
@@ -156,6 +162,11 @@ mod tests {
                 && ci.deny_tools.allows("Fs-Server__read")
         );
         assert_eq!(ops.servers, None);
+        assert!(!ci.admin && !ops.admin);
+        let s = parse(r#"[{"name": "root", "token": "${R}", "admin": true}]"#).unwrap();
+        assert!(s.http_tokens[0].admin);
+        let e = parse(r#"[{"name": "root", "token": "${R}", "admin": "yes"}]"#).unwrap_err();
+        assert!(e.contains("tokens[0].admin"), "{e}");
         assert!(!format!("{ci:?}").contains("CI_TOKEN"), "never printed");
     }
 

@@ -94,6 +94,7 @@ mod tests {
             token: "${T}".into(),
             servers: Some(vec!["fs".into()]),
             deny_tools: ToolFilter::new(Vec::new(), vec!["*__write_*".into()]).unwrap(),
+            admin: false,
         };
         let access = Access::of(&token);
         assert!(access.sees("fs__read_file") && !access.sees("fs__write_file"));

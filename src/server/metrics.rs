@@ -56,6 +56,8 @@ pub struct Metrics {
     tool_calls: Mutex<BTreeMap<(String, &'static str, String), Counter>>,
     /// Their latencies by server.
     tool_seconds: Mutex<BTreeMap<String, Histogram>>,
+    /// The last hour per minute, for the console's charts.
+    pub minutes: super::minutes::Minutes,
 }
 
 /// Latency buckets from 1 ms to about 33 s.
@@ -91,6 +93,7 @@ impl Metrics {
             .entry(server.to_owned())
             .or_insert_with(latency)
             .observe(took.as_secs_f64());
+        self.minutes.record(server, ok, took);
     }
 
     /// A registry holding this process's counters that `scope` shows, to which a page adds
@@ -192,6 +195,7 @@ mod tests {
             token: "${T}".into(),
             servers: Some(vec!["fs".into()]),
             deny_tools: ToolFilter::default(),
+            admin: false,
         };
         let access = Access::of(&token);
         let scope = Scope::Of {

@@ -16,6 +16,7 @@ mod catalogs;
 mod integrity_tests;
 mod logins;
 pub mod metrics;
+mod minutes;
 mod passthrough;
 mod session;
 mod state;
@@ -24,9 +25,9 @@ mod tests;
 mod tools;
 
 pub use session::{
-    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, HTTP_PATH, HttpError,
-    HttpOptions, HttpServer, MetaServer, NamedToken, StartError, StdioError, Token, TokenError,
-    overview, serve_stdio,
+    CONSOLE_PATH, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, HTTP_PATH,
+    HttpError, HttpOptions, HttpServer, MetaServer, NamedToken, StartError, StdioError, Token,
+    TokenError, overview, serve_stdio,
 };
 pub use state::State;
 pub use tools::{

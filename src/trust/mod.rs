@@ -8,6 +8,7 @@
 
 mod approvals;
 mod kinds;
+mod review;
 pub mod shared;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -26,6 +27,7 @@ use crate::store::StoreError;
 
 pub use approvals::{Approvals, Approved, Pinned};
 pub use kinds::{Holds, Kind};
+pub use review::{Reviewed, key_named, review};
 
 /// Errors reading or writing approvals.
 #[derive(Debug, thiserror::Error)]

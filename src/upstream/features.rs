@@ -6,6 +6,8 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use tracing::Instrument;
+
 use rmcp::ErrorData;
 use rmcp::model::{
     ClientRequest, CompleteRequestParams, CompleteResult, ErrorCode, GetPromptRequest,
@@ -121,7 +123,10 @@ impl Manager {
         origin: &Origin,
     ) -> Result<Answer<GetPromptResult>, UpstreamError> {
         let what = format!("prompts/get {}", params.name);
-        let answer = self.forward(server, &what, Some(origin), |conn| async move {
+        let mut params = params;
+        let span = super::traced::request(server, "prompts/get", &params.name);
+        super::traced::carry(&span, &mut params.meta);
+        let answer = self.forward(server, &what, Some(origin), span, |conn| async move {
             mrtr::rounds(server, origin, conn.relays.roots(), |answers, state| {
                 let mut params = params.clone();
                 (params.input_responses, params.request_state) = (answers, state);
@@ -152,7 +157,10 @@ impl Manager {
         origin: &Origin,
     ) -> Result<Answer<ReadResourceResult>, UpstreamError> {
         let what = format!("resources/read {}", params.uri);
-        let answer = self.forward(server, &what, Some(origin), |conn| async move {
+        let mut params = params;
+        let span = super::traced::request(server, "resources/read", &params.uri);
+        super::traced::carry(&span, &mut params.meta);
+        let answer = self.forward(server, &what, Some(origin), span, |conn| async move {
             mrtr::rounds(server, origin, conn.relays.roots(), |answers, state| {
                 let mut params = params.clone();
                 (params.input_responses, params.request_state) = (answers, state);
@@ -181,7 +189,8 @@ impl Manager {
         server: &str,
         params: CompleteRequestParams,
     ) -> Result<Answer<CompleteResult>, UpstreamError> {
-        let answer = self.forward(server, "completion/complete", None, |conn| async move {
+        let span = super::traced::request(server, "completion/complete", "");
+        let answer = self.forward(server, "completion/complete", None, span, |conn| async move {
             conn.peer.complete(params).await
         });
         Ok(answer.await?.map(|mut result| {
@@ -190,14 +199,15 @@ impl Manager {
         }))
     }
 
-    /// Connects `server` if needed and runs `request` on it, bounded like a tool call, as a
-    /// call of `origin` if given; the server's own JSON-RPC error is its answer, not a failure
-    /// of the connection.
+    /// Connects `server` if needed and runs `request` on it (in `span`), bounded like a tool
+    /// call, as a call of `origin` if given; the server's own JSON-RPC error is its answer,
+    /// not a failure of the connection.
     async fn forward<T, F>(
         &self,
         server: &str,
         what: &str,
         origin: Option<&Origin>,
+        span: tracing::Span,
         request: impl FnOnce(Arc<Connection>) -> F,
     ) -> Result<Answer<T>, UpstreamError>
     where
@@ -210,13 +220,19 @@ impl Manager {
         let _busy = InFlight::new(&conn);
         let _caller = origin.map(|origin| conn.relays.enter(origin.clone()));
         let sent = request(conn.clone());
-        self.bounded(&slot, &conn, what, async {
-            match sent.await {
-                Ok(result) => Ok(Ok(result)),
-                Err(ServiceError::McpError(e)) => Ok(Err(e)),
-                Err(e) => Err(e),
-            }
-        })
-        .await
+        let answered = self
+            .bounded(&slot, &conn, what, async {
+                match sent.await {
+                    Ok(result) => Ok(Ok(result)),
+                    Err(ServiceError::McpError(e)) => Ok(Err(e)),
+                    Err(e) => Err(e),
+                }
+            })
+            .instrument(span.clone())
+            .await;
+        if let Err(e) = &answered {
+            super::traced::failed(&span, e);
+        }
+        answered
     }
 }

@@ -119,6 +119,27 @@ impl<C> Ordered<C> {
         false
     }
 
+    /// `headers` with the trace context of `message`'s `_meta` (see [`crate::telemetry`]).
+    fn traced(
+        message: &ClientJsonRpcMessage,
+        mut headers: HashMap<HeaderName, HeaderValue>,
+    ) -> HashMap<HeaderName, HeaderValue> {
+        let ClientJsonRpcMessage::Request(request) = message else {
+            return headers;
+        };
+        // Where `super::traced::carry` put it: the params' own `_meta`.
+        let meta = match &request.request {
+            ClientRequest::CallToolRequest(r) => r.params.meta.as_ref(),
+            ClientRequest::GetPromptRequest(r) => r.params.meta.as_ref(),
+            ClientRequest::ReadResourceRequest(r) => r.params.meta.as_ref(),
+            _ => None,
+        };
+        if let Some(meta) = meta {
+            crate::telemetry::mirror_headers(meta, &mut headers);
+        }
+        headers
+    }
+
     /// A session without an id gets no notification stream: nothing to wait for.
     fn after_post<E: std::error::Error + Send + Sync + 'static>(
         &self,
@@ -148,6 +169,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Ordered<C> {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         let initialize = self.before_post(&message).await;
+        let custom_headers = Self::traced(&message, custom_headers);
         let response = self
             .inner
             .post_message(uri, message, session_id, auth_header, custom_headers)
@@ -166,6 +188,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Ordered<C> {
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         let initialize = self.before_post(&message).await;
+        let custom_headers = Self::traced(&message, custom_headers);
         let response = self
             .inner
             .post_message_with_max_sse_event_size(
@@ -191,6 +214,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Ordered<C> {
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         let initialize = self.before_post(&message).await;
+        let custom_headers = Self::traced(&message, custom_headers);
         let response = self
             .inner
             .post_message_with_response_limits(

@@ -28,6 +28,7 @@ mod sse;
 mod subscriptions;
 #[cfg(test)]
 mod tests;
+mod traced;
 mod wire;
 
 use std::collections::HashMap;
@@ -44,6 +45,7 @@ use rmcp::model::{
 use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::config::ServerConfig;
 use crate::redact::Redactor;
@@ -430,6 +432,7 @@ impl Manager {
                     asked,
                     start.clone(),
                 )
+                .instrument(traced::connect(server))
                 .await
             }
             #[cfg(test)]
@@ -507,6 +510,19 @@ impl Manager {
         }
     }
 
+    /// The protocol revision `server` spoke last (or its catalog says it speaks).
+    pub fn revision(&self, server: &str) -> Option<String> {
+        let slot = self.slots.read().get(server).cloned()?;
+        let revision = slot.revision.lock();
+        revision.as_ref().map(|v| v.as_str().to_owned())
+    }
+
+    /// Whether `server` is connected now, `None` while a connection is being opened.
+    pub fn connection_state(&self, server: &str) -> Option<bool> {
+        let slot = self.slots.read().get(server).cloned()?;
+        slot.conn.try_lock().ok().map(|conn| conn.is_some())
+    }
+
     /// Whether `server` has a live connection now.
     pub async fn is_connected(&self, server: &str) -> bool {
         let slot = self.slots.read().get(server).cloned();
@@ -559,6 +575,8 @@ impl Manager {
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
+        let span = traced::request(server, "tools/call", tool);
+        traced::carry(&span, &mut params.meta);
         let call = async {
             if conn.lists_before_calls {
                 conn.listed
@@ -620,10 +638,14 @@ impl Manager {
                 max_rounds: mrtr::MAX_ROUNDS,
             })
         };
-        let answer = self
+        let called = self
             .bounded(&slot, &conn, &format!("tools/call {tool}"), call)
-            .await?;
-        let mut result = match answer {
+            .instrument(span.clone())
+            .await;
+        if let Err(e) = &called {
+            traced::failed(&span, e);
+        }
+        let mut result = match called? {
             Ok(result) => result,
             Err(error) => return Ok(Err(error::rejection(error, &slot.redactor))),
         };

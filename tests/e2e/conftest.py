@@ -25,7 +25,8 @@ def anyio_backend():
 
 
 def pytest_configure(config):
-    needed = (BIN, NPM, PEERS / "py" / "bin" / "mcp-server-time", PEERS / "tools" / "node_modules" / ".bin" / "conformance")
+    needed = (BIN, NPM, PEERS / "py" / "bin" / "mcp-server-time", PEERS / "tools" / "node_modules" / ".bin" / "conformance",
+              Path("/usr/bin/chromium"))
     missing = [p for p in needed if not p.exists()]
     if missing:
         pytest.exit(f"missing {', '.join(map(str, missing))}: run scripts/install-peers and cargo build", 2)

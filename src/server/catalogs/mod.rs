@@ -21,3 +21,4 @@ mod vectors;
 pub(in crate::server) use always::resolve as resolve_listed;
 pub use book::Catalogs;
 pub use error::RefreshError;
+pub(in crate::server) use refresh::refresh;

@@ -690,6 +690,7 @@ mod tests {
             token: "${T}".into(),
             servers: Some(vec!["seen".into()]),
             deny_tools: ToolFilter::default(),
+            admin: false,
         };
         let view = routes.seen_by(&Access::of(&token));
         let names: Vec<&str> = view.prompts().iter().map(|p| p.name.as_str()).collect();

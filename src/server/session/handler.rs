@@ -23,6 +23,7 @@ use rmcp::service::{
 use rmcp::{ErrorData as McpError, ServerHandler};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, Span};
 
 use crate::budget;
 use crate::result::Owner;
@@ -31,7 +32,7 @@ use super::input_required::{Made, Parked, Turn, Waiting};
 use super::list_changes::{Changed, ListChanges};
 use super::principal::{ANONYMOUS, Principal, access, principal};
 use super::subscriptions::{self, Subscribed};
-use super::{instructions, login_offer, pages, revision};
+use super::{instructions, login_offer, pages, revision, traced};
 use crate::audit::Subject;
 use crate::config::{RESERVED_SERVER, SKILL_SERVER};
 use crate::server::access::Access;
@@ -222,22 +223,26 @@ impl ServerHandler for MetaServer {
         request: InitializeRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, McpError> {
-        if revision::names_stateless(&cx) {
-            return Err(revision::removed(
-                "initialize",
-                "send each request with its _meta instead (server/discover says what this server supports), or initialize without _meta to start a 2025-11-25 session",
-            ));
-        }
-        let client = &request.client_info.name;
-        if let Some(limit) = budget::client_limit(client) {
-            tracing::info!(
-                client,
-                limit,
-                "results are kept within the client's own limit"
-            );
-        }
-        cx.peer.set_peer_info(request.clone());
-        self.negotiate_initialize(&request)
+        let span = traced::request(&cx, "initialize", None);
+        traced::within(span, async move {
+            if revision::names_stateless(&cx) {
+                return Err(revision::removed(
+                    "initialize",
+                    "send each request with its _meta instead (server/discover says what this server supports), or initialize without _meta to start a 2025-11-25 session",
+                ));
+            }
+            let client = &request.client_info.name;
+            if let Some(limit) = budget::client_limit(client) {
+                tracing::info!(
+                    client,
+                    limit,
+                    "results are kept within the client's own limit"
+                );
+            }
+            cx.peer.set_peer_info(request.clone());
+            self.negotiate_initialize(&request)
+        })
+        .await
     }
 
     /// Upstream log messages of this session's calls reach the client from `level` up. A
@@ -390,19 +395,23 @@ impl ServerHandler for MetaServer {
         request: Option<PaginatedRequestParams>,
         cx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let library = self.state.catalogs.library();
-        let skills: Vec<_> = own::skills(&library).collect();
-        let routes = (self.passthrough).routes(&self.state, &access(&cx.extensions));
-        let upstream = passthrough::resources(&self.state, &routes);
-        let all = skills.iter().chain(upstream.iter());
-        let len = skills.len() + upstream.len();
-        let (resources, next) = pages::page(all, len, cursor(&request))?;
-        let mut list = ListResourcesResult::with_all_items(resources);
-        list.next_cursor = next;
-        if let Some((ttl, scope)) = self.catalog_list_hints(&cx) {
-            list = list.with_ttl_ms(ttl).with_cache_scope(scope);
-        }
-        Ok(list)
+        let span = traced::request(&cx, "resources/list", None);
+        traced::within(span, async move {
+            let library = self.state.catalogs.library();
+            let skills: Vec<_> = own::skills(&library).collect();
+            let routes = (self.passthrough).routes(&self.state, &access(&cx.extensions));
+            let upstream = passthrough::resources(&self.state, &routes);
+            let all = skills.iter().chain(upstream.iter());
+            let len = skills.len() + upstream.len();
+            let (resources, next) = pages::page(all, len, cursor(&request))?;
+            let mut list = ListResourcesResult::with_all_items(resources);
+            list.next_cursor = next;
+            if let Some((ttl, scope)) = self.catalog_list_hints(&cx) {
+                list = list.with_ttl_ms(ttl).with_cache_scope(scope);
+            }
+            Ok(list)
+        })
+        .await
     }
 
     /// meta-server's stored-result template, then the upstreams' templates, in pages.
@@ -411,18 +420,22 @@ impl ServerHandler for MetaServer {
         request: Option<PaginatedRequestParams>,
         cx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        let routes = (self.passthrough).routes(&self.state, &access(&cx.extensions));
-        let own = [own::stored_result_template()];
-        let upstream = passthrough::templates(&self.state, &routes);
-        let all = own.iter().chain(upstream.iter());
-        let len = own.len() + upstream.len();
-        let (templates, next) = pages::page(all, len, cursor(&request))?;
-        let mut list = ListResourceTemplatesResult::with_all_items(templates);
-        list.next_cursor = next;
-        if let Some((ttl, scope)) = self.catalog_list_hints(&cx) {
-            list = list.with_ttl_ms(ttl).with_cache_scope(scope);
-        }
-        Ok(list)
+        let span = traced::request(&cx, "resources/templates/list", None);
+        traced::within(span, async move {
+            let routes = (self.passthrough).routes(&self.state, &access(&cx.extensions));
+            let own = [own::stored_result_template()];
+            let upstream = passthrough::templates(&self.state, &routes);
+            let all = own.iter().chain(upstream.iter());
+            let len = own.len() + upstream.len();
+            let (templates, next) = pages::page(all, len, cursor(&request))?;
+            let mut list = ListResourceTemplatesResult::with_all_items(templates);
+            list.next_cursor = next;
+            if let Some((ttl, scope)) = self.catalog_list_hints(&cx) {
+                list = list.with_ttl_ms(ttl).with_cache_scope(scope);
+            }
+            Ok(list)
+        })
+        .await
     }
 
     /// The upstreams' prompts from their catalogs, named `<server>__<prompt>`, in pages.
@@ -431,15 +444,19 @@ impl ServerHandler for MetaServer {
         request: Option<PaginatedRequestParams>,
         cx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        let routes = (self.passthrough).routes(&self.state, &access(&cx.extensions));
-        let prompts = passthrough::prompts(&self.state, &routes);
-        let (prompts, next) = pages::page(prompts.iter(), prompts.len(), cursor(&request))?;
-        let mut list = ListPromptsResult::with_all_items(prompts);
-        list.next_cursor = next;
-        if let Some((ttl, scope)) = self.catalog_list_hints(&cx) {
-            list = list.with_ttl_ms(ttl).with_cache_scope(scope);
-        }
-        Ok(list)
+        let span = traced::request(&cx, "prompts/list", None);
+        traced::within(span, async move {
+            let routes = (self.passthrough).routes(&self.state, &access(&cx.extensions));
+            let prompts = passthrough::prompts(&self.state, &routes);
+            let (prompts, next) = pages::page(prompts.iter(), prompts.len(), cursor(&request))?;
+            let mut list = ListPromptsResult::with_all_items(prompts);
+            list.next_cursor = next;
+            if let Some((ttl, scope)) = self.catalog_list_hints(&cx) {
+                list = list.with_ttl_ms(ttl).with_cache_scope(scope);
+            }
+            Ok(list)
+        })
+        .await
     }
 
     async fn get_prompt(
@@ -447,32 +464,36 @@ impl ServerHandler for MetaServer {
         request: GetPromptRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        if !revision::is_stateless(&cx) {
-            let caller = self.caller(&cx, self.session_origin(&cx), cx.ct.clone());
-            let result = (self.passthrough)
-                .get_prompt(&self.state, &caller, request)
+        let span = traced::request(&cx, "prompts/get", Some(&request.name));
+        traced::within(span, async move {
+            if !revision::is_stateless(&cx) {
+                let caller = self.caller(&cx, self.session_origin(&cx), cx.ct.clone());
+                let result = (self.passthrough)
+                    .get_prompt(&self.state, &caller, request)
+                    .await?;
+                return Ok(GetPromptResponse::Complete(result));
+            }
+            let asked = serde_json::json!({"prompt": request.name, "arguments": request.arguments});
+            let (state, answers) = (
+                request.request_state.clone(),
+                request.input_responses.clone(),
+            );
+            let (this, request, cx_of_call) = (self.clone(), request, cx.clone());
+            let run = move |origin: Origin, cancelled: CancellationToken| async move {
+                let caller = this.caller(&cx_of_call, origin, cancelled);
+                (this.passthrough)
+                    .get_prompt(&this.state, &caller, request)
+                    .await
+            };
+            let turn = self
+                .stateless(&self.waiting_prompts, &cx, asked, state, answers, run)
                 .await?;
-            return Ok(GetPromptResponse::Complete(result));
-        }
-        let asked = serde_json::json!({"prompt": request.name, "arguments": request.arguments});
-        let (state, answers) = (
-            request.request_state.clone(),
-            request.input_responses.clone(),
-        );
-        let (this, request, cx_of_call) = (self.clone(), request, cx.clone());
-        let run = move |origin: Origin, cancelled: CancellationToken| async move {
-            let caller = this.caller(&cx_of_call, origin, cancelled);
-            (this.passthrough)
-                .get_prompt(&this.state, &caller, request)
-                .await
-        };
-        let turn = self
-            .stateless(&self.waiting_prompts, &cx, asked, state, answers, run)
-            .await?;
-        Ok(match turn {
-            Turn::Done(result) => GetPromptResponse::Complete(result?),
-            Turn::Input(asked) => GetPromptResponse::InputRequired(asked),
+            Ok(match turn {
+                Turn::Done(result) => GetPromptResponse::Complete(result?),
+                Turn::Input(asked) => GetPromptResponse::InputRequired(asked),
+            })
         })
+        .await
     }
 
     async fn complete(
@@ -480,9 +501,13 @@ impl ServerHandler for MetaServer {
         request: CompleteRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
-        self.passthrough
-            .complete(&self.state, &access(&cx.extensions), request, &cx.ct)
-            .await
+        let span = traced::request(&cx, "completion/complete", None);
+        traced::within(span, async move {
+            self.passthrough
+                .complete(&self.state, &access(&cx.extensions), request, &cx.ct)
+                .await
+        })
+        .await
     }
 
     async fn read_resource(
@@ -490,50 +515,58 @@ impl ServerHandler for MetaServer {
         request: ReadResourceRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        if !is_own(&request.uri) {
-            if !revision::is_stateless(&cx) {
-                let caller = self.caller(&cx, self.session_origin(&cx), cx.ct.clone());
-                let read = (self.passthrough)
-                    .read(&self.state, &caller, request.clone())
-                    .await;
-                if let Some(read) = read {
-                    return Ok(read?.into());
-                }
-            } else {
-                let asked = serde_json::json!({"uri": request.uri});
-                let (state, answers) = (
-                    request.request_state.clone(),
-                    request.input_responses.clone(),
-                );
-                let (this, read, cx_of_call) = (self.clone(), request.clone(), cx.clone());
-                let run = move |origin: Origin, cancelled: CancellationToken| async move {
-                    let caller = this.caller(&cx_of_call, origin, cancelled);
-                    (this.passthrough).read(&this.state, &caller, read).await
-                };
-                let turn = self
-                    .stateless(&self.waiting_reads, &cx, asked, state, answers, run)
-                    .await?;
-                match turn {
-                    Turn::Done(Some(read)) => return Ok(read?.into()),
-                    Turn::Input(asked) => return Ok(ReadResourceResponse::InputRequired(asked)),
-                    Turn::Done(None) => {}
+        let span = traced::request(&cx, "resources/read", Some(&request.uri));
+        traced::within(span, async move {
+            if !is_own(&request.uri) {
+                if !revision::is_stateless(&cx) {
+                    let caller = self.caller(&cx, self.session_origin(&cx), cx.ct.clone());
+                    let read = (self.passthrough)
+                        .read(&self.state, &caller, request.clone())
+                        .await;
+                    if let Some(read) = read {
+                        return Ok(read?.into());
+                    }
+                } else {
+                    let asked = serde_json::json!({"uri": request.uri});
+                    let (state, answers) = (
+                        request.request_state.clone(),
+                        request.input_responses.clone(),
+                    );
+                    let (this, read, cx_of_call) = (self.clone(), request.clone(), cx.clone());
+                    let run = move |origin: Origin, cancelled: CancellationToken| async move {
+                        let caller = this.caller(&cx_of_call, origin, cancelled);
+                        (this.passthrough).read(&this.state, &caller, read).await
+                    };
+                    let turn = self
+                        .stateless(&self.waiting_reads, &cx, asked, state, answers, run)
+                        .await?;
+                    match turn {
+                        Turn::Done(Some(read)) => return Ok(read?.into()),
+                        Turn::Input(asked) => {
+                            return Ok(ReadResourceResponse::InputRequired(asked));
+                        }
+                        Turn::Done(None) => {}
+                    }
                 }
             }
-        }
-        // meta-server's own (a skill, a stored result), or a URI no server has.
-        let started = crate::clock::Instant::now();
-        let read = match own::skill_name(&request.uri) {
-            Some(name) => own::read_skill(&self.state.catalogs.library(), name, &request.uri),
-            None => own::read_stored(&self.state, &request.uri, &self.owner(&cx.extensions)).await,
-        };
-        let caller = self.caller(&cx, self.session_origin(&cx), cx.ct.clone());
-        let server = match own::skill_name(&request.uri) {
-            Some(_) => Some(SKILL_SERVER),
-            None => is_own(&request.uri).then_some(RESERVED_SERVER),
-        };
-        let subject = Subject::Resource(&request.uri);
-        audit::passed(&self.state, &caller, server, subject, None, &read, started);
-        Ok(read?.into())
+            // meta-server's own (a skill, a stored result), or a URI no server has.
+            let started = crate::clock::Instant::now();
+            let read = match own::skill_name(&request.uri) {
+                Some(name) => own::read_skill(&self.state.catalogs.library(), name, &request.uri),
+                None => {
+                    own::read_stored(&self.state, &request.uri, &self.owner(&cx.extensions)).await
+                }
+            };
+            let caller = self.caller(&cx, self.session_origin(&cx), cx.ct.clone());
+            let server = match own::skill_name(&request.uri) {
+                Some(_) => Some(SKILL_SERVER),
+                None => is_own(&request.uri).then_some(RESERVED_SERVER),
+            };
+            let subject = Subject::Resource(&request.uri);
+            audit::passed(&self.state, &caller, server, subject, None, &read, started);
+            Ok(read?.into())
+        })
+        .await
     }
 
     async fn list_tools(
@@ -541,11 +574,15 @@ impl ServerHandler for MetaServer {
         _request: Option<PaginatedRequestParams>,
         cx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let mut list = ListToolsResult::with_all_items(self.tools().to_vec());
-        if let Some((ttl, scope)) = revision::fixed_list_hints(&cx) {
-            list = list.with_ttl_ms(ttl).with_cache_scope(scope);
-        }
-        Ok(list)
+        let span = traced::request(&cx, "tools/list", None);
+        traced::within(span, async move {
+            let mut list = ListToolsResult::with_all_items(self.tools().to_vec());
+            if let Some((ttl, scope)) = revision::fixed_list_hints(&cx) {
+                list = list.with_ttl_ms(ttl).with_cache_scope(scope);
+            }
+            Ok(list)
+        })
+        .await
     }
 
     async fn call_tool(
@@ -553,21 +590,41 @@ impl ServerHandler for MetaServer {
         request: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        if revision::is_stateless(&cx) {
-            return self.call_stateless(request, cx).await;
+        let span = traced::request(&cx, "tools/call", Some(&request.name));
+        if request.name == definitions::CALL_TOOL {
+            traced::name_call(&span, request.arguments.as_ref());
         }
-        let started = crate::clock::Instant::now();
-        let caller = self.caller(&cx, self.session_origin(&cx), cx.ct.clone());
-        let arguments = request.arguments.unwrap_or_default();
-        let answer = Request::read(&request.name, arguments, &self.tools())?
-            .run(&self.state, &caller)
-            .await;
-        // A tool called by its own name answers with its server's JSON-RPC error as it is.
-        let mut result = self.offer_logins(&answer.servers, answer.result?, &cx.peer, started);
-        // An upstream's result read from a 2025-11-25 server has no `resultType`; rmcp drops
-        // it again for a 2025-11-25 client.
-        result.result_type.get_or_insert(ResultType::COMPLETE);
-        Ok(result.into())
+        let called = async {
+            if revision::is_stateless(&cx) {
+                return self.call_stateless(request, cx).await;
+            }
+            let started = crate::clock::Instant::now();
+            let caller = self.caller(&cx, self.session_origin(&cx), cx.ct.clone());
+            let arguments = request.arguments.unwrap_or_default();
+            let read = Request::read(&request.name, arguments, &self.tools())?;
+            if let Some(tool) = read.tool() {
+                traced::tool(&Span::current(), tool);
+            }
+            let answer = read.run(&self.state, &caller).await;
+            // A tool called by its own name answers with its server's JSON-RPC error as it is.
+            let mut result =
+                self.offer_logins(&answer.servers, answer.result?, &cx.peer, started);
+            // An upstream's result read from a 2025-11-25 server has no `resultType`; rmcp
+            // drops it again for a 2025-11-25 client.
+            result.result_type.get_or_insert(ResultType::COMPLETE);
+            Ok(result.into())
+        };
+        // Boxed: the whole call path is one large future in a debug build.
+        let response = Box::pin(called.instrument(span.clone())).await;
+        let failure = match &response {
+            Err(_) => Some("protocol_error"),
+            Ok(CallToolResponse::Complete(result)) if result.is_error == Some(true) => {
+                Some("tool_error")
+            }
+            Ok(_) => None,
+        };
+        traced::ended(&span, failure);
+        response
     }
 }
 
@@ -638,9 +695,11 @@ impl MetaServer {
                 Arc::new(parking_lot::Mutex::new(Some(level))),
             )
         });
+        // The call runs as a task of its own, in the span of the request that started it.
+        let span = Span::current();
         let run = move |inputs, cancelled| {
             let id = ClientId::next();
-            run(Origin::Stateless { id, inputs, log }, cancelled)
+            run(Origin::Stateless { id, inputs, log }, cancelled).instrument(span)
         };
         waiting
             .start(made, capabilities, answers, &cx.ct, run)
@@ -670,7 +729,11 @@ impl MetaServer {
             Some(_) => None,
             None => {
                 let arguments = request.arguments.unwrap_or_default();
-                Some(Request::read(&request.name, arguments, &self.tools())?)
+                let read = Request::read(&request.name, arguments, &self.tools())?;
+                if let Some(tool) = read.tool() {
+                    traced::tool(&Span::current(), tool);
+                }
+                Some(read)
             }
         };
         let (this, cx_of_call) = (self.clone(), cx.clone());

@@ -16,12 +16,13 @@ mod revision;
 pub(in crate::server) mod start;
 mod stdio;
 mod subscriptions;
+mod traced;
 mod whole;
 
 pub use handler::MetaServer;
 pub use http::{
-    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, HttpError, HttpOptions,
-    HttpServer, NamedToken, PATH as HTTP_PATH, Token, TokenError,
+    CONSOLE_PATH, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, HttpError,
+    HttpOptions, HttpServer, NamedToken, PATH as HTTP_PATH, Token, TokenError,
 };
 pub use instructions::overview;
 pub use start::StartError;

@@ -11,6 +11,8 @@ use std::sync::Arc;
 use rmcp::ErrorData;
 use serde::Deserialize;
 use serde_json::{Map, Value};
+use tracing::Instrument;
+use tracing::field::Empty;
 
 use super::definitions::definitions;
 use super::reply::{self, Reply};
@@ -21,6 +23,7 @@ use crate::config::RESERVED_SERVER;
 use crate::server::State;
 use crate::server::caller::Caller;
 use crate::server::catalogs::{first_run, names};
+use crate::telemetry::TARGET;
 use crate::upstream::UpstreamError;
 
 /// `call_tool` arguments; alwaysLoad tools listed by their own name are these too.
@@ -98,11 +101,35 @@ pub(in crate::server) async fn dispatch(
 ) -> Called {
     let started = crate::clock::Instant::now();
     let name = &names::resolve(state, &caller.who.access, name).await;
+    let span = tracing::info_span!(
+        target: TARGET,
+        "tool.call",
+        "meta_server.tool" = name,
+        "meta_server.arguments" = Empty,
+        "meta_server.outcome" = Empty,
+        "otel.status_code" = Empty,
+    );
+    if !span.is_disabled() && crate::telemetry::payloads() {
+        span.record(
+            "meta_server.arguments",
+            Value::Object(arguments.clone()).to_string(),
+        );
+    }
+    let recorded = (state.audit.as_ref())
+        .filter(|log| log.with_arguments())
+        .map(|_| arguments.clone());
+    let (called, outcome) =
+        Box::pin(attempt(state, caller, name, arguments).instrument(span.clone())).await;
+    if !span.is_disabled() {
+        let said = serde_json::to_value(outcome).unwrap_or_default();
+        span.record("meta_server.outcome", said.as_str().unwrap_or_default());
+        if outcome != Outcome::Ok {
+            span.record("otel.status_code", "ERROR");
+        }
+    }
     let Some(log) = &state.audit else {
-        return attempt(state, caller, name, arguments).await.0;
+        return called;
     };
-    let recorded = log.with_arguments().then(|| arguments.clone());
-    let (called, outcome) = attempt(state, caller, name, arguments).await;
     crate::server::audit::call(
         log,
         caller,
@@ -143,7 +170,14 @@ async fn attempt(
     let Some(entry) = library.get(name).cloned() else {
         return (unknown(state, caller, name).into(), Outcome::Error);
     };
-    if let Some(held) = state.trust.quarantine_of(&library, &entry) {
+    let held =
+        tracing::info_span!(target: TARGET, "trust.check", "meta_server.quarantined" = Empty)
+            .in_scope(|| {
+                let held = state.trust.quarantine_of(&library, &entry);
+                tracing::Span::current().record("meta_server.quarantined", held.is_some());
+                held
+            });
+    if let Some(held) = held {
         return (
             reply::error(held.refusal(&entry.qualified, &entry.qualified)).into(),
             Outcome::Quarantined,
@@ -171,7 +205,10 @@ async fn attempt(
             return (reply::error(message).into(), Outcome::Error);
         }
     }
-    if let Err(refused) = policy::check(state, caller, &entry, &arguments).await {
+    let checked = policy::check(state, caller, &entry, &arguments)
+        .instrument(tracing::info_span!(target: TARGET, "policy.check"))
+        .await;
+    if let Err(refused) = checked {
         return (refused.reply.into(), refused.outcome);
     }
     if let Some(skill) = &entry.skill {
@@ -236,7 +273,10 @@ async fn attempt(
     let route = Route::CallTool {
         server: entry.server.clone(),
     };
-    let result = state.shape(&entry.qualified, route, caller, result).await;
+    let result = state
+        .shape(&entry.qualified, route, caller, result)
+        .instrument(tracing::info_span!(target: TARGET, "result.fit"))
+        .await;
     let ok = result.is_error != Some(true);
     state.metrics.tool_call(
         &entry.server,

@@ -75,6 +75,14 @@ impl Request {
         }))
     }
 
+    /// The qualified name of the upstream tool this call runs, if it runs one.
+    pub(in crate::server) fn tool(&self) -> Option<&str> {
+        match self {
+            Self::Tool(args) => Some(&args.name),
+            _ => None,
+        }
+    }
+
     /// Runs the call for `caller` and shapes its result on its route. Servers without a
     /// catalog that a search or description is about are listed first (first run; a tool
     /// call lists its own on its path, which a script's calls take too).

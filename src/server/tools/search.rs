@@ -158,6 +158,17 @@ pub(in crate::server) async fn run(
     soft: usize,
     args: Args,
 ) -> Reply {
+    let span = tracing::info_span!(
+        target: crate::telemetry::TARGET,
+        "search",
+        "meta_server.search.mode" = tracing::field::Empty,
+        "meta_server.search.hits" = tracing::field::Empty,
+        "meta_server.search.query" = tracing::field::Empty,
+    );
+    let _in = span.enter();
+    if !span.is_disabled() && crate::telemetry::payloads() {
+        span.record("meta_server.search.query", args.query.as_str());
+    }
     // Never waits for the model: until the tool vectors are attached, hits are BM25's.
     let library = state.catalogs.library();
     let settings = state.settings();
@@ -181,7 +192,15 @@ pub(in crate::server) async fn run(
         soft,
         access,
     };
-    answer(&scope, args)
+    let reply = answer(&scope, args);
+    if !span.is_disabled()
+        && let Some(output) = &reply.structured_content
+    {
+        span.record("meta_server.search.mode", output["mode"].as_str());
+        let hits = output["hits"].as_array().map_or(0, Vec::len);
+        span.record("meta_server.search.hits", hits as i64);
+    }
+    reply
 }
 
 /// `search_tools` over `scope`: the MCP server and the CLI's `search` both answer with it.

@@ -6,6 +6,7 @@
 //! (with the token) are for operators.
 
 mod conn;
+mod console;
 mod listen;
 mod metrics_page;
 mod rebinding;
@@ -43,6 +44,7 @@ pub const PATH: &str = "/mcp";
 pub const HEALTH_PATH: &str = "/healthz";
 /// Prometheus metrics, with the token when one is set.
 pub const METRICS_PATH: &str = "/metrics";
+pub use console::PATH as CONSOLE_PATH;
 
 /// Host header values always accepted: the loopback names.
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
@@ -213,7 +215,8 @@ impl HttpOptions {
         hosts
     }
 
-    /// Browser origins to accept: the loopback ones, and those of a bound loopback address.
+    /// Browser origins to accept: the loopback ones, those of a bound loopback address, and
+    /// those of the extra Host names (pages of the server itself, such as its console).
     fn allowed_origins(&self) -> Vec<String> {
         let mut origins: Vec<String> = LOOPBACK_ORIGINS.iter().map(|o| o.to_string()).collect();
         let ip = self.addr.ip();
@@ -229,7 +232,25 @@ impl HttpOptions {
                 }
             }
         }
+        for host in &self.extra_hosts {
+            for scheme in ["http", "https"] {
+                let origin = format!("{scheme}://{}", origin_authority(host));
+                if !origins.contains(&origin) {
+                    origins.push(origin);
+                }
+            }
+        }
         origins
+    }
+}
+
+/// The authority of an origin for an `--allowed-host` value: as given when it names a port,
+/// else that host on any port (`:*`), an IPv6 address in brackets.
+fn origin_authority(host: &str) -> String {
+    match http::uri::Authority::try_from(host.trim()) {
+        Ok(a) if a.port().is_some() => a.as_str().to_owned(),
+        Ok(a) => format!("{}:*", a.host()),
+        Err(_) => format!("[{}]:*", host.trim().trim_matches(['[', ']'])),
     }
 }
 
@@ -343,6 +364,7 @@ impl HttpServer {
         }
         let router = router
             .route(HEALTH_PATH, get(health))
+            .merge(console::router(self.console(&state)))
             .layer(middleware::from_fn_with_state(
                 rebinding,
                 rebinding::same_origin,
@@ -371,6 +393,33 @@ impl HttpServer {
         tracing::info!("stopping upstreams");
         state.stop().await;
         Ok(())
+    }
+}
+
+impl HttpServer {
+    /// The console's view of the tokens: who may sign in (the unnamed token and admin named
+    /// ones), who may not, and every principal a search may be run as.
+    fn console(&self, state: &Arc<State>) -> Arc<console::Console> {
+        let unnamed = self.options.token.iter().map(|t| {
+            let name = TokenCheck::unnamed(t).principal.name().to_owned();
+            (name, t.0.as_str())
+        });
+        let named = self.options.named_tokens.iter();
+        let admins = unnamed.clone().chain(
+            named
+                .clone()
+                .filter(|t| t.config.admin)
+                .map(|t| (t.config.name.clone(), t.token.0.as_str())),
+        );
+        let others = named
+            .clone()
+            .filter(|t| !t.config.admin)
+            .map(|t| t.token.0.as_str());
+        let tokens = unnamed
+            .map(|(name, _)| (name, Access::default()))
+            .chain(named.map(|t| (t.config.name.clone(), Access::of(&t.config))))
+            .collect();
+        console::Console::new(state.clone(), admins, others, tokens)
     }
 }
 
@@ -584,6 +633,23 @@ mod tests {
             ["localhost", "127.0.0.1", "::1", "192.168.1.5", "box.lan"]
         );
         assert_eq!(options("0.0.0.0:1", true, true).allowed_hosts().len(), 3);
+        o.extra_hosts.extend([
+            "gw.example:8443".into(),
+            "fd00::5".into(),
+            "[fd00::6]:9".into(),
+        ]);
+        let origins = o.allowed_origins();
+        for origin in [
+            "https://box.lan:*",
+            "http://gw.example:8443",
+            "https://[fd00::5]:*",
+            "http://[fd00::6]:9",
+        ] {
+            assert!(
+                origins.contains(&origin.to_owned()),
+                "{origin} in {origins:?}"
+            );
+        }
     }
 
     #[test]
