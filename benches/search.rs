@@ -78,6 +78,7 @@ pub fn synthetic(n: usize) -> Vec<ToolDoc> {
                 description: description.join(" "),
                 params: format!("{noun}_id {} limit", rng.pick(WORDS)),
                 server_text: server,
+                learned: String::new(),
             }
         })
         .collect()

@@ -6,6 +6,7 @@ mod eval;
 mod import;
 mod index;
 mod install;
+mod learned;
 mod measure;
 mod search;
 mod serve;
@@ -66,6 +67,7 @@ pub enum Command {
     Call(call::Args),
     Auth(auth::Args),
     Tools(tools::Args),
+    Learned(learned::Args),
     Measure(measure::Args),
     Import(import::Args),
     Install(install::Args),
@@ -155,6 +157,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         | Command::Call(_)
         | Command::Auth(_)
         | Command::Tools(_)
+        | Command::Learned(_)
         | Command::Measure(_) => {}
     }
     let settings = Settings::load(&config, cli.catalog_dir.clone())?;
@@ -192,6 +195,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Command::Call(args) => call::run(settings, args).await,
             Command::Auth(args) => auth::run(settings, args).await,
             Command::Tools(args) => tools::run(settings, args).await,
+            Command::Learned(args) => learned::run(settings, args).await,
             Command::Measure(args) => measure::run(settings, args),
             Command::Eval(_)
             | Command::Import(_)

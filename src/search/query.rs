@@ -140,7 +140,10 @@ impl SearchIndex {
         self.fields
             .text
             .iter()
-            .filter(|(_, boost)| *boost > 0.0)
+            // Without learned queries the field is not looked up: search is as without it.
+            .filter(|&&(field, boost)| {
+                boost > 0.0 && (field != self.fields.learned || self.learned_docs > 0)
+            })
             .map(|&(field, boost)| {
                 let tq = TermQuery::new(
                     Term::from_field_text(field, word),

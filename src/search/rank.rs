@@ -6,7 +6,7 @@ use tantivy::collector::{Count, TopDocs};
 use super::confidence::strong_words;
 use super::names::identifier_like;
 use super::stats::Stats;
-use super::{DocVectors, Fusion, Hit, SearchError, SearchIndex, fusion};
+use super::{DocVectors, Fusion, Hit, LearnedVectors, SearchError, SearchIndex, fusion};
 
 /// The least share of a query's weight one of meta-server's own tools must match to be a hit.
 const HELPER_COVERAGE: f32 = 0.5;
@@ -17,7 +17,7 @@ impl SearchIndex {
         query: &str,
         limit: usize,
         server: Option<&str>,
-        dense: Option<(&[f32], &DocVectors)>,
+        dense: Option<(&[f32], &DocVectors, Option<&LearnedVectors>)>,
     ) -> Result<Vec<Hit>, SearchError> {
         let words = self.words(query);
         let names = self.options.names;
@@ -89,11 +89,15 @@ impl SearchIndex {
             let exhaustive = (TopDocs::with_limit(pool).order_by_score(), Count);
             let o = &self.options;
             let f = &self.fields;
+            // A tool's learned queries are measured against the tools that have some, not
+            // against all of them: most have none.
+            let learned_len = self.tables.live as f32 / self.learned_docs.max(1) as f32;
             let lengths = [
                 (f.name, o.name_len),
                 (f.description, o.description_len),
                 (f.params, o.params_len),
                 (f.server_text, o.server_len),
+                (f.learned, learned_len),
             ];
             let stats = Stats {
                 searcher,
@@ -147,9 +151,9 @@ impl SearchIndex {
         } else {
             Vec::new()
         };
-        let cosine = dense.map(|(query_vector, vectors)| vectors.scores(query_vector));
+        let cosine = dense.map(|(query_vector, vectors, _)| vectors.scores(query_vector));
         let mut scored = match (&cosine, dense) {
-            (Some(cosine), Some((_, vectors))) => {
+            (Some(cosine), Some((query_vector, vectors, learned))) => {
                 // Hits report the query's own cosine; feedback only moves the ranking.
                 let mut expanded;
                 let cosine = if short && self.options.feedback > 0.0 {
@@ -165,6 +169,9 @@ impl SearchIndex {
                     });
                 }
                 let mut cosine = cosine.clone();
+                if let Some(learned) = learned {
+                    learned.lift(&mut cosine, query_vector, self.options.learned_vector);
+                }
                 if let Some(context) = self.options.context {
                     fusion::server_context(&mut cosine, &self.tables.servers, context);
                 }

@@ -25,6 +25,8 @@ const WRITER_BYTES: usize = 15_000_000;
 pub(super) struct Fields {
     pub ord: Field,
     pub server: Field,
+    /// The raw key (qualified name), to delete one tool's document.
+    pub key: Field,
     pub name: Field,
     pub title: Field,
     pub description: Field,
@@ -33,6 +35,8 @@ pub(super) struct Fields {
     /// Name, title and description with their words as written (not stemmed), searched by
     /// the query words that stemming changes ([`SearchOptions::surface`]).
     pub surface: Field,
+    /// The queries that led to the tool ([`ToolDoc::learned`]).
+    pub learned: Field,
     /// (field, boost) pairs searched by every query word.
     pub text: Vec<(Field, f32)>,
 }
@@ -48,6 +52,7 @@ pub(super) fn schema(options: &SearchOptions) -> (Schema, Fields) {
     );
     let ord = sb.add_u64_field("ord", FAST);
     let server = sb.add_text_field("server_raw", STRING);
+    let key = sb.add_text_field("key_raw", STRING);
     let name = sb.add_text_field("name", text.clone());
     let title = sb.add_text_field("title", text.clone());
     let description = sb.add_text_field("description", text.clone());
@@ -61,21 +66,32 @@ pub(super) fn schema(options: &SearchOptions) -> (Schema, Fields) {
                 .set_index_option(IndexRecordOption::WithFreqs),
         ),
     );
+    let learned = sb.add_text_field(
+        "learned",
+        TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer(ANALYZER)
+                .set_index_option(IndexRecordOption::WithFreqs),
+        ),
+    );
     let fields = Fields {
         ord,
         server,
+        key,
         name,
         title,
         description,
         params,
         server_text,
         surface,
+        learned,
         text: vec![
             (name, options.name),
             (title, options.title),
             (description, options.description),
             (params, options.params),
             (server_text, options.server),
+            (learned, options.learned),
         ],
     };
     (sb.build(), fields)
@@ -107,6 +123,7 @@ pub(super) fn commit_docs(
             &d.description,
             &d.params,
             &d.server_text,
+            &d.learned,
         ];
         let mut terms = Vec::new();
         for text in texts {
@@ -115,10 +132,14 @@ pub(super) fn commit_docs(
                 terms.push(token.text.clone());
             }
         }
-        let ord = tables.add(&d.key, &d.server, [d.name.as_str(), d.key.as_str()], terms);
+        let learned = !d.learned.is_empty();
+        let names = [d.name.as_str(), d.key.as_str()];
+        let ord = tables.add(&d.key, &d.server, names, terms, learned);
         writer.add_document(doc!(
             fields.ord => u64::from(ord),
             fields.server => d.server.as_str(),
+            fields.key => d.key.as_str(),
+            fields.learned => d.learned.as_str(),
             fields.name => format!("{} {parts}", d.name),
             fields.title => d.title.as_str(),
             fields.description => d.description.as_str(),

@@ -12,6 +12,7 @@ use crate::upstream::{CommandLookups, Events, Manager};
 
 use super::caller::Caller;
 use super::catalogs::Catalogs;
+use super::catalogs::learning::Learner;
 use super::logins::Logins;
 use super::metrics::Metrics;
 use crate::library::{Library, LoadReport};
@@ -34,6 +35,8 @@ pub struct State {
     pub catalogs: Arc<Catalogs>,
     /// Logins offered to clients.
     pub(super) logins: Logins,
+    /// What searches learn from use (`None`: `metaServer.learning` is off).
+    pub(super) learning: Option<Arc<Learner>>,
 }
 
 impl State {
@@ -75,6 +78,7 @@ impl State {
             trust: crate::trust::Trust::new(settings.trust, settings.catalog_dir.clone()),
             audit: settings.audit.clone().map(crate::audit::AuditLog::new),
             catalogs: Arc::new(Catalogs::new(settings.clone(), library, receiver)),
+            learning: Learner::new(&settings),
             settings,
             logins: Logins::default(),
         })
@@ -108,10 +112,21 @@ impl State {
     }
 
     /// Ends embedding, lets listings in flight finish (see [`Catalogs::stop`]), then stops
-    /// every upstream.
-    pub async fn stop(&self) {
+    /// every upstream; what was learned and not merged yet is merged (and kept) first.
+    pub async fn stop(self: &Arc<Self>) {
+        if let Some(learner) = self.learning.clone() {
+            let state = self.clone();
+            let _ = tokio::task::spawn_blocking(move || learner.merge(&state)).await;
+        }
         self.catalogs.stop().await;
         self.manager.shutdown().await;
+    }
+
+    /// Starts merging what sessions teach (see [`Learner::run`]), if learning is on.
+    pub(super) fn learn(self: &Arc<Self>) {
+        if let Some(learner) = self.learning.clone() {
+            tokio::spawn(learner.run(Arc::downgrade(self)));
+        }
     }
 
     /// The soft and hard limits for results on `route`, for a client whose own limit is

@@ -16,6 +16,7 @@ mod help;
 mod http;
 mod install;
 mod integrity;
+mod learning;
 mod load;
 mod protocol;
 mod saved_index;

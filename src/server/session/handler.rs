@@ -515,11 +515,12 @@ impl MetaServer {
         origin: Origin,
         cancelled: CancellationToken,
     ) -> Caller {
+        let principal = principal(&cx.extensions);
         let who = Who::of(
             cx,
             &origin,
             revision::is_stateless(cx),
-            access(&cx.extensions),
+            (principal.as_deref(), access(&cx.extensions)),
         );
         Caller {
             // From this request's `_meta` (2026-07-28) or its session's `initialize`.
@@ -527,7 +528,7 @@ impl MetaServer {
                 .client_info()
                 .and_then(|client| budget::client_limit(&client.name)),
             owner: self.owner(&cx.extensions),
-            principal: principal(&cx.extensions),
+            principal,
             cancelled,
             progress_to: cx
                 .meta

@@ -61,6 +61,7 @@ pub(super) async fn start(settings: Settings) -> Result<MetaServer, StartError> 
         tokio::spawn(approvals.run());
     }
     state.catalogs.embed_at_start();
+    state.learn();
     tokio::spawn(freshness::watch(state.clone()));
     let checking = state.clone();
     tokio::task::spawn_blocking(move || checking.catalogs.check_launches());

@@ -15,9 +15,11 @@ use super::{audit, builtin, policy, script, skill};
 use crate::audit::Outcome;
 use crate::budget::Route;
 use crate::config::RESERVED_SERVER;
+use crate::learning::Weight;
 use crate::server::State;
 use crate::server::caller::Caller;
 use crate::server::catalogs::first_run;
+use crate::server::catalogs::learning;
 use crate::upstream::UpstreamError;
 
 /// `call_tool` arguments; alwaysLoad tools listed by their own name are these too.
@@ -52,7 +54,7 @@ pub(in crate::server) async fn run(state: &Arc<State>, caller: &Caller, args: Ar
 
 /// Calls tool `name` (qualified): the token's access, first run, allow/deny, argument
 /// validation, call policy, lazy connect, timeouts, progress relay and result handling; one
-/// audit line for it.
+/// audit line for it, and what a successful call teaches search.
 pub(in crate::server) async fn dispatch(
     state: &Arc<State>,
     caller: &Caller,
@@ -60,20 +62,25 @@ pub(in crate::server) async fn dispatch(
     arguments: Map<String, Value>,
 ) -> Reply {
     let started = crate::clock::Instant::now();
-    let Some(log) = &state.audit else {
-        return attempt(state, caller, name, arguments).await.0;
-    };
-    let recorded = log.with_arguments().then(|| arguments.clone());
+    let recorded = (state.audit.as_ref())
+        .filter(|log| log.with_arguments())
+        .map(|_| arguments.clone());
     let (reply, outcome) = attempt(state, caller, name, arguments).await;
-    audit::record(
-        log,
-        caller,
-        name,
-        recorded.as_ref(),
-        outcome,
-        &reply,
-        started,
-    );
+    // A successful call of a tool a search showed teaches that search (`learning.rs`).
+    if matches!(outcome, Outcome::Ok) {
+        learning::selected(state, &caller.who, [name], Weight::Call);
+    }
+    if let Some(log) = &state.audit {
+        audit::record(
+            log,
+            caller,
+            name,
+            recorded.as_ref(),
+            outcome,
+            &reply,
+            started,
+        );
+    }
     reply
 }
 

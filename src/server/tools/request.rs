@@ -11,10 +11,12 @@ use super::reply;
 use super::{call, details, search};
 use crate::budget::Route;
 use crate::config::RESERVED_SERVER;
+use crate::learning::Weight;
 use crate::library::SEPARATOR;
 use crate::server::State;
 use crate::server::access::Access;
 use crate::server::caller::Caller;
+use crate::server::catalogs::learning;
 use crate::server::catalogs::{RefreshError, first_run, resolve_listed};
 
 /// A meta-tool's answer, and the servers its call was about (a login one of them needs can
@@ -136,7 +138,7 @@ impl Request {
             }
             Self::Search(args) => {
                 let route = Route::SearchTools;
-                let result = search::run(state, &caller.who.access, soft(&route), args).await;
+                let result = search::run(state, &caller.who, soft(&route), args).await;
                 (SEARCH_TOOLS.to_owned(), route, result)
             }
             Self::Details(args) => {
@@ -144,6 +146,9 @@ impl Request {
                 let introduced = Some(&caller.introduced);
                 let result =
                     details::run(state, &caller.who.access, soft(&route), args, introduced);
+                let shown = learning::names(&result, "tools");
+                let shown = shown.iter().map(String::as_str);
+                learning::selected(state, &caller.who, shown, Weight::Details);
                 (GET_TOOL_DETAILS.to_owned(), route, result)
             }
             Self::Tool(args) => {

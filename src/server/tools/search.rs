@@ -13,6 +13,7 @@ use crate::trust::Trust;
 use super::reply::{self, Reply};
 use crate::server::State;
 use crate::server::access::Access;
+use crate::server::caller::Who;
 
 /// `search_tools` arguments, as its input schema declares them.
 #[derive(Deserialize)]
@@ -150,14 +151,10 @@ pub struct Scope<'a> {
     pub(crate) access: &'a Access,
 }
 
-/// Runs a search for a session of `state` that sees what `access` lets it, within `soft`
-/// tokens.
-pub(in crate::server) async fn run(
-    state: &State,
-    access: &Access,
-    soft: usize,
-    args: Args,
-) -> Reply {
+/// Runs a search for `who` (which sees what its access lets it) within `soft` tokens; what it
+/// showed is remembered for what the session selects next (`learning.rs`).
+pub(in crate::server) async fn run(state: &State, who: &Who, soft: usize, args: Args) -> Reply {
+    let access = &who.access;
     // Never waits for the model: until the tool vectors are attached, hits are BM25's.
     let library = state.catalogs.library();
     let scope = Scope {
@@ -181,7 +178,10 @@ pub(in crate::server) async fn run(
         soft,
         access,
     };
-    answer(&scope, args)
+    let query = args.query.clone();
+    let reply = answer(&scope, args);
+    crate::server::catalogs::learning::searched(state, who, &query, &reply);
+    reply
 }
 
 /// `search_tools` over `scope`: the MCP server and the CLI's `search` both answer with it.
