@@ -79,8 +79,11 @@ impl LearnedVectors {
     }
 
     /// Moves each tool's cosine in `cosine` (by ordinal) toward `query`'s best cosine with
-    /// the tool's learned queries, by `weight` (0..=1) of the difference, where that is higher.
-    pub fn lift(&self, cosine: &mut [f32], query: &[f32], weight: f32) {
+    /// the tool's learned queries, by `weight` (0..=1) of the difference, where that is higher;
+    /// only the tools whose learned queries are within `margin` of the nearest learned query
+    /// (of any tool) move: past queries much like this one speak for their tools, and a
+    /// sibling's query that merely shares the context ("in my key vault") less so.
+    pub fn lift(&self, cosine: &mut [f32], query: &[f32], weight: f32, margin: f32) {
         if self.is_empty() || weight <= 0.0 {
             return;
         }
@@ -88,9 +91,13 @@ impl LearnedVectors {
         for (similarity, owners) in self.rows.scores(query).into_iter().zip(&self.owners) {
             best.extend(owners.iter().map(|&o| (o, similarity)));
         }
+        let nearest = best.iter().map(|&(_, s)| s).fold(f32::MIN, f32::max);
         best.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)));
         best.dedup_by_key(|(o, _)| *o);
         for (o, similarity) in best {
+            if similarity < nearest - margin {
+                continue;
+            }
             if let Some(c) = cosine.get_mut(o as usize)
                 && similarity > *c
             {
@@ -122,12 +129,23 @@ mod tests {
         assert_eq!(learned.len(), 2, "no vector or no live tool: left out");
         assert_eq!(learned.vector("far").unwrap(), far);
         let mut cosine = [0.2, 0.5, 0.3];
-        learned.lift(&mut cosine, &[1.0, 0.0], 0.5);
+        learned.lift(&mut cosine, &[1.0, 0.0], 0.5, 1.0);
         // a: best learned cosine 1.0, halfway from 0.2; b: 0.0 < 0.5, unchanged; c: none.
         assert!((cosine[0] - 0.6).abs() < 0.01, "{cosine:?}");
         assert_eq!(&cosine[1..], [0.5, 0.3]);
         let mut same = [0.2, 0.5, 0.3];
-        learned.lift(&mut same, &[1.0, 0.0], 0.0);
+        learned.lift(&mut same, &[1.0, 0.0], 0.0, 1.0);
         assert_eq!(same, [0.2, 0.5, 0.3]);
+        // Only the tools near the nearest learned query move.
+        let mut near_only = [0.2, -0.5, 0.3];
+        learned.lift(&mut near_only, &[1.0, 0.0], 1.0, 0.1);
+        assert!((near_only[0] - 1.0).abs() < 0.01, "{near_only:?}");
+        assert_eq!(
+            near_only[1], -0.5,
+            "b's best learned cosine, 0, is far from a's 1"
+        );
+        let mut every = [0.2, -0.5, 0.3];
+        learned.lift(&mut every, &[1.0, 0.0], 1.0, 1.0);
+        assert!(every[1].abs() < 0.01, "{every:?}");
     }
 }

@@ -170,7 +170,8 @@ impl SearchIndex {
                 }
                 let mut cosine = cosine.clone();
                 if let Some(learned) = learned {
-                    learned.lift(&mut cosine, query_vector, self.options.learned_vector);
+                    let o = &self.options;
+                    learned.lift(&mut cosine, query_vector, o.learned_vector, o.learned_margin);
                 }
                 if let Some(context) = self.options.context {
                     fusion::server_context(&mut cosine, &self.tables.servers, context);

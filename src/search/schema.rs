@@ -37,6 +37,9 @@ pub(super) struct Fields {
     pub surface: Field,
     /// The queries that led to the tool ([`ToolDoc::learned`]).
     pub learned: Field,
+    /// Only the learned words the tool's own text lacks are indexed
+    /// ([`SearchOptions::learned_new`]).
+    pub learned_new: bool,
     /// (field, boost) pairs searched by every query word.
     pub text: Vec<(Field, f32)>,
 }
@@ -85,6 +88,7 @@ pub(super) fn schema(options: &SearchOptions) -> (Schema, Fields) {
         server_text,
         surface,
         learned,
+        learned_new: options.learned_new,
         text: vec![
             (name, options.name),
             (title, options.title),
@@ -123,7 +127,6 @@ pub(super) fn commit_docs(
             &d.description,
             &d.params,
             &d.server_text,
-            &d.learned,
         ];
         let mut terms = Vec::new();
         for text in texts {
@@ -132,14 +135,23 @@ pub(super) fn commit_docs(
                 terms.push(token.text.clone());
             }
         }
-        let learned = !d.learned.is_empty();
+        let learned_text = if fields.learned_new {
+            new_words(analyzer, &d.learned, &terms)
+        } else {
+            d.learned.clone()
+        };
+        let mut stream = analyzer.token_stream(&learned_text);
+        while let Some(token) = stream.next() {
+            terms.push(token.text.clone());
+        }
+        let learned = !learned_text.is_empty();
         let names = [d.name.as_str(), d.key.as_str()];
         let ord = tables.add(&d.key, &d.server, names, terms, learned);
         writer.add_document(doc!(
             fields.ord => u64::from(ord),
             fields.server => d.server.as_str(),
             fields.key => d.key.as_str(),
-            fields.learned => d.learned.as_str(),
+            fields.learned => learned_text.as_str(),
             fields.name => format!("{} {parts}", d.name),
             fields.title => d.title.as_str(),
             fields.description => d.description.as_str(),
@@ -151,6 +163,37 @@ pub(super) fn commit_docs(
     writer.commit()?;
     writer.wait_merging_threads()?;
     Ok(())
+}
+
+/// The words of `learned` (queries, one per line) whose analyzed terms are not among `own`
+/// (the tool's own terms), as written, one line per query that has any: what the queries
+/// add to what the tool says of itself.
+fn new_words(analyzer: &mut TextAnalyzer, learned: &str, own: &[String]) -> String {
+    let mut lines = Vec::new();
+    for query in learned.lines() {
+        let mut spans: Vec<(usize, usize)> = Vec::new();
+        let mut stream = analyzer.token_stream(query);
+        while let Some(token) = stream.next() {
+            let span = (token.offset_from, token.offset_to);
+            if !own.contains(&token.text) && !spans.contains(&span) {
+                spans.push(span);
+            }
+        }
+        // A word also indexed in parts (`MySQL`: `my`, `sql`, `mysql`) is kept once, whole.
+        let words: Vec<&str> = spans
+            .iter()
+            .filter(|&&(from, to)| {
+                !spans
+                    .iter()
+                    .any(|&(f, t)| f <= from && to <= t && (f, t) != (from, to))
+            })
+            .filter_map(|&(from, to)| query.get(from..to))
+            .collect();
+        if !words.is_empty() {
+            lines.push(words.join(" "));
+        }
+    }
+    lines.join("\n")
 }
 
 /// The analyzers of documents and queries ([`ANALYZER`]) and of the surface field

@@ -1143,3 +1143,40 @@ fn replacing_a_tool_s_learned_queries_reindexes_it_alone_as_a_full_build_would()
         "the old version is intact"
     );
 }
+
+#[test]
+fn a_tool_learns_only_the_words_its_own_text_lacks() {
+    let learned = "save my notes into a file\nsave a file";
+    let new_only = SearchIndex::build(learned_docs("fs__write_file", learned)).unwrap();
+    let every_word = SearchIndex::build_with(
+        learned_docs("fs__write_file", learned),
+        SearchOptions {
+            learned_new: false,
+            ..SearchOptions::default()
+        },
+    )
+    .unwrap();
+    let plain = index();
+    let top = |idx: &SearchIndex, q: &str| keys(&idx.search(q, 8, None).unwrap()).join(" ");
+    // "file" is the tool's own word: learning it again would lift the tool for every file
+    // query, over its siblings.
+    for query in ["file", "a file", "contents of a file"] {
+        assert_eq!(top(&new_only, query), top(&plain, query), "{query}");
+    }
+    let score = |idx: &SearchIndex| {
+        let hits = idx.search("file", 8, None).unwrap();
+        hits.iter()
+            .find(|h| h.key == "fs__write_file")
+            .unwrap()
+            .score
+    };
+    assert_eq!(score(&new_only), score(&plain));
+    assert!(
+        score(&every_word) > score(&plain),
+        "learned again, the word would count twice"
+    );
+    assert_eq!(
+        keys(&new_only.search("save my notes", 1, None).unwrap()),
+        ["fs__write_file"]
+    );
+}

@@ -90,7 +90,9 @@ impl Who {
         stateless: bool,
         (principal, access): (Option<&str>, Access),
     ) -> Self {
-        let session = match cx.extensions.get::<http::request::Parts>() {
+        let http = cx.extensions.get::<http::request::Parts>();
+        let process = || format!("stdio-{}", std::process::id());
+        let session = match http {
             _ if stateless => None,
             Some(parts) => parts.headers.get("mcp-session-id").map(|id| {
                 format!(
@@ -99,11 +101,16 @@ impl Who {
                 )
                 .into()
             }),
-            None => Some(format!("stdio-{}", std::process::id()).into()),
+            None => Some(process().into()),
+        };
+        // Over stdio the process is the session learning counts, whatever the revision.
+        let learns_in = match http {
+            None => Some(process()),
+            Some(_) => session.as_deref().map(str::to_owned),
         };
         Self {
             client: cx.client_info().map(|c| c.name.into()),
-            teacher: Teacher::of(session.as_deref(), principal),
+            teacher: Teacher::of(learns_in.as_deref(), principal),
             session,
             user: match (stateless, origin.inputs()) {
                 (false, _) => User::Session(cx.peer.clone()),
