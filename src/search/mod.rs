@@ -75,7 +75,8 @@ pub struct Hit {
     pub key: String,
     pub score: f32,
     /// Share (0..=1) of the query's weight this tool matches: the summed IDF of the query words
-    /// found in any of its fields over the summed IDF of all query words. 1 for exact names.
+    /// found in any of its fields over the summed IDF of all query words, but argument values
+    /// no tool has (a name, a number, a path: "Tokyo"). 1 for exact names.
     pub coverage: f32,
     /// How many distinct query words this tool has (in any field).
     pub words: usize,

@@ -40,6 +40,15 @@ impl SearchIndex {
         // vectors they add nothing but noise (EVAL.md, round 5).
         let synonyms = self.expansions(&words, dense.is_none());
         let total: f32 = weights.iter().map(|(_, w, _)| w).sum();
+        // What a tool's words must cover to answer the query: all its words but the argument
+        // values no tool has ("Tokyo" in "what time is it in Tokyo").
+        let values = self.argument_values(query, &words);
+        let asked: f32 = weights
+            .iter()
+            .zip(&values)
+            .filter(|((id, _, _), value)| !(**value && id.is_none()))
+            .map(|((_, w, _), _)| w)
+            .sum();
         // The query words (term id, weight, counts as a word) a tool has in any field.
         let matched = |i: u32| {
             let terms = &self.tables.doc_terms[i as usize];
@@ -52,7 +61,7 @@ impl SearchIndex {
             let (matched, words) = matched(i).fold((0.0, 0), |(weight, words), (_, w, counts)| {
                 (weight + w, words + usize::from(*counts))
             });
-            (if total > 0.0 { matched / total } else { 0.0 }, words)
+            (if asked > 0.0 { matched / asked } else { 0.0 }, words)
         };
         // Coverage for ranking: a word the tool has only a synonym of covers the synonym
         // weight's share of it (else a short query scores such a tool 0). `Hit::coverage`, and
@@ -171,7 +180,12 @@ impl SearchIndex {
                 let mut cosine = cosine.clone();
                 if let Some(learned) = learned {
                     let o = &self.options;
-                    learned.lift(&mut cosine, query_vector, o.learned_vector, o.learned_margin);
+                    learned.lift(
+                        &mut cosine,
+                        query_vector,
+                        o.learned_vector,
+                        o.learned_margin,
+                    );
                 }
                 if let Some(context) = self.options.context {
                     fusion::server_context(&mut cosine, &self.tables.servers, context);

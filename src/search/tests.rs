@@ -1180,3 +1180,34 @@ fn a_tool_learns_only_the_words_its_own_text_lacks() {
         ["fs__write_file"]
     );
 }
+
+#[test]
+fn argument_values_no_tool_has_do_not_count_against_a_match() {
+    let idx = index();
+    let hits = idx.search("what time is it in Tokyo", 3, None).unwrap();
+    assert!(
+        keys(&hits[..2]).contains(&"time__get_current_time"),
+        "{hits:?}"
+    );
+    assert!(
+        confident(&hits),
+        "Tokyo is a place to ask about, not a missing intent: {hits:?}"
+    );
+    for query in [
+        "read the file /etc/hosts",
+        "read \"my old diary\" file",
+        "get issue 1234 of the repo",
+    ] {
+        let hits = idx.search(query, 3, None).unwrap();
+        assert!(confident(&hits), "{query}: {hits:?}");
+    }
+    // Intent words no tool has still count, capitalised or not, first or not.
+    for query in [
+        "book a flight to Paris",
+        "Translate this to French",
+        "send a Slack message",
+    ] {
+        let hits = idx.search(query, 3, None).unwrap();
+        assert!(!confident(&hits), "{query}: {hits:?}");
+    }
+}
