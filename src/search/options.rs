@@ -166,7 +166,7 @@ impl Default for SearchOptions {
             feedback: 0.0,
             learned: 0.5,
             learned_new: true,
-            learned_vector: 0.5,
+            learned_vector: 0.25,
             learned_margin: 1.0,
         }
     }
