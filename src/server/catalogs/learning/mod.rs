@@ -184,12 +184,14 @@ impl Learner {
         let pending = std::mem::take(&mut *self.pending.lock());
         let recheck = self.recheck.swap(false, Ordering::SeqCst);
         let store = state.shared.as_ref();
-        if pending.is_empty()
-            && !recheck
-            && store.is_none()
-            && stamp(&path) == self.held.lock().seen
-        {
-            return;
+        let stamp_then = stamp(&path);
+        if store.is_none() && pending.is_empty() {
+            let held = self.held.lock();
+            // Nothing taught, the file as this process left it (or none, and nothing held).
+            let unchanged = stamp_then == held.seen;
+            if unchanged && (!recheck || held.evidence.is_empty()) {
+                return;
+            }
         }
         let now = learning::now_secs();
         let library = state.catalogs.library();
