@@ -15,6 +15,7 @@ pub mod clients;
 pub mod clock;
 pub mod config;
 pub mod echo;
+pub mod hidden;
 pub mod learning;
 pub mod library;
 pub mod policy;

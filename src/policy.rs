@@ -1,5 +1,6 @@
 //! The call policy: what the `policy` blocks say of one call of an upstream tool, judged from
-//! the tool's annotations as its catalog holds them. No I/O; asking the user is the server's.
+//! the tool's annotations (the server gives the strictest of those its catalog holds and those
+//! approved or first seen). No I/O; asking the user is the server's.
 //!
 //! Annotations are read as MCP defines them: `readOnlyHint` is false unless given, and a tool
 //! that is not read-only may destroy unless it says `destructiveHint: false`.
@@ -8,8 +9,18 @@ use serde_json::{Map, Value};
 
 use crate::config::{Destructive, Settings};
 
-/// Characters of arguments a confirmation shows; the rest is elided.
-const SUMMARY_CHARS: usize = 300;
+/// Characters of a tool or server name a confirmation shows; the rest is elided.
+const NAME_CHARS: usize = 300;
+/// Characters of one argument's key a confirmation shows (its path, for a nested one).
+const KEY_CHARS: usize = 80;
+/// Characters of one argument's value (its JSON, escaped) a confirmation shows.
+const VALUE_CHARS: usize = 160;
+/// Arguments a confirmation shows, one a line; the rest are counted.
+const MAX_LINES: usize = 24;
+/// How deep an object or array too long to show whole is opened, key by key.
+const MAX_DEPTH: usize = 3;
+/// Items of an array too long to show whole that are opened; the rest are counted.
+const ARRAY_ITEMS: usize = 4;
 
 /// What the policy says of a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,27 +96,200 @@ pub fn judge(settings: &Settings, server: &str, qualified: &str, hints: Hints) -
     }
 }
 
-/// The arguments as a user reads them in a confirmation: compact JSON, at most
-/// [`SUMMARY_CHARS`] characters, with control and invisible characters written as `\u{..}`
-/// so nothing in them hides from the user.
+/// The arguments as a user reads them in a confirmation: one line per argument, `key: value`,
+/// each value its compact JSON cut to [`VALUE_CHARS`] with its full length said, and control
+/// and invisible characters written as `\u{..}` so nothing in them hides from the user.
+///
+/// Every key is shown, whatever the size of the others: values shown whole (paths, names,
+/// flags) come first, then those cut; an object or array too long to show whole is opened
+/// (`edits[0].newText`; an array's first [`ARRAY_ITEMS`] items) up to [`MAX_DEPTH`] levels,
+/// after every argument above it. Past [`MAX_LINES`] lines, the rest are counted. Keys that are not plain identifiers are quoted as
+/// JSON, so no key can pass for another.
 pub fn summary(arguments: &Map<String, Value>) -> String {
-    shown(&Value::Object(arguments.clone()).to_string())
+    let mut lines: Vec<Line> = Vec::new();
+    let mut more = 0;
+    // Breadth first: every argument is shown before anything nested in one.
+    let mut queue: std::collections::VecDeque<(String, &Value, usize)> = arguments
+        .iter()
+        .map(|(key, value)| (key_segment(key), value, 0))
+        .collect();
+    while let Some((path, value, depth)) = queue.pop_front() {
+        if lines.len() == MAX_LINES {
+            more += 1;
+            continue;
+        }
+        let json = Json::of(value);
+        let opened = match value {
+            Value::Object(map) if json.cut && depth < MAX_DEPTH && !map.is_empty() => {
+                let children = map
+                    .iter()
+                    .map(|(key, v)| (format!("{path}.{}", key_segment(key)), v));
+                queue.extend(children.map(|(p, v)| (p, v, depth + 1)));
+                true
+            }
+            Value::Array(items) if json.cut && depth < MAX_DEPTH && !items.is_empty() => {
+                let children = items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| (format!("{path}[{i}]"), v));
+                queue.extend(children.take(ARRAY_ITEMS).map(|(p, v)| (p, v, depth + 1)));
+                more += items.len().saturating_sub(ARRAY_ITEMS);
+                true
+            }
+            _ => false,
+        };
+        if !opened {
+            lines.push(Line { depth, path, json });
+        }
+    }
+    if lines.is_empty() && more == 0 {
+        return "  (none)".to_owned();
+    }
+    // Within a level, values shown whole first; otherwise the client's order.
+    lines.sort_by_key(|line| (line.depth, line.json.cut));
+    let mut out: Vec<String> = lines
+        .iter()
+        .map(|line| {
+            let key = match cut_escaped(&line.path, KEY_CHARS) {
+                (key, true) => key,
+                (key, false) => format!("{key}…"),
+            };
+            match line.json.cut {
+                false => format!("  {key}: {}", line.json.shown),
+                true => format!(
+                    "  {key}: {}… ({} characters)",
+                    line.json.shown, line.json.chars
+                ),
+            }
+        })
+        .collect();
+    if more > 0 {
+        out.push(format!("  … and {more} more not shown"));
+    }
+    out.join("\n")
 }
 
-/// `text` as a confirmation shows it: at most [`SUMMARY_CHARS`] characters, control and
+/// One argument (or a part of one) as a confirmation shows it.
+struct Line {
+    depth: usize,
+    path: String,
+    json: Json,
+}
+
+/// A value's compact JSON as shown: its start (escaped, at most [`VALUE_CHARS`] characters),
+/// whether that is all of it, and its length in characters.
+struct Json {
+    shown: String,
+    cut: bool,
+    chars: usize,
+}
+
+impl Json {
+    /// Written once into a counter that keeps only the start, so a value of megabytes is
+    /// never copied whole.
+    fn of(value: &Value) -> Self {
+        let mut start = Start::default();
+        // Writing into memory cannot fail.
+        let _ = serde_json::to_writer(&mut start, value);
+        let text = String::from_utf8_lossy(&start.kept);
+        let (shown, whole) = cut_escaped(&text, VALUE_CHARS);
+        let cut = !whole || start.chars > text.chars().count();
+        Self {
+            shown,
+            cut,
+            chars: start.chars,
+        }
+    }
+}
+
+/// The first bytes of what is written (enough for [`VALUE_CHARS`] characters, each escaped)
+/// and how many characters were written in all.
+#[derive(Default)]
+struct Start {
+    kept: Vec<u8>,
+    /// Set once a character did not fit: nothing after it is kept.
+    full: bool,
+    chars: usize,
+}
+
+impl std::io::Write for Start {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        // UTF-8: every byte that is not a continuation byte starts a character.
+        self.chars += bytes.iter().filter(|b| (**b & 0xC0) != 0x80).count();
+        if self.full {
+            return Ok(bytes.len());
+        }
+        let room = (VALUE_CHARS * 4).saturating_sub(self.kept.len());
+        let mut end = room.min(bytes.len());
+        if end < bytes.len() {
+            self.full = true;
+            // Whole characters only.
+            while end > 0 && (bytes[end] & 0xC0) == 0x80 {
+                end -= 1;
+            }
+        }
+        self.kept.extend_from_slice(&bytes[..end]);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A key as one segment of an argument's path: bare when it is a plain identifier, else
+/// quoted as JSON.
+fn key_segment(key: &str) -> String {
+    let plain = key
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if plain {
+        key.to_owned()
+    } else {
+        Value::String(key.to_owned()).to_string()
+    }
+}
+
+/// `text` escaped as [`shown`] escapes it, cut to at most `limit` characters of the escaped
+/// form (an escape is never split); whether it is whole.
+fn cut_escaped(text: &str, limit: usize) -> (String, bool) {
+    let mut out = String::new();
+    let mut used = 0;
+    for c in text.chars() {
+        let piece = escaped(c);
+        let len = piece.chars().count();
+        if used + len > limit {
+            return (out, false);
+        }
+        used += len;
+        out.push_str(&piece);
+    }
+    (out, true)
+}
+
+/// `c` as a confirmation shows it: control and invisible characters as `\u{..}`.
+fn escaped(c: char) -> std::borrow::Cow<'static, str> {
+    if c.is_control() || crate::hidden::is_hidden(c) {
+        format!("\\u{{{:04x}}}", c as u32).into()
+    } else {
+        String::from(c).into()
+    }
+}
+
+/// `text` as a confirmation shows it: at most [`NAME_CHARS`] characters, control and
 /// invisible characters written as `\u{..}`.
 pub fn shown(text: &str) -> String {
     let mut out = String::new();
     for (i, c) in text.chars().enumerate() {
-        if i == SUMMARY_CHARS {
+        if i == NAME_CHARS {
             out.push_str(&format!("… ({} characters)", text.chars().count()));
             break;
         }
-        if c.is_control() || crate::catalog::hidden::is_hidden(c) {
-            out.push_str(&format!("\\u{{{:04x}}}", c as u32));
-        } else {
-            out.push(c);
-        }
+        out.push_str(&escaped(c));
     }
     out
 }
@@ -232,16 +416,95 @@ mod tests {
 
     #[test]
     fn a_summary_is_short_and_hides_nothing() {
-        let args = json!({"path": "/tmp/a\u{202e}txt.exe", "content": "x\ny\u{E0041}"});
+        let args = json!({"path": "/tmp/a\u{202e}txt.exe", "content": "x\ny\u{E0041}\u{7f}"});
         let shown = summary(args.as_object().unwrap());
         assert_eq!(
             shown,
-            r#"{"path":"/tmp/a\u{202e}txt.exe","content":"x\ny\u{e0041}"}"#
+            "  path: \"/tmp/a\\u{202e}txt.exe\"\n  content: \"x\\ny\\u{e0041}\\u{007f}\""
         );
-        let long = json!({"content": "ü".repeat(1000)});
-        let shown = summary(long.as_object().unwrap());
+        assert_eq!(summary(&Map::new()), "  (none)");
+    }
+
+    /// The finding of issue 38 (M4): a long `content` sent before `path` pushed the path out
+    /// of the confirmation, and the user accepted a write to `.bashrc`.
+    #[test]
+    fn every_key_is_shown_whatever_the_size_of_the_others() {
+        let args = json!({
+            "content": "x".repeat(1 << 20),
+            "path": "/home/u/.bashrc",
+            "mode": 420,
+            "append": false,
+        });
+        let shown = summary(args.as_object().unwrap());
+        let lines: Vec<&str> = shown.lines().collect();
+        assert_eq!(
+            lines[..3],
+            [
+                "  path: \"/home/u/.bashrc\"",
+                "  mode: 420",
+                "  append: false"
+            ],
+            "short values first: {shown}"
+        );
         assert!(
-            shown.chars().count() < SUMMARY_CHARS + 30 && shown.ends_with("… (1014 characters)"),
+            lines[3].starts_with("  content: \"xxx")
+                && lines[3].ends_with(&format!("… ({} characters)", (1 << 20) + 2)),
+            "{shown}"
+        );
+        assert!(shown.chars().count() < 300, "{shown}");
+    }
+
+    #[test]
+    fn nested_values_are_opened_after_the_arguments_and_the_total_is_bounded() {
+        let args = json!({
+            "edits": [{"oldText": "a".repeat(500), "newText": "b", "target": {"path": "/etc/passwd", "body": "c".repeat(500)}}],
+            "path": "/x",
+            "weird key\n: \"ok\"": 1,
+            "many": (0..1000).collect::<Vec<_>>(),
+        });
+        let shown = summary(args.as_object().unwrap());
+        let lines: Vec<&str> = shown.lines().collect();
+        assert_eq!(lines[0], "  path: \"/x\"");
+        assert_eq!(
+            lines[1], "  \"weird key\\n: \\\"ok\\\"\": 1",
+            "a key cannot pass for another"
+        );
+        assert!(lines.contains(&"  edits[0].newText: \"b\""), "{shown}");
+        assert!(
+            lines.contains(&"  edits[0].target.path: \"/etc/passwd\""),
+            "{shown}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("  edits[0].oldText: \"aaa")
+                    && l.ends_with("… (502 characters)")),
+            "{shown}"
+        );
+        assert!(
+            lines.contains(&"  many[3]: 3") && !shown.contains("many[4]"),
+            "{shown}"
+        );
+        assert_eq!(lines.last().unwrap(), &"  … and 996 more not shown");
+        let many: Map<String, Value> = (0..100)
+            .map(|i| (format!("k{i}"), json!("v".repeat(i))))
+            .collect();
+        let shown = summary(&many);
+        let lines: Vec<&str> = shown.lines().collect();
+        assert_eq!(
+            (lines.len(), lines[MAX_LINES]),
+            (MAX_LINES + 1, "  … and 76 more not shown")
+        );
+        assert!(shown.chars().count() < MAX_LINES * (KEY_CHARS + VALUE_CHARS + 40));
+        // Keys of any length and values full of escapes stay within their bounds.
+        let hostile = json!({"k\u{202e}".repeat(200): "\u{E0041}".repeat(10_000)});
+        let shown = summary(hostile.as_object().unwrap());
+        assert!(
+            !shown.chars().any(|c| c == '\u{202e}' || c == '\u{E0041}'),
+            "{shown}"
+        );
+        assert!(
+            shown.chars().count() < KEY_CHARS + VALUE_CHARS + 40,
             "{shown}"
         );
     }

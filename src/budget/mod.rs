@@ -7,6 +7,23 @@ pub const DEFAULT_HARD_TOKENS: usize = 5_000_000;
 /// Texts longer than this many bytes are counted on a prefix and extrapolated.
 const EXACT_COUNT_BYTES: usize = 256 << 10;
 
+/// The length of `value` as compact JSON, counted without writing it anywhere.
+pub fn json_len(value: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
 /// Counts tokens of a text.
 pub trait TokenCounter: Send + Sync {
     fn count(&self, text: &str) -> usize;
@@ -122,6 +139,12 @@ impl Budgets {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_len_is_the_length_of_the_compact_text() {
+        let value = serde_json::json!({"a": [1, "ü", null], "b": {"c": true}});
+        assert_eq!(json_len(&value), value.to_string().len());
+    }
 
     #[test]
     fn o200k_counts_real_tokens() {

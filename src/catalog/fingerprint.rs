@@ -1,5 +1,6 @@
 //! Hashes that tell whether a catalog still matches its server: the launch config (without
-//! secrets) and the tool list; and each tool's own, which pins what the user approved.
+//! secrets) and the tool list; and each tool's, prompt's, resource's and template's own, and
+//! that of a server's instructions, which pin what the user approved.
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -37,8 +38,11 @@ pub fn tools_hash(tools: &[RawTool]) -> String {
     ))
 }
 
-/// The fields of a tool that say what it is and does; its fingerprint covers these alone.
-const PINNED: [&str; 6] = [
+/// What a fingerprint of this build starts with: it covers the whole object (version 2).
+const VERSION_2: &str = "2:";
+
+/// The fields a version-1 tool fingerprint covers (approvals made before version 2 hold them).
+const PINNED_V1: [&str; 6] = [
     "name",
     "title",
     "description",
@@ -47,15 +51,46 @@ const PINNED: [&str; 6] = [
     "annotations",
 ];
 
-/// SHA-256 of a tool's name, title, description, input and output schema and annotations as
-/// received (hidden characters included), as canonical JSON; other keys (`_meta`, `icons`) aside.
+/// A tool's fingerprint: `2:` and the SHA-256 of the whole tool object as received (hidden
+/// characters included) as canonical JSON: name, title, description, schemas, annotations,
+/// `_meta`, `icons`, `execution` and anything else it holds.
 pub fn tool_fingerprint(tool: &RawTool) -> String {
+    offer_fingerprint(&tool.value())
+}
+
+/// A tool's version-1 fingerprint: SHA-256 of its name, title, description, schemas and
+/// annotations alone, without a version prefix (what approvals made before version 2 hold).
+pub fn tool_fingerprint_v1(tool: &RawTool) -> String {
     let value = tool.value();
-    let pinned: serde_json::Map<String, Value> = PINNED
+    let pinned: serde_json::Map<String, Value> = PINNED_V1
         .iter()
         .filter_map(|k| Some(((*k).to_owned(), canonical(value.get(*k)?))))
         .collect();
     hex_sha256(&Value::Object(pinned))
+}
+
+/// Whether `fingerprint` is of version 1 (made before fingerprints covered whole objects).
+pub fn is_fingerprint_v1(fingerprint: &str) -> bool {
+    !fingerprint.starts_with(VERSION_2)
+}
+
+/// The fingerprint of a prompt, resource template or a server's instructions (a string, or
+/// null for none) as received, as canonical JSON.
+pub fn offer_fingerprint(value: &Value) -> String {
+    format!("{VERSION_2}{}", hex_sha256(&canonical(value)))
+}
+
+/// The fingerprint of a resource as received, less what changes with its contents (`size`,
+/// `annotations.lastModified`), so a file that is written is not a changed resource.
+pub fn resource_fingerprint(resource: &Value) -> String {
+    let mut pinned = resource.clone();
+    if let Some(fields) = pinned.as_object_mut() {
+        fields.remove("size");
+        if let Some(Value::Object(annotations)) = fields.get_mut("annotations") {
+            annotations.remove("lastModified");
+        }
+    }
+    offer_fingerprint(&pinned)
 }
 
 fn canonical(value: &Value) -> Value {
@@ -101,8 +136,10 @@ mod tests {
             tools: Default::default(),
             max_result_tokens: None,
             max_message_bytes: crate::config::DEFAULT_MAX_MESSAGE,
+            lists: Default::default(),
             oauth: None,
             policy: Default::default(),
+            roots: None,
         }
     }
 
@@ -120,17 +157,27 @@ mod tests {
     }
 
     #[test]
-    fn a_tool_fingerprint_covers_what_it_does_and_only_that() {
+    fn a_tool_fingerprint_covers_every_field_and_v1_what_it_does() {
         let tool = |v: Value| tool_fingerprint(&RawTool::from(v));
+        let v1 = |v: Value| tool_fingerprint_v1(&RawTool::from(v));
         let base = json!({"name": "x", "description": "d", "inputSchema": {"type": "object"}});
         let same = tool(base.clone());
+        assert!(same.starts_with("2:") && !is_fingerprint_v1(&same));
+        assert!(is_fingerprint_v1(&v1(base.clone())));
         assert_eq!(
             same,
             tool(json!({"inputSchema": {"type": "object"}, "description": "d", "name": "x"}))
         );
-        let mut meta = base.clone();
-        meta["_meta"] = json!({"v": 2});
-        assert_eq!(same, tool(meta), "_meta is not pinned");
+        for (key, value) in [
+            ("_meta", json!({"ui": {"resourceUri": "ui://x"}})),
+            ("icons", json!([{"src": "https://tracker.example/p.png"}])),
+            ("execution", json!({"taskSupport": "required"})),
+        ] {
+            let mut changed = base.clone();
+            changed[key] = value;
+            assert_ne!(same, tool(changed.clone()), "{key} is pinned");
+            assert_eq!(v1(base.clone()), v1(changed), "{key} is not in v1");
+        }
         for (key, value) in [
             ("name", json!("y")),
             ("title", json!("T")),
@@ -144,8 +191,25 @@ mod tests {
         ] {
             let mut changed = base.clone();
             changed[key] = value;
-            assert_ne!(same, tool(changed), "{key}");
+            assert_ne!(same, tool(changed.clone()), "{key}");
+            assert_ne!(v1(base.clone()), v1(changed), "{key}");
         }
+    }
+
+    #[test]
+    fn a_resource_fingerprint_leaves_out_what_changes_with_its_contents() {
+        let base = json!({"uri": "file:///a", "name": "a", "size": 10,
+            "annotations": {"lastModified": "2026-01-01T00:00:00Z", "audience": ["user"]}});
+        let mut written = base.clone();
+        written["size"] = json!(11);
+        written["annotations"]["lastModified"] = json!("2026-01-02T00:00:00Z");
+        assert_eq!(resource_fingerprint(&base), resource_fingerprint(&written));
+        let mut renamed = base.clone();
+        renamed["description"] = json!("<IMPORTANT>");
+        assert_ne!(resource_fingerprint(&base), resource_fingerprint(&renamed));
+        renamed = base.clone();
+        renamed["annotations"]["audience"] = json!(["assistant"]);
+        assert_ne!(resource_fingerprint(&base), resource_fingerprint(&renamed));
     }
 
     #[test]

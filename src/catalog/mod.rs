@@ -3,10 +3,10 @@
 
 mod failure;
 mod fingerprint;
-pub mod hidden;
 mod injection;
 mod raw;
 mod refresh;
+pub mod screen;
 mod tool;
 
 use std::path::{Path, PathBuf};
@@ -21,7 +21,10 @@ use crate::checksum::{self, Checksum};
 use crate::config::ServerConfig;
 
 pub use failure::Failure;
-pub use fingerprint::{config_fingerprint, tool_fingerprint, tools_hash};
+pub use fingerprint::{
+    config_fingerprint, is_fingerprint_v1, offer_fingerprint, resource_fingerprint,
+    tool_fingerprint, tool_fingerprint_v1, tools_hash,
+};
 pub use raw::RawTool;
 pub use refresh::fetch;
 pub use tool::{ToolDef, ToolError};

@@ -55,6 +55,10 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
             other => bail!("ARGS_JSON must be a JSON object, like '{{\"key\": 1}}'; got {other}"),
         },
     };
+    // A call that cannot be recorded is not made.
+    if let Some(audit) = &settings.audit {
+        crate::audit::check(audit)?;
+    }
     let loaded = crate::server::load_library(&settings)?;
     let (state, _) = State::open(settings, None, loaded);
     let server = args

@@ -140,12 +140,7 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
                             &catalog,
                         );
                         match observed.await {
-                            Ok(held) => {
-                                quarantined = held
-                                    .iter()
-                                    .map(|tool| crate::library::qualified_name(&server.name, tool))
-                                    .collect()
-                            }
+                            Ok(held) => quarantined = held,
                             Err(e) => eprintln!("warning: {e}"),
                         }
                         catalog

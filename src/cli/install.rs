@@ -66,7 +66,7 @@ pub fn run(config: &Path, args: Args) -> anyhow::Result<ExitCode> {
         return Err(ClientError::SameFile { path }.into());
     }
     let exe = std::env::current_exe().context("cannot find the meta-server binary's path")?;
-    let entry = MetaEntry::new(&exe, &config);
+    let entry = MetaEntry::new(args.client, &exe, &config);
     let merged = merge_into(&config, &file)?;
     let left: Vec<String> = merged.left.iter().map(|(name, _)| name.clone()).collect();
     let installed = file.with_only(&entry, &left)?;

@@ -1,12 +1,14 @@
 //! Text from servers (tool descriptions, error descriptions, results) made safe to print on a
-//! terminal: control characters and bidi controls are shown as escapes, so a server cannot
-//! recolour or rewrite the screen, set the title, ring the bell, make links or reorder text.
+//! terminal: control characters, bidi controls and the other hidden characters
+//! ([`crate::hidden`]) are shown as escapes, so a server cannot recolour or rewrite the screen,
+//! set the title, ring the bell, make links, reorder text or hide words from the reader (`tools
+//! review` shows the tag characters a text holds).
 
 use std::borrow::Cow;
 use std::fmt::Write;
 
-/// `text` with every control character but newline and tab, and every bidi control, shown
-/// escaped (`\x1b`, `\u{202e}`): for multi-line output.
+/// `text` with every control character but newline and tab, and every bidi control and other
+/// hidden character, shown escaped (`\x1b`, `\u{202e}`): for multi-line output.
 pub fn escape(text: &str) -> Cow<'_, str> {
     escape_with(text, |c| c == '\n' || c == '\t')
 }
@@ -17,9 +19,10 @@ pub fn escape_line(text: &str) -> Cow<'_, str> {
     escape_with(text, |_| false)
 }
 
-/// JSON as serde_json writes it, with the characters it leaves raw that terminals act on (DEL,
-/// C1 controls, bidi controls) written as `\uXXXX`: the same JSON value. They can only occur
-/// inside strings, where that escape means the same character.
+/// JSON as serde_json writes it, with the characters it leaves raw that terminals act on or
+/// show as nothing (DEL, C1 controls, bidi controls, the other hidden characters) written as
+/// `\uXXXX` (a surrogate pair beyond the BMP): the same JSON value. They can only occur inside
+/// strings, where that escape means the same character.
 pub fn escape_json(json: &str) -> Cow<'_, str> {
     // Below U+0020, serde escapes what is in strings; the rest is the layout's whitespace.
     let raw = |c: char| c >= '\u{7f}' && unsafe_char(c);
@@ -29,8 +32,9 @@ pub fn escape_json(json: &str) -> Cow<'_, str> {
     let mut out = String::with_capacity(json.len() + 16);
     for c in json.chars() {
         if raw(c) {
-            // All of them are in the BMP: one \uXXXX each.
-            let _ = write!(out, "\\u{:04x}", c as u32);
+            for unit in c.encode_utf16(&mut [0; 2]) {
+                let _ = write!(out, "\\u{unit:04x}");
+            }
         } else {
             out.push(c);
         }
@@ -60,14 +64,10 @@ fn escape_with(text: &str, keep: impl Fn(char) -> bool) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// C0 and C1 controls and DEL (`char::is_control`), and the bidi embedding, override, isolate
-/// and mark characters.
+/// C0 and C1 controls and DEL (`char::is_control`), and the hidden characters (the bidi
+/// embedding, override, isolate and mark characters among them).
 fn unsafe_char(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
-        )
+    c.is_control() || crate::hidden::is_hidden(c)
 }
 
 #[cfg(test)]
@@ -89,6 +89,11 @@ mod tests {
         assert!(!shown.chars().any(unsafe_char));
         // Escaping twice changes nothing: the escapes are printable.
         assert_eq!(escape(&shown), shown);
+        assert_eq!(
+            escape("a\u{E0069}\u{00AD}b"),
+            "a\\u{e0069}\\u{ad}b",
+            "hidden words show"
+        );
     }
 
     #[test]
@@ -106,7 +111,7 @@ mod tests {
 
     #[test]
     fn json_keeps_its_value_and_loses_the_raw_controls() {
-        let value = serde_json::json!({"d": "\x1b[31m \u{9b} \x7f \u{202e} \x07 ok é"});
+        let value = serde_json::json!({"d": "\x1b[31m \u{9b} \x7f \u{202e} \x07 ok é \u{E0069}"});
         let text = serde_json::to_string_pretty(&value).unwrap();
         assert!(text.contains('\u{202e}'), "serde leaves bidi controls raw");
         let safe = escape_json(&text);

@@ -1,4 +1,5 @@
-//! `meta-server tools`: review the tools that wait for approval, and approve them.
+//! `meta-server tools`: review what waits for approval (tools, prompts, resources, resource
+//! templates, server instructions), and approve it.
 
 use std::process::ExitCode;
 
@@ -8,19 +9,21 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::terminal::{escape, escape_json};
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, screen};
 use crate::config::{ServerConfig, Settings, TrustMode};
-use crate::library::{SEPARATOR, qualified_name};
 use crate::store::Valkey;
-use crate::trust::{Approvals, TrustError};
+use crate::trust::{Approvals, Choice, Kind, TrustError};
 
-/// Review and approve upstream tools (`metaServer.trust`).
+/// Review and approve what upstream servers say (`metaServer.trust`).
 ///
-/// meta-server pins each tool's name, title, description, schemas and annotations. Under
-/// "first-use" (the default) a server's tools are approved when it is first listed; a tool
-/// that changes or appears later is quarantined: flagged in search_tools and get_tool_details
-/// and refused by call_tool, scripts and alwaysLoad, until you approve it here. Under
-/// "review" a new server's tools wait too. Approvals are kept beside the catalogs
+/// meta-server pins every field of each tool (name, title, description, schemas, annotations,
+/// _meta, icons), prompt, resource and resource template of a server, and its instructions.
+/// Under "first-use" (the default) a server's are approved when it is first listed; what
+/// changes or appears later is quarantined: flagged where the model or the user reads it
+/// (search_tools, get_tool_details, prompts/list, resources/list) and refused where it is used
+/// (call_tool, scripts, alwaysLoad, prompts/get, resources/read, completion), and changed
+/// instructions are withheld, until you approve it here. Under "review" a new server's wait
+/// too; under "off" nothing waits. Approvals are kept beside the catalogs
 /// (<catalog-dir>/<server>.approved); with a shared store (metaServer.store) they are kept
 /// there, for every replica, and the catalogs the replicas share are the ones reviewed.
 #[derive(clap::Args, Debug)]
@@ -35,8 +38,8 @@ enum ToolsCommand {
     Approve(ApproveArgs),
 }
 
-/// List the tools that wait for approval, with the approved and the new text one above the
-/// other, and the tools whose texts are flagged (hidden characters, instruction-like text).
+/// List what waits for approval, with the approved and the new text one above the other, and
+/// what is flagged (hidden characters, instruction-like text).
 #[derive(clap::Args, Debug)]
 struct ReviewArgs {
     /// Print JSON.
@@ -44,25 +47,29 @@ struct ReviewArgs {
     json: bool,
 }
 
-/// Approve tools as their catalogs hold them now.
+/// Approve tools, prompts, resources and instructions as their catalogs hold them now.
 #[derive(clap::Args, Debug)]
 struct ApproveArgs {
-    /// `<server>__<tool>` for one tool, `<server>` for all tools of a server.
+    /// `<server>__<tool>` for one tool, `<server>` for everything of a server; `prompt:`,
+    /// `resource:` or `template:` and `<server>__<name, URI or uriTemplate>`, or
+    /// `instructions:<server>`, as `tools review` names them.
     #[arg(required_unless_present = "all")]
     names: Vec<String>,
 
-    /// Approve every tool of every configured server.
+    /// Approve everything of every configured server.
     #[arg(long, conflicts_with = "names")]
     all: bool,
 }
 
-/// One tool in `tools review`.
+/// One item in `tools review`.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Reviewed {
+    /// What `tools approve` takes.
     name: String,
     server: String,
-    tool: String,
+    /// "tool", "prompt", "resource", "resource template" or "instructions".
+    kind: &'static str,
     /// Why it waits for approval; absent when it is approved and only flagged.
     #[serde(skip_serializing_if = "Option::is_none")]
     quarantined: Option<String>,
@@ -135,6 +142,33 @@ async fn approvals(
     approvals
 }
 
+/// The flags of item `key` of `kind` in `catalog` (a tool's as search shows them).
+fn flags_of(catalog: &Catalog, kind: Kind, key: &str, item: &Value) -> Vec<String> {
+    match kind {
+        Kind::Tool => catalog
+            .tool_defs()
+            .into_iter()
+            .find(|d| d.name == key)
+            .map(|d| d.flags())
+            .unwrap_or_default(),
+        Kind::Instructions => {
+            let text = item.as_str().unwrap_or_default();
+            let (kept, hidden) = crate::hidden::strip(text);
+            screen::flags("these instructions", hidden, [kept.as_str()])
+        }
+        _ => {
+            let field = match kind {
+                Kind::Prompt => "name",
+                Kind::Resource => "uri",
+                _ => "uriTemplate",
+            };
+            screen::offer(kind.noun(), field, item)
+                .map(|s| s.flags)
+                .unwrap_or_default()
+        }
+    }
+}
+
 #[allow(clippy::print_stdout)]
 async fn review(
     settings: &Settings,
@@ -147,31 +181,26 @@ async fn review(
             continue;
         };
         let approvals = approvals(settings, store, &server.name).await;
-        let mut pending: std::collections::BTreeMap<String, crate::trust::Pending> =
+        let mut pending: std::collections::BTreeMap<(Kind, String), crate::trust::Pending> =
             crate::trust::pending(settings.trust, approvals, &catalog)
                 .into_iter()
-                .filter_map(|p| Some((p.tool.value()["name"].as_str()?.to_owned(), p)))
+                .map(|p| ((p.kind, p.key.clone()), p))
                 .collect();
-        for def in catalog.tool_defs() {
-            let held = pending.remove(&def.name);
-            let flags = def.flags();
+        for (kind, key, current) in items(&catalog) {
+            let held = pending.remove(&(kind, key.clone()));
+            let flags = flags_of(&catalog, kind, &key, &current);
             if held.is_none() && flags.is_empty() {
                 continue;
             }
+            let approved = held.as_ref().and_then(|p| p.approved.clone());
             listed.push(Reviewed {
-                name: qualified_name(&server.name, &def.name),
+                name: kind.name(&server.name, &key),
                 server: server.name.clone(),
-                tool: def.name.clone(),
+                kind: kind.noun(),
                 quarantined: held.as_ref().map(|p| p.quarantine.why()),
-                approved_at: held
-                    .as_ref()
-                    .and_then(|p| p.approved.as_ref())
-                    .map(|a| a.approved_at.clone()),
-                approved: held
-                    .as_ref()
-                    .and_then(|p| p.approved.as_ref())
-                    .map(|a| a.tool.value()),
-                current: held.map_or_else(|| def.value(), |p| p.tool.value()),
+                approved_at: approved.as_ref().map(|(at, _)| at.clone()),
+                approved: approved.map(|(_, item)| item),
+                current,
                 flags,
             });
         }
@@ -181,13 +210,13 @@ async fn review(
         return Ok(ExitCode::SUCCESS);
     }
     if settings.trust == TrustMode::Off {
-        println!("trust is \"off\": no tool is pinned or quarantined (metaServer.trust)");
+        println!("trust is \"off\": nothing is quarantined (metaServer.trust)");
     }
     let waiting = listed.iter().filter(|r| r.quarantined.is_some()).count();
     for r in &listed {
         match &r.quarantined {
-            Some(why) => println!("{}  quarantined: {}", r.name, escape(why)),
-            None => println!("{}  approved, flagged", r.name),
+            Some(why) => println!("{}  quarantined: {}", escape(&r.name), escape(why)),
+            None => println!("{}  approved, flagged", escape(&r.name)),
         }
         for flag in &r.flags {
             println!("  flag: {}", escape(flag));
@@ -198,39 +227,68 @@ async fn review(
         println!();
     }
     if waiting == 0 {
-        println!("no tool waits for approval");
+        println!("nothing waits for approval");
     } else {
         println!(
-            "{waiting} tool(s) wait for approval: `meta-server tools approve <server>__<tool>` (or <server>, or --all)"
+            "{waiting} item(s) wait for approval: `meta-server tools approve <name>` with a name above (or <server>, or --all)"
         );
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Each pinned field that differs, the approved text above the new.
+/// Every item of `catalog` `tools review` looks at: (kind, key, item as received).
+fn items(catalog: &Catalog) -> Vec<(Kind, String, Value)> {
+    let mut all = Vec::new();
+    for kind in Kind::ALL {
+        for item in kind.items(catalog).unwrap_or_default() {
+            if kind == Kind::Instructions && item.is_null() {
+                continue;
+            }
+            if let Some(key) = kind.key_of(&item) {
+                all.push((kind, key, item));
+            }
+        }
+    }
+    all
+}
+
+/// Each field that differs, the approved text above the new (instructions as one text).
 #[allow(clippy::print_stdout)]
 fn side_by_side(approved: Option<&Value>, current: &Value) {
-    for key in [
-        "title",
-        "description",
-        "inputSchema",
-        "outputSchema",
-        "annotations",
-    ] {
-        let (old, new) = (approved.and_then(|a| a.get(key)), current.get(key));
-        if old == new {
+    let fields = |v: Option<&Value>| -> Vec<(String, Value)> {
+        match v {
+            Some(Value::Object(fields)) => {
+                fields.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+            }
+            Some(other) => vec![("text".to_owned(), other.clone())],
+            None => Vec::new(),
+        }
+    };
+    let (old, new) = (fields(approved), fields(Some(current)));
+    let mut keys: Vec<&str> = new.iter().map(|(k, _)| k.as_str()).collect();
+    keys.extend(
+        old.iter()
+            .map(|(k, _)| k.as_str())
+            .filter(|k| !new.iter().any(|(n, _)| n == k)),
+    );
+    let get = |list: &[(String, Value)], key: &str| {
+        list.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
+    };
+    for key in keys {
+        let (was, now) = (get(&old, key), get(&new, key));
+        if was == now {
             continue;
         }
-        let show = |v: Option<&Value>| match v {
+        let show = |v: Option<Value>| match v {
             None => "(none)".to_owned(),
-            Some(Value::String(s)) => escape(s).into_owned(),
+            Some(Value::String(s)) => escape(&s).into_owned(),
             Some(other) => escape(&other.to_string()).into_owned(),
         };
-        println!("  {key}");
+        println!("  {}", escape(key));
         if approved.is_some() {
-            println!("    approved: {}", show(old));
+            println!("    approved: {}", show(was));
         }
-        println!("    new:      {}", show(new));
+        println!("    new:      {}", show(now));
     }
 }
 
@@ -240,60 +298,63 @@ async fn approve(
     store: Option<&Valkey>,
     args: ApproveArgs,
 ) -> anyhow::Result<ExitCode> {
-    // Per server: the tool names to approve (`None`: all of them).
-    let mut chosen: Vec<(&ServerConfig, Option<Vec<String>>)> = Vec::new();
+    // Per server: what to approve.
+    let mut chosen: Vec<(&ServerConfig, Choice)> = Vec::new();
     if args.all {
-        chosen.extend(settings.servers.iter().map(|s| (s, None)));
+        chosen.extend(settings.servers.iter().map(|s| (s, Choice::All)));
     }
     for name in &args.names {
-        let (server, tool) = match name.split_once(SEPARATOR) {
-            Some((server, tool)) => (server, Some(tool)),
+        let (server, item) = match Kind::parse(name) {
+            Some((kind, server, key)) => (server, Some((kind, key))),
             None => (name.as_str(), None),
         };
         let Some(config) = settings.server(server) else {
             bail!(
-                "no server \"{}\" in {}; name a configured server or <server>__<tool>",
+                "no server \"{}\" in {}; name a configured server, <server>__<tool>, or an item as `meta-server tools review` names it",
                 escape(server),
                 settings.source.display()
             );
         };
-        let Some(tool) = tool else {
-            chosen.push((config, None));
+        let Some((kind, key)) = item else {
+            chosen.push((config, Choice::All));
             continue;
         };
         let catalog = catalog(settings, store, config)
             .await?
             .with_context(|| no_catalog(server))?;
-        let Some(def) = catalog
-            .tool_defs()
+        // Tools and prompts are named as clients see them (qualified), which may differ from
+        // their own names.
+        let wanted = kind.name(server, key);
+        let key = items(&catalog)
             .into_iter()
-            .find(|d| qualified_name(server, &d.name) == *name)
-        else {
+            .find(|(k, own, _)| *k == kind && kind.name(server, own) == wanted)
+            .map(|(_, own, _)| own);
+        let Some(key) = key else {
             bail!(
-                "server \"{server}\" has no tool \"{}\"; `meta-server tools review` lists what waits",
-                escape(tool)
+                "server \"{server}\" has no {} named so; `meta-server tools review` lists what waits",
+                kind.noun()
             );
         };
-        chosen.push((config, Some(vec![def.name])));
+        match chosen.iter_mut().find(|(c, _)| c.name == config.name) {
+            Some((_, Choice::Items(items))) => items.push((kind, key)),
+            Some((_, Choice::All)) => {}
+            None => chosen.push((config, Choice::Items(vec![(kind, key)]))),
+        }
     }
-    for (config, tools) in chosen {
+    for (config, choice) in chosen {
         let Some(catalog) = catalog(settings, store, config).await? else {
             if args.all {
                 continue;
             }
             bail!(no_catalog(&config.name));
         };
-        let (dir, tools) = (&settings.catalog_dir, tools.as_deref());
-        let approved = match store {
-            Some(store) => crate::trust::shared::approve(store, dir, &catalog, tools).await?,
-            None => crate::trust::approve(dir, &catalog, tools)?,
+        let dir = &settings.catalog_dir;
+        let names = match store {
+            Some(store) => crate::trust::shared::approve(store, dir, &catalog, &choice).await?,
+            None => crate::trust::approve(dir, &catalog, &choice)?,
         };
-        let names: Vec<String> = approved
-            .iter()
-            .map(|t| qualified_name(&config.name, t))
-            .collect();
         println!(
-            "approved {} tool(s) of {}: {}",
+            "approved {} item(s) of {}: {}",
             names.len(),
             config.name,
             escape(&names.join(", "))

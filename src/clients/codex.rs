@@ -209,6 +209,7 @@ pub(super) fn with_only(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clients::Client;
 
     const FIXTURE: &str = include_str!("../../tests/fixtures/clients/codex_config.toml");
 
@@ -259,7 +260,11 @@ mod tests {
 
     #[test]
     fn install_keeps_everything_but_the_servers() {
-        let entry = MetaEntry::new(Path::new("/bin/meta-server"), Path::new("/c/config.json"));
+        let entry = MetaEntry::new(
+            Client::Codex,
+            Path::new("/bin/meta-server"),
+            Path::new("/c/config.json"),
+        );
         let out = with_only(Path::new("/c.toml"), FIXTURE, &entry, &[]).unwrap();
         let doc: DocumentMut = out.parse().unwrap();
         let servers = doc["mcp_servers"].as_table().unwrap();
@@ -293,7 +298,7 @@ mod tests {
 
     #[test]
     fn servers_to_keep_keep_their_tables() {
-        let entry = MetaEntry::new(Path::new("/m"), Path::new("/c"));
+        let entry = MetaEntry::new(Client::Codex, Path::new("/m"), Path::new("/c"));
         let out = with_only(Path::new("/c.toml"), FIXTURE, &entry, &["figma".into()]).unwrap();
         let doc: DocumentMut = out.parse().unwrap();
         let names: Vec<&str> = doc["mcp_servers"]
@@ -312,7 +317,7 @@ mod tests {
 
     #[test]
     fn a_file_without_servers_gets_the_entry_appended() {
-        let entry = MetaEntry::new(Path::new("/m"), Path::new("/c"));
+        let entry = MetaEntry::new(Client::Codex, Path::new("/m"), Path::new("/c"));
         let out = with_only(Path::new("/c.toml"), "model = \"o3\"\n", &entry, &[]).unwrap();
         assert!(out.starts_with("model = \"o3\"\n"), "{out}");
         assert!(out.contains("[mcp_servers.meta-server]"), "{out}");

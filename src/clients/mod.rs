@@ -52,6 +52,14 @@ impl Client {
         Self::NAMES[Self::ALL.iter().position(|c| *c == self).unwrap_or(0)]
     }
 
+    /// Whether the client defers an MCP server's tools behind its own tool search unless the
+    /// server's entry says `"alwaysLoad": true`: Claude Code from 2.1.121 (the Agent SDK reads
+    /// the same key from `.mcp.json`). meta-server's three tools are its way in, so its entry
+    /// there carries the key.
+    pub fn defers_tools(self) -> bool {
+        self == Client::ClaudeCode
+    }
+
     /// The key that holds the servers: `mcpServers`, VS Code's `servers`, Codex's `mcp_servers`.
     pub fn section(self) -> &'static str {
         match self {
@@ -202,15 +210,19 @@ impl ClientFile {
     }
 }
 
-/// The entry that runs meta-server: `<exe> --config <config> serve`, both paths absolute.
+/// The entry that runs meta-server: `<exe> --config <config> serve`, both paths absolute;
+/// `"alwaysLoad": true` for a client that would otherwise defer its tools.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetaEntry {
     pub command: String,
     pub args: Vec<String>,
+    /// Written as `"alwaysLoad": true` (see [`Client::defers_tools`]).
+    pub always_load: bool,
 }
 
 impl MetaEntry {
-    pub fn new(exe: &Path, config: &Path) -> Self {
+    /// The entry for `client`'s config.
+    pub fn new(client: Client, exe: &Path, config: &Path) -> Self {
         Self {
             command: exe.display().to_string(),
             args: vec![
@@ -218,11 +230,16 @@ impl MetaEntry {
                 config.display().to_string(),
                 "serve".into(),
             ],
+            always_load: client.defers_tools(),
         }
     }
 
     pub fn to_json(&self) -> Value {
-        json!({"command": self.command, "args": self.args})
+        let mut entry = json!({"command": self.command, "args": self.args});
+        if self.always_load {
+            entry["alwaysLoad"] = json!(true);
+        }
+        entry
     }
 }
 
@@ -352,8 +369,17 @@ mod fixture_tests {
         assert_eq!(names(&f), ["context7", "sequential-thinking"]);
         assert_eq!(f.servers[0].entry["type"], "http");
         let out = f
-            .with_only(&MetaEntry::new(Path::new("/m"), Path::new("/c")), &[])
+            .with_only(
+                &MetaEntry::new(Client::ClaudeCode, Path::new("/m"), Path::new("/c")),
+                &[],
+            )
             .unwrap();
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(
+            v["mcpServers"][ENTRY_NAME],
+            json!({"command": "/m", "args": ["--config", "/c", "serve"], "alwaysLoad": true}),
+            "Claude Code defers the tools of an entry without alwaysLoad"
+        );
         assert!(out.contains("\"project-only\""), "{out}");
         assert!(out.ends_with("  \"userID\": \"0f3c9a\"\n}\n"), "{out}");
     }
@@ -363,7 +389,7 @@ mod fixture_tests {
         let f = read(Client::Cursor, "cursor_mcp.json");
         let out = f
             .with_only(
-                &MetaEntry::new(Path::new("/m"), Path::new("/c")),
+                &MetaEntry::new(Client::Cursor, Path::new("/m"), Path::new("/c")),
                 &["browser".into(), "absent".into()],
             )
             .unwrap();
@@ -397,7 +423,10 @@ mod fixture_tests {
         assert_eq!(names(&f), ["fetch", "perplexity", "github"]);
         assert!(f.servers[1].notes[0].contains("${input:"));
         let out = f
-            .with_only(&MetaEntry::new(Path::new("/m"), Path::new("/c")), &[])
+            .with_only(
+                &MetaEntry::new(Client::VsCode, Path::new("/m"), Path::new("/c")),
+                &[],
+            )
             .unwrap();
         assert!(
             out.starts_with("{\n\t// Servers for every workspace.\n"),

@@ -6,6 +6,7 @@
 mod expand;
 mod parse;
 mod policy;
+mod roots;
 mod tokens;
 mod tools;
 mod values;
@@ -15,7 +16,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use expand::{Unset, expand};
-pub use policy::{AuditSettings, DEFAULT_AUDIT_MAX_BYTES, Destructive, Policy};
+pub use policy::{
+    AuditSettings, DEFAULT_AUDIT_MAX_BYTES, Destructive, MIN_AUDIT_MAX_BYTES, Policy,
+};
+pub use roots::lexical as lexical_path;
 pub use tokens::TokenConfig;
 pub use tools::{GlobError, ToolFilter};
 
@@ -25,6 +29,14 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// How many servers `index` connects at once.
 pub const DEFAULT_INDEX_CONCURRENCY: usize = 4;
+/// Pages of one upstream listing (`tools/list`, `prompts/list`, `resources/list`,
+/// `resources/templates/list`) meta-server follows (`maxListPages`). Servers that paginate
+/// send 10 to 100 items a page, so this is 10,000 to 100,000 items; most send one page.
+pub const DEFAULT_MAX_LIST_PAGES: u64 = 1_000;
+/// Bytes of one upstream listing, all pages together, as JSON (`maxListMb`). The largest tool
+/// lists of real servers are a few MB (MCP-Bench's 28 servers: under 1 MB each), 16 MiB is
+/// about 100k resources; parsed, a listing takes about ten times its JSON in memory.
+pub const DEFAULT_MAX_LIST_BYTES: usize = 16 << 20;
 /// How long a stored full result stays readable.
 pub const DEFAULT_RESULT_TTL: Duration = Duration::from_secs(3600);
 /// Bytes of stored results kept in memory before the oldest are dropped.
@@ -127,6 +139,9 @@ pub struct Settings {
     pub http_tokens: Vec<TokenConfig>,
     /// Enabled servers, sorted by name.
     pub servers: Vec<ServerConfig>,
+    /// The names of `servers` in the order the file lists them, which settles which server a
+    /// resource URI two servers claim belongs to.
+    pub file_order: Vec<String>,
     /// Entries that cannot be served as written, in file order; the rest still work.
     pub skipped: Vec<SkippedServer>,
 }
@@ -244,6 +259,13 @@ impl Settings {
     pub fn server(&self, name: &str) -> Option<&ServerConfig> {
         self.servers.iter().find(|s| s.name == name)
     }
+
+    /// The enabled servers in the order the file lists them.
+    pub fn servers_in_file_order(&self) -> Vec<&ServerConfig> {
+        (self.file_order.iter())
+            .filter_map(|name| self.server(name))
+            .collect()
+    }
 }
 
 /// The default config file: `$XDG_CONFIG_HOME/meta-server/config.json` or the platform equivalent.
@@ -324,10 +346,34 @@ pub struct ServerConfig {
     pub max_result_tokens: Option<u64>,
     /// The largest single message read from this server, in bytes (`maxMessageMb`).
     pub max_message_bytes: usize,
+    /// How much of one of its listings is taken (`maxListPages`, `maxListMb`).
+    pub lists: ListBounds,
     /// OAuth client settings of a remote server (`oauth`, or Cursor's `auth`).
     pub oauth: Option<OAuthConfig>,
     /// Its own `policy` block, over `metaServer.policy` ([`Settings::policy`]).
     pub policy: Policy,
+    /// `roots`: the directories the server may be given as roots; a client's roots reach it
+    /// only within them. `None`: it is told there are none.
+    pub roots: Option<Vec<PathBuf>>,
+}
+
+/// How much of one upstream listing meta-server takes before it gives up on it: a server
+/// that always returns a `nextCursor` would otherwise be listed until memory runs out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListBounds {
+    /// `maxListPages`: pages followed.
+    pub max_pages: u64,
+    /// `maxListMb`: bytes of all pages together, as JSON.
+    pub max_bytes: usize,
+}
+
+impl Default for ListBounds {
+    fn default() -> Self {
+        Self {
+            max_pages: DEFAULT_MAX_LIST_PAGES,
+            max_bytes: DEFAULT_MAX_LIST_BYTES,
+        }
+    }
 }
 
 /// How meta-server logs in to a remote server that needs OAuth. Everything is optional:
@@ -408,8 +454,10 @@ impl ServerConfig {
             tools: ToolFilter::default(),
             max_result_tokens: None,
             max_message_bytes: DEFAULT_MAX_MESSAGE,
+            lists: ListBounds::default(),
             oauth: None,
             policy: Policy::default(),
+            roots: None,
         }
     }
 
@@ -664,8 +712,10 @@ mod tests {
             tools: ToolFilter::default(),
             max_result_tokens: None,
             max_message_bytes: DEFAULT_MAX_MESSAGE,
+            lists: ListBounds::default(),
             oauth: None,
             policy: Policy::default(),
+            roots: None,
         };
         let lookup = |v: &str| (v == "TOKEN").then(|| "s3cret".to_owned());
         assert_eq!(

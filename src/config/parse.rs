@@ -20,10 +20,11 @@ use super::tokens::HttpBlock;
 use super::values::{Flag, HttpUrl, MessageMb, Port, Positive, Str, StrMap, Strs, wrong};
 use super::{
     ConfigError, DEFAULT_CALL_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_INDEX_CONCURRENCY,
-    DEFAULT_MAX_MESSAGE, DEFAULT_RESULT_MEMORY, DEFAULT_RESULT_TTL, DEFAULT_STORE_MAX_RESULT,
-    DEFAULT_STORE_TTL, OAuthConfig, ResultSettings, ServerConfig, Settings, SkippedServer,
-    StoreSettings, Tokenizer, ToolFilter, TransportConfig, TrustMode, default_catalog_dir,
-    default_embed_dir, default_skills_dirs, server_identifier,
+    DEFAULT_MAX_LIST_BYTES, DEFAULT_MAX_LIST_PAGES, DEFAULT_MAX_MESSAGE, DEFAULT_RESULT_MEMORY,
+    DEFAULT_RESULT_TTL, DEFAULT_STORE_MAX_RESULT, DEFAULT_STORE_TTL, ListBounds, OAuthConfig,
+    ResultSettings, ServerConfig, Settings, SkippedServer, StoreSettings, Tokenizer, ToolFilter,
+    TransportConfig, TrustMode, default_catalog_dir, default_embed_dir, default_skills_dirs,
+    server_identifier,
 };
 
 /// `metaServer`: options for meta-server itself. Unknown keys are errors (they are typos).
@@ -35,6 +36,8 @@ struct Global {
     timeout_secs: Option<Positive>,
     max_result_tokens: Option<Positive>,
     max_message_mb: Option<MessageMb>,
+    max_list_pages: Option<Positive>,
+    max_list_mb: Option<MessageMb>,
     index_concurrency: Option<Positive>,
     skills_dirs: Option<Strs>,
     /// [`Embeddings`], read by [`read`] like every object.
@@ -129,6 +132,8 @@ struct Entry {
     timeout_secs: Option<Positive>,
     max_result_tokens: Option<Positive>,
     max_message_mb: Option<MessageMb>,
+    max_list_pages: Option<Positive>,
+    max_list_mb: Option<MessageMb>,
     allow_tools: Strs,
     deny_tools: Strs,
     /// [`OAuth`], read by [`read`] like every object.
@@ -137,6 +142,8 @@ struct Entry {
     auth: Option<Value>,
     /// [`PolicyBlock`], read by [`read`].
     policy: Option<Value>,
+    /// The directories the server may be given as roots (`roots.rs`).
+    roots: Option<Strs>,
 }
 
 /// A remote server's `oauth` block (meta-server's and Claude Code's keys).
@@ -236,6 +243,7 @@ struct Defaults {
     call_timeout: Duration,
     max_result_tokens: Option<u64>,
     max_message_bytes: usize,
+    lists: ListBounds,
 }
 
 pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
@@ -345,6 +353,14 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
         max_message_bytes: global
             .max_message_mb
             .map_or(DEFAULT_MAX_MESSAGE, |mb| mb.0 << 20),
+        lists: ListBounds {
+            max_pages: global
+                .max_list_pages
+                .map_or(DEFAULT_MAX_LIST_PAGES, |n| n.0),
+            max_bytes: global
+                .max_list_mb
+                .map_or(DEFAULT_MAX_LIST_BYTES, |mb| mb.0 << 20),
+        },
     };
     // One entry meta-server cannot serve is reported and skipped; it never sinks the rest.
     let mut out: Vec<ServerConfig> = Vec::new();
@@ -361,6 +377,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
             }),
         }
     }
+    let file_order = out.iter().map(|s| s.name.clone()).collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
     let http_tokens = http
         .map(|h| h.tokens(&out))
@@ -407,6 +424,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
         audit,
         http_tokens,
         servers: out,
+        file_order,
         skipped,
     })
 }
@@ -518,6 +536,11 @@ fn server(
         .unwrap_or_default();
     let tools = ToolFilter::new(entry.allow_tools.0, entry.deny_tools.0)
         .map_err(|e| Invalid::new(format!("{at}.{}[{}]", e.key, e.index), e.message))?;
+    let roots = entry
+        .roots
+        .map(|list| super::roots::directories(list.0))
+        .transpose()
+        .map_err(|(i, message)| Invalid::new(format!("{at}.roots[{i}]"), message))?;
     Ok(ServerConfig {
         name,
         key: key.to_owned(),
@@ -538,8 +561,17 @@ fn server(
         max_message_bytes: entry
             .max_message_mb
             .map_or(defaults.max_message_bytes, |mb| mb.0 << 20),
+        lists: ListBounds {
+            max_pages: entry
+                .max_list_pages
+                .map_or(defaults.lists.max_pages, |n| n.0),
+            max_bytes: entry
+                .max_list_mb
+                .map_or(defaults.lists.max_bytes, |mb| mb.0 << 20),
+        },
         oauth,
         policy,
+        roots,
     })
 }
 
@@ -559,6 +591,21 @@ mod tests {
 
     fn parse_str(text: &str) -> Result<Settings, ConfigError> {
         parse(Path::new("/cfg/config.json"), text)
+    }
+
+    #[test]
+    fn servers_are_sorted_by_name_and_their_file_order_is_kept() {
+        let s = parse_str(
+            r#"{"mcpServers": {"zeta": {"command": "z"}, "off": {"command": "o", "disabled": true},
+                "alpha": {"command": "a"}, "mid": {"url": "https://x"}}}"#,
+        )
+        .unwrap();
+        let names: Vec<_> = s.servers.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["alpha", "mid", "zeta"]);
+        let in_file: Vec<_> = (s.servers_in_file_order().iter())
+            .map(|s| s.name.as_str())
+            .collect();
+        assert_eq!(in_file, ["zeta", "alpha", "mid"]);
     }
 
     #[test]
@@ -919,6 +966,31 @@ mod tests {
             e.ends_with(
                 "metaServer.maxMessageMb: must be a whole number of MiB from 1 to 4096, found 5000"
             ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn listing_bounds_are_global_with_a_per_server_override() {
+        let s = parse_str(
+            r#"{"metaServer": {"maxListPages": 50, "maxListMb": 4},
+                "mcpServers": {"a": {"command": "x"}, "b": {"command": "x", "maxListPages": 9000, "maxListMb": 256}}}"#,
+        )
+        .unwrap();
+        let bounds = |name| s.server(name).unwrap().lists;
+        assert_eq!(
+            (bounds("a").max_pages, bounds("a").max_bytes),
+            (50, 4 << 20)
+        );
+        assert_eq!(
+            (bounds("b").max_pages, bounds("b").max_bytes),
+            (9000, 256 << 20)
+        );
+        let s = parse_str(r#"{"mcpServers": {"a": {"command": "x"}}}"#).unwrap();
+        assert_eq!(s.server("a").unwrap().lists, ListBounds::default());
+        let e = invalid(r#"{"metaServer": {"maxListPages": 0}, "mcpServers": {}}"#);
+        assert!(
+            e.ends_with("metaServer.maxListPages: must be a whole number above 0, found 0"),
             "{e}"
         );
     }

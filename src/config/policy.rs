@@ -10,6 +10,9 @@ use super::values::{Flag, Positive, Str, kind};
 
 /// Bytes the audit log grows to before it is rotated (`metaServer.audit.maxBytes`).
 pub const DEFAULT_AUDIT_MAX_BYTES: u64 = 16 << 20;
+/// The least `maxBytes`: 64 of the longest lines (`crate::audit::LINE_BYTES`), so that a few
+/// calls cannot rotate a line out of both files.
+pub const MIN_AUDIT_MAX_BYTES: u64 = 1 << 20;
 
 /// What a `policy` block says; a key left out is decided by the next block out (a server's
 /// block, then `metaServer.policy`, then the defaults: allow everything).
@@ -110,10 +113,16 @@ impl AuditBlock {
             .path
             .filter(|p| !p.0.trim().is_empty())
             .ok_or("needs \"path\": the file that gets one JSON line per tool call")?;
+        let max_bytes = self.max_bytes.map_or(DEFAULT_AUDIT_MAX_BYTES, |n| n.0);
+        if max_bytes < MIN_AUDIT_MAX_BYTES {
+            return Err(
+                "maxBytes must be at least 1048576 (1 MiB), so that a few of the longest lines (16 KiB) cannot rotate a line out of both the file and <path>.1",
+            );
+        }
         Ok(AuditSettings {
             path: base.join(path.0),
             arguments: self.arguments.is_some_and(|f| f.0),
-            max_bytes: self.max_bytes.map_or(DEFAULT_AUDIT_MAX_BYTES, |n| n.0),
+            max_bytes,
         })
     }
 }
@@ -142,11 +151,19 @@ mod tests {
             })
         );
         let s = parse(
-            r#"{"metaServer": {"audit": {"path": "/var/a", "arguments": true, "maxBytes": 1000}}, "mcpServers": {}}"#,
+            r#"{"metaServer": {"audit": {"path": "/var/a", "arguments": true, "maxBytes": 1048576}}, "mcpServers": {}}"#,
         )
         .unwrap();
         let audit = s.audit.unwrap();
-        assert!(audit.arguments && audit.max_bytes == 1000 && audit.path == Path::new("/var/a"));
+        assert!(audit.arguments && audit.max_bytes == 1 << 20 && audit.path == Path::new("/var/a"));
+        let e = parse(
+            r#"{"metaServer": {"audit": {"path": "a", "maxBytes": 1000}}, "mcpServers": {}}"#,
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("metaServer.audit") && e.contains("maxBytes must be at least 1048576"),
+            "{e}"
+        );
         let e = parse(r#"{"metaServer": {"audit": {}}, "mcpServers": {}}"#).unwrap_err();
         assert!(e.contains("metaServer.audit: needs \"path\""), "{e}");
         let e =

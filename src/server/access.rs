@@ -39,6 +39,15 @@ impl Access {
         self.0.is_some()
     }
 
+    /// Whether `other` is this very access (the same token's), not merely an equal one.
+    pub(crate) fn is_same(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
     /// Whether server `server` is visible (meta-server's own always are).
     pub(crate) fn sees_server(&self, server: &str) -> bool {
         match &self.0 {

@@ -1,18 +1,22 @@
-//! Whatever hidden characters an upstream puts in its tool texts (Unicode tags, zero-width
-//! characters, bidi controls, variation selectors), none reaches the model through any of the
-//! three meta-tools: search hits at every detail, details as JSON and TypeScript, and the
-//! errors `call_tool` gives about the tool's arguments.
+//! Whatever hidden characters an upstream puts in its texts (Unicode tags, zero-width
+//! characters, bidi controls, variation selectors, soft hyphens, fillers, separators), none
+//! reaches the model or the user: not through the three meta-tools (search hits at every
+//! detail, details as JSON and TypeScript with the server's instructions, the errors
+//! `call_tool` gives about the tool's arguments), nor through the pass-through lists (prompts,
+//! resources, resource templates), where what had any says so first.
 
 use proptest::prelude::*;
-use rmcp::model::{CallToolResult, JsonObject};
+use rmcp::model::JsonObject;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::access::Access;
 use super::caller::Caller;
+use super::passthrough::Passthrough;
 use super::tools::request::Request;
 use super::{MetaServer, State, definitions};
-use crate::catalog::hidden::is_hidden;
 use crate::config::Settings;
+use crate::hidden::is_hidden;
 use crate::result::Owner;
 
 /// Upstream text: words search can find, other scripts, and hidden characters of every kind.
@@ -40,6 +44,14 @@ fn text() -> impl Strategy<Value = String> {
         "\u{180E}",
         "\u{2060}",
         "\u{200F}",
+        "\u{00AD}",
+        "\u{FE0F}",
+        "\u{034F}",
+        "\u{3164}",
+        "\u{2028}",
+        "\u{206A}",
+        "\u{FFF9}",
+        "\u{0007}",
     ]);
     prop::collection::vec(pieces, 1..24).prop_map(|v| v.concat())
 }
@@ -62,7 +74,7 @@ fn strings(value: &Value, out: &mut Vec<String>) {
     }
 }
 
-fn assert_clean(result: &CallToolResult, what: &str) -> Result<(), TestCaseError> {
+fn assert_clean(result: &impl serde::Serialize, what: &str) -> Result<(), TestCaseError> {
     let mut all = Vec::new();
     strings(&serde_json::to_value(result).unwrap(), &mut all);
     let found = all.iter().find(|s| s.chars().any(is_hidden));
@@ -81,6 +93,9 @@ proptest! {
         param_description in text(),
         choice in text(),
         instructions in text(),
+        prompt in text(),
+        argument in text(),
+        resource in text(),
     ) {
         let dir = tempfile::tempdir().unwrap();
         let catalog = json!({
@@ -93,7 +108,11 @@ proptest! {
                 }, "required": [param]},
                 "outputSchema": {"type": "object", "properties": {"sum": {"description": title}}},
                 "annotations": {"title": title}
-            }]
+            }],
+            "prompts": [{"name": "sum", "title": title, "description": prompt,
+                "arguments": [{"name": "a", "description": argument}]}],
+            "resources": [{"uri": "calc://memory", "name": resource, "description": resource}],
+            "resourceTemplates": [{"uriTemplate": "calc://m/{slot}", "name": "slot", "title": title, "description": resource}]
         });
         std::fs::write(dir.path().join("calc.json"), catalog.to_string()).unwrap();
         let config = json!({"metaServer": {"skillsDirs": []},
@@ -137,5 +156,20 @@ proptest! {
         }
         let near = call(definitions::CALL_TOOL, json!({"name": "calc__ad", "arguments": {}}));
         assert_clean(&near, "call_tool of a near name")?;
+
+        let passthrough = Passthrough::new(crate::server::passthrough::OwnSpaces(&[]));
+        let routes = passthrough.routes(&server.state, &Access::default());
+        let prompts = super::passthrough::prompts(&server.state, &routes);
+        assert_clean(&prompts, "prompts/list")?;
+        // Counted as `hidden::strip` counts (a lone emoji presentation selector is not).
+        let hid = |texts: &[&String]| texts.iter().any(|t| crate::hidden::strip(t).1 > 0);
+        let said = |d: &Option<String>| d.as_deref().is_some_and(|d| d.starts_with("[meta-server: "));
+        prop_assert_eq!(said(&prompts[0].description), hid(&[&title, &prompt, &argument]));
+        let resources = super::passthrough::resources(&server.state, &routes);
+        assert_clean(&resources, "resources/list")?;
+        prop_assert_eq!(said(&resources[0].description), hid(&[&resource]));
+        let templates = super::passthrough::templates(&server.state, &routes);
+        assert_clean(&templates, "resources/templates/list")?;
+        prop_assert_eq!(said(&templates[0].description), hid(&[&title, &resource]));
     }
 }

@@ -5,10 +5,11 @@
 //! stdio, HTTP, start-up), `tools` (the meta-tools and the one call path) and `passthrough`
 //! (upstream prompts, resources and completions), `catalogs` (first
 //! run, freshness, shared catalogs, alwaysLoad); beneath them `state` (what one process shares),
-//! `caller` (what a session knows about a call), `logins` (those offered to clients) and
-//! `metrics`.
+//! `caller` (what a session knows about a call), `audit` (the audit line of a call, prompt or
+//! read), `logins` (those offered to clients) and `metrics`.
 
 mod access;
+mod audit;
 mod caller;
 mod catalogs;
 #[cfg(test)]

@@ -1,6 +1,11 @@
-//! The approved version of each tool of a server, kept beside its catalog as
-//! `<server>.approved` (owner-only, written atomically): its fingerprint, when it was approved
-//! and its text as approved, which `tools review` shows beside the new one.
+//! The approved version of each tool, prompt, resource and resource template of a server, and
+//! of its instructions, kept beside its catalog as `<server>.approved` (owner-only, written
+//! atomically): its fingerprint, when it was approved and its text as approved, which `tools
+//! review` shows beside the new one.
+//!
+//! Format 1 throughout: prompts, resources, templates and instructions were added as optional
+//! keys (a file without them is one made before they were pinned), and tool fingerprints of
+//! version 2 (`2:`, the whole tool) beside version 1 (see [`Approved::holds_for`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -8,9 +13,12 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
+use serde_json::Value;
+
 use super::TrustError;
+use super::kinds::Kind;
 use crate::atomic_file::{self, Access};
-use crate::catalog::{Catalog, RawTool, tool_fingerprint};
+use crate::catalog::{Catalog, RawTool, is_fingerprint_v1, tool_fingerprint, tool_fingerprint_v1};
 
 /// The approvals format this build writes and reads.
 const FORMAT: u64 = 1;
@@ -24,6 +32,19 @@ pub struct Approvals {
     /// When the server was first approved (RFC 3339, UTC).
     pub approved_at: String,
     pub tools: BTreeMap<String, Approved>,
+    /// Approved prompts by name; `None` in a file made before prompts were pinned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompts: Option<BTreeMap<String, Pinned>>,
+    /// Approved resources by URI; `None` as for `prompts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<BTreeMap<String, Pinned>>,
+    /// Approved resource templates by `uriTemplate`; `None` as for `prompts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_templates: Option<BTreeMap<String, Pinned>>,
+    /// The approved instructions (an item of null: the server gave none); `None` as for
+    /// `prompts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<Pinned>,
 }
 
 /// One approved tool.
@@ -35,6 +56,30 @@ pub struct Approved {
     pub approved_at: String,
     /// The tool object as approved.
     pub tool: RawTool,
+}
+
+impl Approved {
+    /// Whether the approval holds for `tool`, whose fingerprint is `fingerprint`. A version-1
+    /// approval (made before fingerprints covered `_meta`, `icons`, `execution` and the rest)
+    /// holds when its pinned fields match and the rest is what was approved with it, so an
+    /// upgrade holds only tools whose newly pinned fields changed since.
+    pub fn holds_for(&self, tool: &RawTool, fingerprint: &str) -> bool {
+        self.fingerprint == fingerprint
+            || (is_fingerprint_v1(&self.fingerprint)
+                && self.fingerprint == tool_fingerprint_v1(tool)
+                && tool_fingerprint(&self.tool) == fingerprint)
+    }
+}
+
+/// One approved prompt, resource, resource template, or instructions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Pinned {
+    /// [`Kind::fingerprint`] of `item`.
+    pub fingerprint: String,
+    pub approved_at: String,
+    /// The object (for instructions, the text or null) as approved.
+    pub item: Value,
 }
 
 /// The current time as approvals record it.
@@ -60,16 +105,100 @@ impl Approvals {
             server: server.to_owned(),
             approved_at: now(),
             tools: BTreeMap::new(),
+            prompts: Some(BTreeMap::new()),
+            resources: Some(BTreeMap::new()),
+            resource_templates: Some(BTreeMap::new()),
+            instructions: None,
         }
     }
 
-    /// Every tool of `catalog` approved as it is now.
+    /// Everything `catalog` holds approved as it is now (kinds it does not know stay unpinned).
     pub fn of(catalog: &Catalog) -> Self {
         let mut approvals = Self::empty(&catalog.server);
         for tool in &catalog.tools {
             approvals.approve(tool);
         }
+        for kind in Kind::OFFERS {
+            *approvals.offers_mut(kind) = None;
+        }
+        approvals.adopt(&[catalog]);
         approvals
+    }
+
+    /// Pins each kind this file has no approvals of (it was made before that kind was pinned)
+    /// as the first of `catalogs` that knows it holds it now; true if any was.
+    pub fn adopt(&mut self, catalogs: &[&Catalog]) -> bool {
+        let mut adopted = false;
+        for kind in Kind::OFFERS {
+            if self.offers(kind).is_some() {
+                continue;
+            }
+            let Some(items) = catalogs.iter().find_map(|c| kind.items(c)) else {
+                continue;
+            };
+            let pinned = self.offers_mut(kind).insert(BTreeMap::new());
+            for item in items {
+                if let Some(key) = kind.key_of(&item) {
+                    pinned.entry(key).or_insert_with(|| pin(kind, item));
+                }
+            }
+            adopted = true;
+        }
+        if self.instructions.is_none()
+            && let Some(catalog) = catalogs.first()
+        {
+            self.instructions = Some(pin(Kind::Instructions, super::kinds::instructions(catalog)));
+            adopted = true;
+        }
+        adopted
+    }
+
+    /// The approved items of `kind`, one of [`Kind::OFFERS`]; `None` when not pinned yet.
+    pub fn offers(&self, kind: Kind) -> Option<&BTreeMap<String, Pinned>> {
+        match kind {
+            Kind::Prompt => self.prompts.as_ref(),
+            Kind::Resource => self.resources.as_ref(),
+            Kind::ResourceTemplate => self.resource_templates.as_ref(),
+            Kind::Tool | Kind::Instructions => None,
+        }
+    }
+
+    fn offers_mut(&mut self, kind: Kind) -> &mut Option<BTreeMap<String, Pinned>> {
+        match kind {
+            Kind::Prompt => &mut self.prompts,
+            Kind::Resource => &mut self.resources,
+            Kind::ResourceTemplate => &mut self.resource_templates,
+            Kind::Tool | Kind::Instructions => unreachable!("tools and instructions are no list"),
+        }
+    }
+
+    /// The approved version of item `key` of `kind`, if any: when and what.
+    pub fn approved(&self, kind: Kind, key: &str) -> Option<(&str, Value)> {
+        match kind {
+            Kind::Tool => self
+                .tools
+                .get(key)
+                .map(|a| (a.approved_at.as_str(), a.tool.value())),
+            Kind::Instructions => self
+                .instructions
+                .as_ref()
+                .map(|p| (p.approved_at.as_str(), p.item.clone())),
+            _ => self
+                .offers(kind)?
+                .get(key)
+                .map(|p| (p.approved_at.as_str(), p.item.clone())),
+        }
+    }
+
+    /// Approves `item` of `kind` (not a tool: see [`Self::approve`]) as it is now.
+    pub fn approve_item(&mut self, kind: Kind, item: Value) {
+        if kind == Kind::Instructions {
+            self.instructions = Some(pin(kind, item));
+        } else if let Some(key) = kind.key_of(&item) {
+            self.offers_mut(kind)
+                .get_or_insert_default()
+                .insert(key, pin(kind, item));
+        }
     }
 
     /// `server`'s approvals; `Ok(None)` when none were recorded.
@@ -132,6 +261,15 @@ impl Approvals {
             },
         );
         Some(name)
+    }
+}
+
+/// `item` of `kind` approved now.
+fn pin(kind: Kind, item: Value) -> Pinned {
+    Pinned {
+        fingerprint: kind.fingerprint(&item),
+        approved_at: now(),
+        item,
     }
 }
 

@@ -1,9 +1,13 @@
-//! Tool pinning (`metaServer.trust`): each tool's fingerprint is approved once (when its server
-//! is first listed, or by `meta-server tools approve`); a tool whose text changed since, or
-//! that appeared since, is quarantined: flagged where the model reads about it and refused
-//! where it is called, until the user approves it.
+//! Pinning (`metaServer.trust`): the fingerprint of each tool, prompt, resource and resource
+//! template of a server, and of its instructions, is approved once (when the server is first
+//! listed, or by `meta-server tools approve`); an item whose text changed since, or that
+//! appeared since, is quarantined: flagged where the model or the user reads about it and
+//! refused where it is used, until the user approves it. Under `off` nothing is held, but what
+//! was first seen is still recorded: the call policy judges a tool by the strictest of its
+//! annotations then and now.
 
 mod approvals;
+mod kinds;
 pub mod shared;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -13,12 +17,15 @@ use std::time::SystemTime;
 
 use parking_lot::Mutex;
 
+use serde_json::Value;
+
 use crate::catalog::{Catalog, RawTool, tool_fingerprint};
 use crate::config::TrustMode;
 use crate::library::{Entry, Library};
 use crate::store::StoreError;
 
-pub use approvals::{Approvals, Approved};
+pub use approvals::{Approvals, Approved, Pinned};
+pub use kinds::{Holds, Kind};
 
 /// Errors reading or writing approvals.
 #[derive(Debug, thiserror::Error)]
@@ -38,9 +45,14 @@ pub enum TrustError {
     )]
     Invalid { path: PathBuf, message: String },
     #[error(
-        "server \"{server}\" has no tool \"{tool}\" in its catalog; `meta-server tools review` lists what waits"
+        "server \"{server}\" has no {kind} \"{key}\" in its catalog; `meta-server tools review` lists what waits",
+        kind = kind.noun()
     )]
-    NoSuchTool { server: String, tool: String },
+    NoSuchItem {
+        server: String,
+        kind: Kind,
+        key: String,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
     /// `tools approve` with a store that does not answer.
@@ -90,174 +102,294 @@ impl Quarantine {
         }
     }
 
-    /// The flag search and details show on the tool `qualified`.
-    pub fn flag(&self, qualified: &str) -> String {
+    /// The flag shown on the item `tools approve` knows as `name` (see [`Kind::name`]).
+    pub fn flag(&self, name: &str) -> String {
         format!(
-            "quarantined: {}; it cannot be called until the user reviews it (`meta-server tools review`) and runs `meta-server tools approve {qualified}`",
+            "quarantined: {}; it cannot be used until the user reviews it (`meta-server tools review`) and runs `meta-server tools approve {name}`",
             self.why()
         )
     }
 
-    /// The error a call of the tool `qualified` gets.
-    pub fn refusal(&self, qualified: &str) -> String {
+    /// The error a use of the item `name` (its `tools approve` name) gets; `shown` is what the
+    /// client called it.
+    pub fn refusal(&self, shown: &str, name: &str) -> String {
         format!(
-            "{qualified} is quarantined: {}. Nothing was called. Ask the user to review it with `meta-server tools review` and approve it with `meta-server tools approve {qualified}`",
+            "{shown} is quarantined: {}. Nothing was called on its server. Ask the user to review it with `meta-server tools review` and approve it with `meta-server tools approve {name}`",
             self.why()
         )
     }
 }
 
-/// The tools of `catalog` that wait for approval under `mode`, by tool name.
+/// What of `catalog` waits for approval under `mode`. A kind the approvals do not pin yet
+/// (made before it was pinned) waits under `review`; under `first-use` it is pinned as it is
+/// at the next listing ([`observe`]).
 pub fn assess(
     mode: TrustMode,
     approvals: &Result<Option<Approvals>, TrustError>,
     catalog: &Catalog,
-) -> BTreeMap<String, Quarantine> {
+) -> Holds {
+    let mut holds = Holds::default();
     if mode == TrustMode::Off || (mode == TrustMode::FirstUse && matches!(approvals, Ok(None))) {
-        return BTreeMap::new();
+        return holds;
     }
-    let reason_of = |tool: &RawTool, fingerprint: &str| match approvals {
-        Err(e) => Some(Reason::Unreadable(e.to_string())),
-        Ok(None) => Some(Reason::NewServer),
-        Ok(Some(approvals)) => {
-            let name = approvals::name_of(tool)?;
-            match approvals.tools.get(&name) {
-                Some(a) if a.fingerprint == fingerprint => None,
-                Some(a) => Some(Reason::Changed {
-                    approved_at: a.approved_at.clone(),
-                }),
-                None => Some(Reason::New {
-                    server_approved_at: approvals.approved_at.clone(),
-                }),
+    let quarantine = |reason, fingerprint| Quarantine {
+        reason,
+        fingerprint,
+    };
+    let approvals = match approvals {
+        Ok(Some(approvals)) => approvals,
+        Ok(None) | Err(_) => {
+            let reason = match approvals {
+                Err(e) => Reason::Unreadable(e.to_string()),
+                _ => Reason::NewServer,
+            };
+            for tool in &catalog.tools {
+                if let Some(name) = approvals::name_of(tool) {
+                    let held = quarantine(reason.clone(), tool_fingerprint(tool));
+                    holds.hold(Kind::Tool, name, held);
+                }
             }
+            for (kind, key, item) in offers(catalog) {
+                holds.hold(
+                    kind,
+                    key,
+                    quarantine(reason.clone(), kind.fingerprint(&item)),
+                );
+            }
+            return holds;
         }
     };
-    catalog
-        .tools
-        .iter()
-        .filter_map(|tool| {
-            let name = approvals::name_of(tool)?;
-            let fingerprint = tool_fingerprint(tool);
-            let reason = reason_of(tool, &fingerprint)?;
-            Some((
-                name,
-                Quarantine {
-                    reason,
-                    fingerprint,
-                },
-            ))
-        })
-        .collect()
+    let new = || Reason::New {
+        server_approved_at: approvals.approved_at.clone(),
+    };
+    for tool in &catalog.tools {
+        let Some(name) = approvals::name_of(tool) else {
+            continue;
+        };
+        let fingerprint = tool_fingerprint(tool);
+        let reason = match approvals.tools.get(&name) {
+            Some(a) if a.holds_for(tool, &fingerprint) => continue,
+            Some(a) => Reason::Changed {
+                approved_at: a.approved_at.clone(),
+            },
+            None => new(),
+        };
+        holds.hold(Kind::Tool, name, quarantine(reason, fingerprint));
+    }
+    for (kind, key, item) in offers(catalog) {
+        let pinned = match kind {
+            Kind::Instructions => approvals.instructions.as_ref().map(Some),
+            _ => approvals.offers(kind).map(|pinned| pinned.get(&key)),
+        };
+        let fingerprint = kind.fingerprint(&item);
+        let reason = match pinned {
+            None if mode == TrustMode::FirstUse => continue,
+            Some(Some(p)) if p.fingerprint == fingerprint => continue,
+            Some(Some(p)) if !p.item.is_null() => Reason::Changed {
+                approved_at: p.approved_at.clone(),
+            },
+            None | Some(_) => new(),
+        };
+        holds.hold(kind, key, quarantine(reason, fingerprint));
+    }
+    holds
+}
+
+/// The prompts, resources and resource templates `catalog` knows, and its instructions if it
+/// has any: (kind, key, item).
+fn offers(catalog: &Catalog) -> impl Iterator<Item = (Kind, String, Value)> + '_ {
+    let lists = Kind::OFFERS.into_iter().flat_map(move |kind| {
+        kind.items(catalog)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(move |item| Some((kind, kind.key_of(&item)?, item)))
+    });
+    let instructions = catalog.instructions.as_ref().map(|_| {
+        (
+            Kind::Instructions,
+            String::new(),
+            kinds::instructions(catalog),
+        )
+    });
+    lists.chain(instructions)
 }
 
 /// Records that `fresh` was just listed, before it is written into `dir`, and returns the
-/// names of its tools quarantined now that were not with the same text before. Under
-/// `first-use`, a server without approvals has the tools of its first catalog approved: the
-/// one already in `dir`, else `fresh`.
+/// `tools approve` names of what is quarantined now that was not with the same text before.
+/// Under `first-use` and `off`, a server without approvals has its first catalog approved
+/// (the one already in `dir`, else `fresh`), and a kind its approvals do not pin yet is pinned
+/// the same way; under `off` nothing is held.
 pub fn observe(mode: TrustMode, dir: &Path, fresh: &Catalog) -> Result<Vec<String>, TrustError> {
+    let previous = Catalog::load_server(dir, &fresh.server).ok().flatten();
+    let first: Vec<&Catalog> = previous.iter().chain([fresh]).collect();
+    let mut approvals = Approvals::load(dir, &fresh.server);
+    if mode != TrustMode::Review {
+        match &mut approvals {
+            Ok(None) => {
+                let made = Approvals::of(first[0]);
+                made.write(dir)?;
+                approvals = Ok(Some(made));
+            }
+            Ok(Some(approvals)) => {
+                if approvals.adopt(&first) {
+                    approvals.write(dir)?;
+                }
+            }
+            Err(_) => {}
+        }
+    }
     if mode == TrustMode::Off {
         return Ok(Vec::new());
     }
-    let previous = Catalog::load_server(dir, &fresh.server).ok().flatten();
-    let mut approvals = Approvals::load(dir, &fresh.server);
-    if matches!(approvals, Ok(None)) && mode == TrustMode::FirstUse {
-        let first = Approvals::of(previous.as_ref().unwrap_or(fresh));
-        first.write(dir)?;
-        approvals = Ok(Some(first));
-    }
-    let before: BTreeSet<(String, String)> = previous
+    let before: BTreeSet<(Kind, String, String)> = previous
         .map(|p| assess(mode, &approvals, &p))
         .unwrap_or_default()
-        .into_iter()
-        .map(|(name, q)| (name, q.fingerprint))
+        .iter()
+        .map(|(kind, key, q)| (kind, key.to_owned(), q.fingerprint.clone()))
         .collect();
     Ok(assess(mode, &approvals, fresh)
-        .into_iter()
-        .filter(|(name, q)| !before.contains(&(name.clone(), q.fingerprint.clone())))
-        .map(|(name, _)| name)
+        .iter()
+        .filter(|(kind, key, q)| {
+            !before.contains(&(*kind, (*key).to_owned(), q.fingerprint.clone()))
+        })
+        .map(|(kind, key, _)| kind.name(&fresh.server, key))
         .collect())
 }
 
-/// The one line `index` and the refresh while serving give about new quarantines (qualified
-/// tool names).
+/// The one line `index` and the refresh while serving give about new quarantines (the names
+/// `tools approve` takes).
 pub fn notice(quarantined: &[String]) -> String {
     format!(
-        "{} tool(s) wait for approval, quarantined until then ({}): see `meta-server tools review`",
+        "{} item(s) wait for approval, quarantined until then ({}): see `meta-server tools review`",
         quarantined.len(),
         quarantined.join(", ")
     )
 }
 
-/// Approves the tools of `catalog` named in `tools` (all when `None`) as they are now, in
-/// its server's approvals in `dir`; returns the names approved.
-pub fn approve(
-    dir: &Path,
-    catalog: &Catalog,
-    tools: Option<&[String]>,
-) -> Result<Vec<String>, TrustError> {
+/// What `tools approve` approves of one server: everything, or the items named.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Choice {
+    All,
+    /// Items by kind and key.
+    Items(Vec<(Kind, String)>),
+}
+
+/// Approves what `choice` names of `catalog` as it is now, in its server's approvals in `dir`;
+/// returns the `tools approve` names approved.
+pub fn approve(dir: &Path, catalog: &Catalog, choice: &Choice) -> Result<Vec<String>, TrustError> {
     let mut approvals = match Approvals::load(dir, &catalog.server) {
         Ok(Some(approvals)) => approvals,
         Ok(None) | Err(TrustError::Invalid { .. }) => Approvals::empty(&catalog.server),
         Err(e) => return Err(e),
     };
-    let names = approve_in(&mut approvals, catalog, tools)?;
+    let names = approve_in(&mut approvals, catalog, choice)?;
     approvals.write(dir)?;
     Ok(names)
 }
 
-/// Approves the tools of `catalog` named in `tools` (all when `None`) in `approvals`; returns
-/// the names approved.
+/// Approves what `choice` names of `catalog` in `approvals`; returns the `tools approve` names
+/// approved.
 fn approve_in(
     approvals: &mut Approvals,
     catalog: &Catalog,
-    tools: Option<&[String]>,
+    choice: &Choice,
 ) -> Result<Vec<String>, TrustError> {
-    let by_name: BTreeMap<String, &RawTool> = catalog
+    let server = &catalog.server;
+    let tools: BTreeMap<String, &RawTool> = catalog
         .tools
         .iter()
         .filter_map(|t| Some((approvals::name_of(t)?, t)))
         .collect();
-    let names: Vec<String> = match tools {
-        Some(tools) => tools.to_vec(),
-        None => by_name.keys().cloned().collect(),
+    let item = |kind: Kind, key: &str| -> Option<Value> {
+        match kind {
+            Kind::Tool => None,
+            Kind::Instructions => Some(kinds::instructions(catalog)),
+            _ => kind
+                .items(catalog)?
+                .into_iter()
+                .find(|i| kind.key_of(i).as_deref() == Some(key)),
+        }
     };
-    for name in &names {
-        let tool = by_name.get(name).ok_or_else(|| TrustError::NoSuchTool {
-            server: catalog.server.clone(),
-            tool: name.clone(),
-        })?;
-        approvals.approve(tool);
+    let chosen: Vec<(Kind, String)> = match choice {
+        Choice::Items(items) => items.clone(),
+        Choice::All => {
+            let lists = Kind::OFFERS.into_iter().flat_map(|kind| {
+                let items = kind.items(catalog).unwrap_or_default();
+                items
+                    .into_iter()
+                    .filter_map(move |i| Some((kind, kind.key_of(&i)?)))
+            });
+            // A server without instructions has that approved too, without naming it.
+            if catalog.instructions.is_none() {
+                approvals.approve_item(Kind::Instructions, Value::Null);
+            }
+            let instructions = catalog
+                .instructions
+                .as_ref()
+                .map(|_| (Kind::Instructions, String::new()));
+            tools
+                .keys()
+                .map(|name| (Kind::Tool, name.clone()))
+                .chain(lists)
+                .chain(instructions)
+                .collect()
+        }
+    };
+    let mut names = Vec::new();
+    for (kind, key) in chosen {
+        let missing = || TrustError::NoSuchItem {
+            server: server.clone(),
+            kind,
+            key: key.clone(),
+        };
+        match kind {
+            Kind::Tool => {
+                approvals.approve(tools.get(&key).ok_or_else(missing)?);
+            }
+            _ => approvals.approve_item(kind, item(kind, &key).ok_or_else(missing)?),
+        }
+        names.push(kind.name(server, &key));
     }
     Ok(names)
 }
 
-/// A tool waiting for approval, as `tools review` shows it.
+/// An item waiting for approval, as `tools review` shows it.
 #[derive(Debug, Clone)]
 pub struct Pending {
-    pub tool: RawTool,
+    pub kind: Kind,
+    /// Its key in its kind (see [`Kind::key_of`]).
+    pub key: String,
+    /// The item in the catalog now.
+    pub current: Value,
     pub quarantine: Quarantine,
-    /// The version approved before, if there was one.
-    pub approved: Option<Approved>,
+    /// When the version approved before was approved, and that version, if there was one.
+    pub approved: Option<(String, Value)>,
 }
 
-/// The tools of `catalog` waiting for approval under `mode` and its server's `approvals`, in
-/// catalog order.
+/// What of `catalog` waits for approval under `mode` and its server's `approvals`: tools in
+/// catalog order, then prompts, resources, templates and instructions.
 pub fn pending(
     mode: TrustMode,
     approvals: Result<Option<Approvals>, TrustError>,
     catalog: &Catalog,
 ) -> Vec<Pending> {
-    let mut held = assess(mode, &approvals, catalog);
+    let held = assess(mode, &approvals, catalog);
     let approved = approvals.ok().flatten();
-    catalog
-        .tools
-        .iter()
-        .filter_map(|tool| {
-            let name = approvals::name_of(tool)?;
+    let tools = catalog.tools.iter().filter_map(|tool| {
+        let name = approvals::name_of(tool)?;
+        Some((Kind::Tool, name, tool.value()))
+    });
+    tools
+        .chain(offers(catalog))
+        .filter_map(|(kind, key, current)| {
+            let quarantine = held.get(kind, &key)?.clone();
+            let before = approved.as_ref().and_then(|a| a.approved(kind, &key));
             Some(Pending {
-                tool: tool.clone(),
-                quarantine: held.remove(&name)?,
-                approved: approved.as_ref().and_then(|a| a.tools.get(&name).cloned()),
+                approved: before.map(|(at, item)| (at.to_owned(), item)),
+                kind,
+                key,
+                current,
+                quarantine,
             })
         })
         .collect()
@@ -272,11 +404,48 @@ pub struct Trust {
     held: Mutex<HashMap<String, Held>>,
 }
 
-/// The quarantined tools of one server, and what they were assessed from.
+/// What waits for approval in one server's catalog, the annotations of its tools as approved,
+/// and what they were assessed from.
 struct Held {
-    tools_hash: String,
+    of: Assessed,
     stamp: Option<(SystemTime, u64)>,
-    tools: Arc<BTreeMap<String, Quarantine>>,
+    holds: Arc<Holds>,
+    annotations: Arc<HashMap<String, Value>>,
+}
+
+/// The parts of a catalog an assessment was made from: hashes, and the lists themselves (kept,
+/// so their addresses cannot be taken by others).
+struct Assessed {
+    tools_hash: String,
+    prompts: Option<Arc<[Value]>>,
+    resources: Option<Arc<[Value]>>,
+    resource_templates: Option<Arc<[Value]>>,
+    instructions: Option<String>,
+}
+
+impl Assessed {
+    fn of(catalog: &Catalog) -> Option<Self> {
+        Some(Self {
+            tools_hash: catalog.tools_hash.clone()?,
+            prompts: catalog.prompts.clone(),
+            resources: catalog.resources.clone(),
+            resource_templates: catalog.resource_templates.clone(),
+            instructions: catalog.instructions.clone(),
+        })
+    }
+
+    fn is(&self, catalog: &Catalog) -> bool {
+        let same = |a: &Option<Arc<[Value]>>, b: &Option<Arc<[Value]>>| match (a, b) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        catalog.tools_hash.as_ref() == Some(&self.tools_hash)
+            && same(&self.prompts, &catalog.prompts)
+            && same(&self.resources, &catalog.resources)
+            && same(&self.resource_templates, &catalog.resource_templates)
+            && self.instructions == catalog.instructions
+    }
 }
 
 impl Trust {
@@ -294,10 +463,7 @@ impl Trust {
 
     /// The quarantine of `catalog`'s tool `tool`; `None` when it may be called.
     pub fn quarantine(&self, catalog: &Catalog, tool: &str) -> Option<Quarantine> {
-        if self.mode == TrustMode::Off {
-            return None;
-        }
-        self.held(catalog).get(tool).cloned()
+        self.hold(catalog, Kind::Tool, tool)
     }
 
     /// The quarantine of `entry`'s tool, judged by its server's catalog in `library`.
@@ -305,29 +471,59 @@ impl Trust {
         self.quarantine(library.catalogs.get(&entry.server)?, &entry.def.name)
     }
 
-    fn held(&self, catalog: &Catalog) -> Arc<BTreeMap<String, Quarantine>> {
+    /// The quarantine of item `key` of `kind` in `catalog`; `None` when it may be used.
+    pub fn hold(&self, catalog: &Catalog, kind: Kind, key: &str) -> Option<Quarantine> {
+        if self.mode == TrustMode::Off {
+            return None;
+        }
+        self.held(catalog).0.get(kind, key).cloned()
+    }
+
+    /// Everything of `catalog` that waits for approval.
+    pub fn holds(&self, catalog: &Catalog) -> Arc<Holds> {
+        if self.mode == TrustMode::Off {
+            return Arc::default();
+        }
+        self.held(catalog).0
+    }
+
+    /// The annotations `catalog`'s tool `tool` had when it was approved (or first seen, under
+    /// `off`), if it was; `Null` for an approved tool without any.
+    pub fn approved_annotations(&self, catalog: &Catalog, tool: &str) -> Option<Value> {
+        self.held(catalog).1.get(tool).cloned()
+    }
+
+    fn held(&self, catalog: &Catalog) -> (Arc<Holds>, Arc<HashMap<String, Value>>) {
         let stamp = std::fs::metadata(Approvals::path(&self.dir, &catalog.server))
             .ok()
             .and_then(|m| Some((m.modified().ok()?, m.len())));
-        let fresh = |held: &Held| {
-            Some(&held.tools_hash) == catalog.tools_hash.as_ref() && held.stamp == stamp
-        };
+        let fresh = |held: &Held| held.of.is(catalog) && held.stamp == stamp;
         if let Some(held) = self.held.lock().get(&catalog.server).filter(|h| fresh(h)) {
-            return held.tools.clone();
+            return (held.holds.clone(), held.annotations.clone());
         }
         let approvals = Approvals::load(&self.dir, &catalog.server);
-        let tools = Arc::new(assess(self.mode, &approvals, catalog));
-        if let Some(tools_hash) = &catalog.tools_hash {
+        let holds = Arc::new(assess(self.mode, &approvals, catalog));
+        let annotations: HashMap<String, Value> = match &approvals {
+            Ok(Some(approvals)) => approvals
+                .tools
+                .iter()
+                .map(|(name, a)| (name.clone(), a.tool.value()["annotations"].clone()))
+                .collect(),
+            _ => HashMap::new(),
+        };
+        let annotations = Arc::new(annotations);
+        if let Some(of) = Assessed::of(catalog) {
             self.held.lock().insert(
                 catalog.server.clone(),
                 Held {
-                    tools_hash: tools_hash.clone(),
+                    of,
                     stamp,
-                    tools: tools.clone(),
+                    holds: holds.clone(),
+                    annotations: annotations.clone(),
                 },
             );
         }
-        tools
+        (holds, annotations)
     }
 }
 

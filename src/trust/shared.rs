@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{Approvals, TrustError, approve_in};
+use super::{Approvals, Choice, TrustError, approve_in};
 use crate::catalog::Catalog;
 use crate::config::TrustMode;
 use crate::store::{SharedApprovals, Valkey};
@@ -64,17 +64,28 @@ async fn sync(
 }
 
 /// [`super::observe`] with the approvals of `fresh`'s server taken from `store` first (and,
-/// under first-use, the first approvals given to it), when there is a store.
+/// under first-use and off, the first approvals given to it, or the kinds it did not pin yet),
+/// when there is a store.
 pub async fn observe(
     mode: TrustMode,
     dir: &Path,
     store: Option<&Valkey>,
     fresh: &Catalog,
 ) -> Result<Vec<String>, TrustError> {
-    if let Some(store) = store.filter(|_| mode != TrustMode::Off) {
+    if let Some(store) = store {
         let previous = Catalog::load_server(dir, &fresh.server).ok().flatten();
-        let first = (mode == TrustMode::FirstUse).then(|| previous.as_ref().unwrap_or(fresh));
-        if let Err(e) = sync(store, dir, &fresh.server, first).await {
+        let first: Vec<&Catalog> = previous.iter().chain([fresh]).collect();
+        let records = mode != TrustMode::Review;
+        let synced = match sync(store, dir, &fresh.server, records.then_some(first[0])).await {
+            Ok(Some(_)) if records => {
+                let adopt = |approvals: Option<Approvals>| {
+                    Ok(approvals.and_then(|mut a| a.adopt(&first).then_some(a)))
+                };
+                amend(store, dir, &fresh.server, adopt).await.map(drop)
+            }
+            other => other.map(drop),
+        };
+        if let Err(e) = synced {
             tracing::warn!(server = %fresh.server, "approvals judged by the local copy: {e}");
         }
     }
@@ -87,28 +98,48 @@ pub async fn approve(
     store: &Valkey,
     dir: &Path,
     catalog: &Catalog,
-    tools: Option<&[String]>,
+    choice: &Choice,
 ) -> Result<Vec<String>, TrustError> {
-    let unshared = TrustError::Unshared;
+    let mut names = Vec::new();
+    amend(store, dir, &catalog.server, |approvals| {
+        let mut approvals = approvals.unwrap_or_else(|| Approvals::empty(&catalog.server));
+        names = approve_in(&mut approvals, catalog, choice)?;
+        Ok(Some(approvals))
+    })
+    .await
+    .map_err(|e| match e {
+        TrustError::Store(e) => TrustError::Unshared(e),
+        other => other,
+    })?;
+    Ok(names)
+}
+
+/// Changes `server`'s approvals in the store: `change` is given them (`None`: none shared, or
+/// unusable) and returns what to write, if anything, which is written only over the version
+/// read, then as the copy in `dir`. True when something was written.
+async fn amend(
+    store: &Valkey,
+    dir: &Path,
+    server: &str,
+    mut change: impl FnMut(Option<Approvals>) -> Result<Option<Approvals>, TrustError>,
+) -> Result<bool, TrustError> {
     for _ in 0..ROUNDS {
-        let shared = store.approvals(&catalog.server).await.map_err(unshared)?;
-        let mut approvals = shared
-            .as_ref()
-            .and_then(|s| parse(&catalog.server, s).ok())
-            .unwrap_or_else(|| Approvals::empty(&catalog.server));
-        let names = approve_in(&mut approvals, catalog, tools)?;
+        let shared = store.approvals(server).await?;
+        let read = shared.as_ref().and_then(|s| parse(server, s).ok());
+        let Some(approvals) = change(read)? else {
+            return Ok(false);
+        };
         let expected = shared.as_ref().map(|s| s.version.as_str());
         if store
-            .replace_approvals(&catalog.server, expected, &approvals.to_json())
-            .await
-            .map_err(unshared)?
+            .replace_approvals(server, expected, &approvals.to_json())
+            .await?
             .is_some()
         {
             approvals.write(dir)?;
-            return Ok(names);
+            return Ok(true);
         }
     }
-    Err(TrustError::Contended(catalog.server.clone()))
+    Err(TrustError::Contended(server.to_owned()))
 }
 
 /// `server`'s approvals as the store holds them; the copy in `dir` (and why) when the store
@@ -126,7 +157,6 @@ pub async fn load(
 
 /// Keeps the copies of the approvals of a replica's servers in line with the store.
 pub struct Follow {
-    mode: TrustMode,
     dir: PathBuf,
     store: Valkey,
     servers: Vec<String>,
@@ -138,9 +168,8 @@ pub struct Follow {
 
 impl Follow {
     /// Makes every copy the store's now, before serving (when the store answers).
-    pub async fn start(mode: TrustMode, dir: PathBuf, store: Valkey, servers: Vec<String>) -> Self {
+    pub async fn start(dir: PathBuf, store: Valkey, servers: Vec<String>) -> Self {
         let mut follow = Self {
-            mode,
             dir,
             store,
             servers,
@@ -164,9 +193,6 @@ impl Follow {
 
     /// Syncs the copies whose approvals changed in the store, or that the store lacks.
     async fn pass(&mut self) {
-        if self.mode == TrustMode::Off {
-            return;
-        }
         let versions = match self.store.approval_versions().await {
             Ok(versions) => versions,
             Err(e) => return tracing::debug!("approvals not followed: {e}"),

@@ -34,12 +34,14 @@ use tokio::process::ChildStderr;
 use tokio::sync::Mutex;
 
 use super::ask::Ask;
+use super::attribution;
 use super::child::ChildTransport;
 use super::diagnose;
 use super::http::{Ordered, Upstream};
 use super::progress::ProgressRoutes;
 use super::relay::{self, Origin, Relays, Target};
 use super::revision::Start;
+use super::roots::Roots;
 use super::sse::{SseError, SseTransport};
 use super::wire::{self, Faults};
 use super::{Connection, Event, Events, UpstreamError};
@@ -85,8 +87,9 @@ impl UpstreamClient {
         ) -> Result<T, rmcp::service::ServiceError>,
     ) -> Result<T, McpError> {
         let asked = async {
-            match self.relays.target_for(&self.server, ask)? {
-                Target::Peer(peer) => relay::answer(&self.server, ask, request(peer).await),
+            let (target, _waiting) = self.relays.target_for(&self.server, ask)?;
+            match target {
+                Target::Peer(peer, _open) => relay::answer(&self.server, ask, request(peer).await),
                 Target::Input(inputs) => {
                     relay::input_answer(&self.server, ask, inputs.ask(input).await)
                 }
@@ -129,6 +132,7 @@ impl ClientHandler for UpstreamClient {
         params: CreateMessageRequestParams,
         cx: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, McpError> {
+        let params = attribution::sampling(&self.server, params);
         let input = InputRequest::CreateMessage(CreateMessageRequest::new(params.clone()));
         self.relay(Ask::Sampling, &cx, input, async |peer| {
             peer.create_message(params).await
@@ -142,6 +146,7 @@ impl ClientHandler for UpstreamClient {
         cx: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, McpError> {
         let ask = Ask::elicitation(&params);
+        let params = attribution::elicitation(&self.server, params);
         let input = InputRequest::Elicitation(ElicitRequest::new(params.clone()));
         self.relay(ask, &cx, input, async |peer| {
             peer.create_elicitation(params).await
@@ -149,14 +154,26 @@ impl ClientHandler for UpstreamClient {
         .await
     }
 
+    /// The roots `roots.rs` gives the server: its configured ones, or the calling client's
+    /// within them (its configured ones when the client cannot be asked).
     async fn list_roots(
         &self,
         cx: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, McpError> {
         let _answering = self.relays.answering_roots();
+        let roots = self.relays.roots().clone();
+        if !roots.asks_client() {
+            return Ok(roots.configured());
+        }
         let input = InputRequest::ListRoots(ListRootsRequest::default());
-        self.relay(Ask::Roots, &cx, input, async |peer| peer.list_roots().await)
-            .await
+        let asked = self.relay(Ask::Roots, &cx, input, async |peer| peer.list_roots().await);
+        match asked.await {
+            Ok(client) => Ok(roots.within(client)),
+            Err(e) => {
+                tracing::debug!(server = %self.server, "its configured roots given: {}", e.message);
+                Ok(roots.configured())
+            }
+        }
     }
 
     async fn on_tool_list_changed(&self, _cx: NotificationContext<RoleClient>) {
@@ -275,14 +292,15 @@ pub(super) async fn open(
     config: &ServerConfig,
     events: Option<Events>,
     login: bool,
-    opener: Origin,
+    (opener, roots): (Origin, Roots),
     start: Start,
 ) -> Result<Connection, UpstreamError> {
-    let opened = open_once(config, events.clone(), login, opener.clone(), &start).await;
+    let first = (opener.clone(), roots.clone());
+    let opened = open_once(config, events.clone(), login, first, &start).await;
     match opened {
         Err(UpstreamError::Initialize { message, .. }) if start == Start::Probe => {
             tracing::debug!(server = %config.name, "server/discover probe failed ({message}); connecting again with initialize");
-            open_once(config, events, login, opener, &Start::Initialize).await
+            open_once(config, events, login, (opener, roots), &Start::Initialize).await
         }
         other => other,
     }
@@ -292,14 +310,14 @@ async fn open_once(
     config: &ServerConfig,
     events: Option<Events>,
     login: bool,
-    opener: Origin,
+    (opener, roots): (Origin, Roots),
     start: &Start,
 ) -> Result<Connection, UpstreamError> {
     let server = config.name.clone();
     tracing::debug!(server = %server, ?start, "connecting upstream");
     let lifecycle = start.lifecycle();
     let progress = ProgressRoutes::default();
-    let relays = Relays::new(opener);
+    let relays = Relays::new(opener, roots);
     let client = UpstreamClient::new(server.clone(), events, progress.clone(), relays.clone());
     let stderr = StderrTail::default();
     let after = config.call_timeout;

@@ -69,6 +69,13 @@ pub enum UpstreamError {
     },
     #[error("server \"{server}\": stored login unusable: {message}")]
     Auth { server: String, message: String },
+    /// A listing went past the server's bounds (see `listing.rs`).
+    #[error("server \"{server}\": {what} {overrun}")]
+    Overrun {
+        server: String,
+        what: String,
+        overrun: super::listing::Overrun,
+    },
     /// The transport refused what the server sent or asked for (a message over the size
     /// limit, a redirect to another origin); `message` says what and what to do.
     #[error("server \"{server}\" {message}")]

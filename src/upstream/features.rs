@@ -8,12 +8,14 @@ use std::sync::Arc;
 use rmcp::ErrorData;
 use rmcp::model::{
     CompleteRequestParams, CompleteResult, ErrorCode, GetPromptRequestParams, GetPromptResponse,
-    GetPromptResult, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    GetPromptResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult,
 };
-use rmcp::service::{MergedList, ServiceError};
+use rmcp::service::ServiceError;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::listing::{self, Page};
 use super::mrtr::{self, Round};
 use super::{Connection, InFlight, Manager, Origin, Slot, UpstreamError};
 
@@ -32,7 +34,8 @@ pub type Answer<T> = Result<T, ErrorData>;
 
 impl Manager {
     /// Lists `server`'s prompts, resources and resource templates (every page), connecting
-    /// first if needed. A listing that fails is logged and left `None`, never failing the rest.
+    /// first if needed. A listing that fails is logged and left `None`, never failing the rest;
+    /// one that goes past the server's listing bounds fails the whole (see `listing.rs`).
     pub async fn list_offers(&self, server: &str) -> Result<Offers, UpstreamError> {
         let slot = self.slot(server)?;
         let conn = self.connect(server).await?;
@@ -43,55 +46,61 @@ impl Manager {
         let peer = &conn.peer;
         Ok(Offers {
             prompts: self
-                .list_kind(slot, &conn, "prompts/list", prompts, async {
-                    peer.list_all_prompts_with_cache_hint().await
+                .list_kind(slot, &conn, "prompts/list", prompts, |p| {
+                    peer.list_prompts(p)
                 })
-                .await,
+                .await?,
             resources: self
-                .list_kind(slot, &conn, "resources/list", resources, async {
-                    peer.list_all_resources_with_cache_hint().await
+                .list_kind(slot, &conn, "resources/list", resources, |p| {
+                    peer.list_resources(p)
                 })
-                .await,
+                .await?,
             resource_templates: self
-                .list_kind(slot, &conn, "resources/templates/list", resources, async {
-                    peer.list_all_resource_templates_with_cache_hint().await
+                .list_kind(slot, &conn, "resources/templates/list", resources, |p| {
+                    peer.list_resource_templates(p)
                 })
-                .await,
+                .await?,
         })
     }
 
-    /// One kind's whole list as JSON values: empty when not `declared` or answered -32601.
-    async fn list_kind<T: Serialize>(
+    /// One kind's whole list as JSON values: empty when not `declared` or answered -32601,
+    /// `None` when it failed, an error when it went past the listing bounds.
+    async fn list_kind<P, F>(
         &self,
         slot: &Slot,
         conn: &Arc<Connection>,
         what: &str,
         declared: bool,
-        list: impl Future<Output = Result<MergedList<T>, ServiceError>>,
-    ) -> Option<Vec<Value>> {
+        list: impl FnMut(Option<PaginatedRequestParams>) -> F,
+    ) -> Result<Option<Vec<Value>>, UpstreamError>
+    where
+        P: Page<Item: Serialize>,
+        F: Future<Output = Result<P, ServiceError>>,
+    {
         if !declared {
-            return Some(Vec::new());
+            return Ok(Some(Vec::new()));
         }
         let listed = self
             .bounded(slot, conn, what, async {
-                match list.await {
+                match listing::all(slot.config.lists, list).await {
                     Err(ServiceError::McpError(e)) if e.code == ErrorCode::METHOD_NOT_FOUND => {
-                        Ok(Vec::new())
+                        Ok(Ok(Vec::new()))
                     }
-                    other => other.map(|list| list.items),
+                    other => other.map(|listed| listed.map(|listed| listed.items)),
                 }
             })
             .await;
         match listed {
-            Ok(items) => Some(
+            Ok(Ok(items)) => Ok(Some(
                 items
                     .iter()
                     .map(|item| serde_json::to_value(item).expect("an MCP object serializes"))
                     .collect(),
-            ),
+            )),
+            Ok(Err(overrun)) => Err(overrun.of(&slot.config.name, what)),
             Err(e) => {
                 tracing::warn!(server = %slot.config.name, "{what} failed, recorded as unknown: {e}");
-                None
+                Ok(None)
             }
         }
     }

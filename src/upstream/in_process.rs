@@ -31,12 +31,12 @@ pub(super) async fn open(
     config: &ServerConfig,
     events: Option<Events>,
     serve: &Serve,
-    opener: Origin,
+    (opener, roots): (Origin, super::roots::Roots),
 ) -> Result<Connection, UpstreamError> {
     let (ours, theirs) = tokio::io::duplex(1 << 20);
     serve(&config.name, theirs);
     let progress = ProgressRoutes::default();
-    let relays = Relays::new(opener);
+    let relays = Relays::new(opener, roots);
     let client = UpstreamClient::new(
         config.name.clone(),
         events,

@@ -2,6 +2,8 @@
 //! reconnect after a crash. The only module that holds connections.
 
 mod ask;
+mod asking;
+mod attribution;
 mod child;
 mod connect;
 mod diagnose;
@@ -13,10 +15,12 @@ mod http;
 pub(crate) mod in_process;
 mod inputs;
 mod listen;
+mod listing;
 mod mrtr;
 mod progress;
 mod relay;
 mod revision;
+mod roots;
 mod sse;
 mod subscriptions;
 #[cfg(test)]
@@ -24,7 +28,7 @@ mod tests;
 mod wire;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex as StdMutex;
@@ -34,9 +38,7 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
     ClientRequest, JsonObject, ProtocolVersion, RequestId, ServerResult, Tool,
 };
-use rmcp::service::{
-    MergedList, Peer, PeerRequestOptions, RoleClient, RunningService, ServiceError,
-};
+use rmcp::service::{Peer, PeerRequestOptions, RoleClient, RunningService, ServiceError};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
@@ -45,6 +47,7 @@ use crate::redact::Redactor;
 
 pub use connect::{CommandLookups, LaunchError, UpstreamClient, check_launch};
 pub use features::{Answer, Offers};
+pub use listing::{Listed, Overrun};
 
 /// How long a dead server's stderr may take to drain into its error message.
 const STDERR_SETTLE: Duration = Duration::from_millis(500);
@@ -185,6 +188,9 @@ pub struct Manager {
     slots: HashMap<String, Arc<Slot>>,
     events: Option<Events>,
     opener: Opener,
+    /// Whether several clients share the connections (`serve --http`): then no client's
+    /// roots are given to a server (see `roots.rs`).
+    many_clients: AtomicBool,
 }
 
 impl Manager {
@@ -230,7 +236,20 @@ impl Manager {
             slots,
             events,
             opener: Opener::Launch,
+            many_clients: AtomicBool::new(false),
         })
+    }
+
+    /// Notes that several clients share the connections opened from now on (`serve --http`):
+    /// their servers are given their configured roots only, never a client's.
+    pub fn serve_many_clients(&self) {
+        self.many_clients.store(true, Ordering::SeqCst);
+    }
+
+    /// What a new connection to the server of `slot` answers when asked for roots.
+    fn roots(&self, slot: &Slot) -> roots::Roots {
+        let one_client = !self.many_clients.load(Ordering::SeqCst);
+        roots::Roots::new(slot.config.roots.as_deref(), one_client)
     }
 
     fn slot(&self, server: &str) -> Result<&Arc<Slot>, UpstreamError> {
@@ -258,20 +277,21 @@ impl Manager {
             return Ok(conn.clone());
         }
         let start = slot.start();
+        let asked = (opener.clone(), self.roots(slot));
         let opened = match &self.opener {
             Opener::Launch => {
                 connect::open(
                     &slot.config,
                     self.events.clone(),
                     true,
-                    opener.clone(),
+                    asked,
                     start.clone(),
                 )
                 .await
             }
             #[cfg(test)]
             Opener::InProcess(serve) => {
-                in_process::open(&slot.config, self.events.clone(), serve, opener.clone()).await
+                in_process::open(&slot.config, self.events.clone(), serve, asked).await
             }
         }
         .map_err(|e| e.redacted(&slot.redactor));
@@ -319,7 +339,8 @@ impl Manager {
     /// `WWW-Authenticate` challenge if it wants a login, `None` if it answers without one.
     pub async fn probe_login(&self, server: &str) -> Result<Option<String>, UpstreamError> {
         let slot = self.slot(server)?;
-        let opened = connect::open(&slot.config, None, false, Origin::Detached, slot.start())
+        let asked = (Origin::Detached, self.roots(slot));
+        let opened = connect::open(&slot.config, None, false, asked, slot.start())
             .await
             .map_err(|e| e.redacted(&slot.redactor));
         let conn = match opened {
@@ -327,12 +348,7 @@ impl Manager {
             other => Arc::new(other?),
         };
         let listed = self
-            .bounded(
-                slot,
-                &conn,
-                "tools/list",
-                conn.peer.list_all_tools_with_cache_hint(),
-            )
+            .list_pages(slot, &conn, "tools/list", |p| conn.peer.list_tools(p))
             .await;
         conn.close().await;
         match listed {
@@ -350,21 +366,16 @@ impl Manager {
         }
     }
 
-    /// Pages through the server's complete `tools/list`.
+    /// Pages through the server's complete `tools/list`, within its listing bounds.
     pub async fn list_tools(
         &self,
         server: &str,
-    ) -> Result<(MergedList<Tool>, Arc<Connection>), UpstreamError> {
+    ) -> Result<(Listed<Tool>, Arc<Connection>), UpstreamError> {
         let slot = self.slot(server)?;
         let conn = self.connect(server).await?;
         let _busy = InFlight::new(&conn);
         let tools = self
-            .bounded(
-                slot,
-                &conn,
-                "tools/list",
-                conn.peer.list_all_tools_with_cache_hint(),
-            )
+            .list_pages(slot, &conn, "tools/list", |p| conn.peer.list_tools(p))
             .await?;
         let _ = conn.listed.set(());
         Ok((tools, conn.clone()))
@@ -400,8 +411,16 @@ impl Manager {
             if conn.lists_before_calls {
                 conn.listed
                     .get_or_init(|| async {
-                        if let Err(e) = conn.peer.list_all_tools().await {
-                            tracing::debug!(server, "tools/list before the first call failed: {e}");
+                        let listed = listing::all(slot.config.lists, |p| conn.peer.list_tools(p));
+                        match listed.await {
+                            Err(e) => tracing::debug!(
+                                server,
+                                "tools/list before the first call failed: {e}"
+                            ),
+                            Ok(Err(overrun)) => {
+                                tracing::warn!(server, "tools/list before the first call {overrun}")
+                            }
+                            Ok(Ok(_)) => {}
                         }
                     })
                     .await;
@@ -534,12 +553,13 @@ impl Manager {
         }
     }
 
-    /// Tells the servers `client`'s calls started that its roots changed
-    /// (`notifications/roots/list_changed`); they ask it again for its roots.
+    /// Tells the servers `client`'s calls started, and that are given its roots, that its
+    /// roots changed (`notifications/roots/list_changed`); they ask it again for its roots.
     pub async fn roots_changed(&self, client: ClientId) {
         for slot in self.slots.values() {
             let conn = slot.conn.lock().await.clone();
-            if let Some(conn) = conn.filter(|c| c.relays.opened_by(client)) {
+            let given = |c: &Arc<Connection>| c.relays.roots().asks_client();
+            if let Some(conn) = conn.filter(|c| c.relays.opened_by(client) && given(c)) {
                 let sent = conn.peer.notify_roots_list_changed().await;
                 if let Err(e) = sent {
                     tracing::debug!(server = %slot.config.name, error = %e, "roots/list_changed not sent");

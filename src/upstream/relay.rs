@@ -2,10 +2,16 @@
 //! whose call caused them. A connection is shared by every session of the process and MCP
 //! 2025-11-25 does not say which call a server request belongs to, so the rule is:
 //! - the request goes to the one client whose calls are in flight on the connection;
-//! - with calls of several clients in flight it is refused, never guessed;
+//! - with calls of several clients in flight it is refused, never guessed, unless all of
+//!   them but one are waiting for their client's answer to a request of the server (a
+//!   2026-07-28 call parked until its client's retry, a session asked): a call waiting so is
+//!   not the one asking anew, so the request goes to the one that is not;
 //! - `roots/list` with no call in flight (servers ask right after `initialize`) is answered
 //!   with the roots of the client whose call opened the connection; sampling and elicitation
 //!   then are refused, as is every request on a connection no client opened (indexing).
+//!
+//! Which roots a server is given at all, the client's or its configured ones, is `roots.rs`'s
+//! rule; a client is asked only where it allows.
 //!
 //! A 2026-07-28 client takes no requests: its call answers with an `InputRequiredResult`
 //! instead, and the answer comes with its retry (see `inputs.rs`).
@@ -28,7 +34,9 @@ use rmcp::service::{Peer, RoleClient, RoleServer, ServiceError};
 use tokio::sync::{broadcast, watch};
 
 use super::ask::Ask;
+use super::asking::Asking;
 use super::inputs::{InputError, Inputs};
+use super::roots::Roots;
 
 /// One client session of this process (a fresh id per session).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -117,6 +125,8 @@ pub(super) struct Relays(
     watch::Sender<RootsAsked>,
     /// The URIs of the server's `notifications/resources/updated`, for its subscribers.
     broadcast::Sender<String>,
+    /// What the server is given when it asks for roots.
+    Roots,
 );
 
 /// Resource updates a subscriber may fall behind by.
@@ -136,22 +146,32 @@ struct Callers {
     /// The last sampling or elicitation request refused during each call that can be told
     /// apart, to be said in its result.
     refused: HashMap<u64, String>,
+    /// The callers (by [`Origin::key`]) waiting for their client's answer to a request of the
+    /// server, and how many such requests each has out.
+    waiting: HashMap<(u8, Option<ClientId>), usize>,
 }
 
 impl Relays {
-    /// The callers of a connection opened for `opener`'s call.
-    pub(super) fn new(opener: Origin) -> Self {
+    /// The callers of a connection opened for `opener`'s call, whose server is given `roots`.
+    pub(super) fn new(opener: Origin, roots: Roots) -> Self {
         let callers = Callers {
             opener,
             next: 0,
             calls: HashMap::new(),
             refused: HashMap::new(),
+            waiting: HashMap::new(),
         };
         Self(
             Arc::new(Mutex::new(callers)),
             watch::Sender::default(),
             broadcast::Sender::new(UPDATES),
+            roots,
         )
+    }
+
+    /// What the server is given when it asks for roots.
+    pub(super) fn roots(&self) -> &Roots {
+        &self.3
     }
 
     /// The server's resource updates from now on (see `subscriptions.rs`).
@@ -193,16 +213,11 @@ impl Relays {
     }
 
     /// Lets a server that asks for roots as soon as it is initialized (server-filesystem)
-    /// have the opener's roots before the first call: a `ping` round trip shows whether it
-    /// asked; if so, its answer is awaited and one more round trip puts it ahead of the call.
-    /// Only for an opener that offers roots; the caller bounds the wait.
+    /// have its roots before the first call: a `ping` round trip shows whether it asked; if
+    /// so, its answer is awaited and one more round trip puts it ahead of the call. Only for a
+    /// server given roots; the caller bounds the wait.
     pub(super) async fn settle_roots(&self, upstream: &Peer<RoleClient>) {
-        let offers = match &self.0.lock().opener {
-            Origin::Client { peer, .. } => Ask::Roots.offered_by(peer),
-            Origin::Stateless { inputs, .. } => inputs.offer(Ask::Roots),
-            _ => false,
-        };
-        if !offers || ping(upstream).await.is_err() {
+        if !self.3.given() || ping(upstream).await.is_err() {
             return;
         }
         let mut asked = self.1.subscribe();
@@ -227,7 +242,8 @@ impl Relays {
 
     /// Makes `origin`, a client session or a 2026-07-28 call, the opener of a connection no client opened (a
     /// first-run listing, a skill's warm-up), so its roots are given outside calls. True when
-    /// the server had already asked for roots, which it must then be told changed.
+    /// the server had already asked for roots and this client's would be given, so it must be
+    /// told they changed.
     pub(super) fn adopt(&self, origin: &Origin) -> bool {
         let mut callers = self.0.lock();
         let answers = matches!(origin, Origin::Client { .. } | Origin::Stateless { .. });
@@ -236,7 +252,7 @@ impl Relays {
         }
         callers.opener = origin.clone();
         let asked = *self.1.borrow();
-        asked.pending + asked.answered > 0
+        asked.pending + asked.answered > 0 && self.3.asks_client()
     }
 
     /// Whether `client`'s call opened this connection.
@@ -244,14 +260,33 @@ impl Relays {
         self.0.lock().opener.client() == Some(client)
     }
 
-    /// Whom to ask for `ask` on behalf of `server`, or the error the upstream gets.
-    pub(super) fn target_for(&self, server: &str, ask: Ask) -> Result<Target, McpError> {
+    /// Whom to ask for `ask` on behalf of `server`, or the error the upstream gets. The caller
+    /// counts as waiting for its client's answer while the returned guard lives.
+    pub(super) fn target_for(&self, server: &str, ask: Ask) -> Result<(Target, Waiting), McpError> {
         let (origin, said) = self.pick(server, ask)?;
-        let detail = match origin {
-            Origin::Client { peer, .. } if ask.offered_by(&peer) => return Ok(Target::Peer(peer)),
-            Origin::Stateless { inputs, .. } if inputs.offer(ask) => {
-                return Ok(Target::Input(inputs));
+        let target = match &origin {
+            Origin::Client { peer, id, .. } if ask.offered_by(peer) => {
+                let open = match ask {
+                    Ask::Roots => None,
+                    _ => Some(Asking::open(*id, server, ask)?),
+                };
+                Some(Target::Peer(peer.clone(), open))
             }
+            Origin::Stateless { inputs, .. } if inputs.offer(ask) => {
+                Some(Target::Input(inputs.clone()))
+            }
+            _ => None,
+        };
+        if let Some(target) = target {
+            let key = origin.key();
+            *self.0.lock().waiting.entry(key).or_default() += 1;
+            let waiting = Waiting {
+                relays: self.clone(),
+                key,
+            };
+            return Ok((target, waiting));
+        }
+        let detail = match origin {
             Origin::Client { .. } | Origin::Stateless { .. } => format!(
                 "which this client does not offer (it did not declare the {} capability)",
                 ask.capability()
@@ -293,6 +328,13 @@ impl Relays {
                 }
                 seen
             });
+        if distinct.len() > 1 {
+            let waits = |o: &Origin| callers.waiting.get(&o.key()).is_some_and(|n| *n > 0);
+            let free: Vec<&Origin> = distinct.iter().copied().filter(|o| !waits(o)).collect();
+            if let [only] = free[..] {
+                distinct = vec![only];
+            }
+        }
         match (distinct.len(), ask) {
             (1, _) => Ok((distinct.remove(0).clone(), true)),
             (0, Ask::Roots) => Ok((callers.opener.clone(), false)),
@@ -310,10 +352,29 @@ impl Relays {
 
 /// Who answers an upstream's request for the client.
 pub(super) enum Target {
-    /// A 2025-11-25 session, sent the request.
-    Peer(Peer<RoleServer>),
+    /// A 2025-11-25 session, sent the request (open there, for its cap, until answered).
+    Peer(Peer<RoleServer>, Option<Asking>),
     /// A 2026-07-28 call, asked in its `InputRequiredResult`.
     Input(Inputs),
+}
+
+/// A caller waiting for its client's answer to a request of the server; dropping it ends the
+/// wait.
+pub(super) struct Waiting {
+    relays: Relays,
+    key: (u8, Option<ClientId>),
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let mut callers = self.relays.0.lock();
+        if let Some(n) = callers.waiting.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                callers.waiting.remove(&self.key);
+            }
+        }
+    }
 }
 
 /// A `roots/list` request being answered; dropping it counts it answered.
@@ -429,7 +490,7 @@ mod tests {
 
     #[test]
     fn a_request_goes_to_the_one_caller_in_flight_and_says_why_it_cannot() {
-        let relays = Relays::new(Origin::Detached);
+        let relays = Relays::new(Origin::Detached, Roots::new(None, true));
         let script = relays.enter(Origin::Script(ClientId::next()));
         let said = refused(&relays, Ask::Sampling);
         assert!(said.starts_with("server \"up\" asked the client for sampling, which a meta__run_script script cannot answer; call the tool directly with call_tool"), "{said}");
@@ -441,7 +502,7 @@ mod tests {
 
     #[test]
     fn calls_of_several_clients_make_a_request_refused_not_guessed() {
-        let relays = Relays::new(Origin::Detached);
+        let relays = Relays::new(Origin::Detached, Roots::new(None, true));
         let one = ClientId::next();
         let _a = relays.enter(stateless(one));
         let _b = relays.enter(stateless(one));
@@ -458,15 +519,57 @@ mod tests {
             );
         }
         // A session's script is not the session: its requests cannot be answered the same way.
-        let relays = Relays::new(Origin::Detached);
+        let relays = Relays::new(Origin::Detached, Roots::new(None, true));
         let _own = relays.enter(stateless(one));
         let _script = relays.enter(stateless(one).in_script());
         assert!(refused(&relays, Ask::Sampling).contains("several clients"));
     }
 
     #[test]
+    #[expect(deprecated, reason = "sampling, relayed for 2025-11-25 servers")]
+    fn a_caller_waiting_for_its_client_is_not_the_one_asking_anew() {
+        let relays = Relays::new(Origin::Detached, Roots::new(None, true));
+        let (parked, busy) = (ClientId::next(), ClientId::next());
+        let capable = |id| {
+            let caps = rmcp::model::ClientCapabilities::builder()
+                .enable_sampling()
+                .build();
+            let (inputs, asks) = Inputs::new(caps);
+            (
+                Origin::Stateless {
+                    id,
+                    inputs,
+                    log: None,
+                },
+                asks,
+            )
+        };
+        let ((a, _a_asks), (b, _b_asks)) = (capable(parked), capable(busy));
+        let _a = relays.enter(a);
+        // A asks its client and waits (a 2026-07-28 call parked until its client's retry).
+        let (_, a_waits) = relays.target_for("up", Ask::Sampling).expect("A alone");
+        let _b = relays.enter(b);
+        assert_eq!(
+            relays.pick("up", Ask::Sampling).unwrap().0.client(),
+            Some(busy)
+        );
+        let (_, b_waits) = relays
+            .target_for("up", Ask::Sampling)
+            .expect("B, not refused");
+        // Both waiting: nobody can be told apart.
+        assert!(refused(&relays, Ask::Sampling).contains("several clients"));
+        drop(a_waits);
+        assert_eq!(
+            relays.pick("up", Ask::Sampling).unwrap().0.client(),
+            Some(parked)
+        );
+        drop(b_waits);
+        assert!(refused(&relays, Ask::Sampling).contains("several clients"));
+    }
+
+    #[test]
     fn a_refusal_is_kept_for_the_result_of_the_call_it_was_told_apart_for() {
-        let relays = Relays::new(Origin::Detached);
+        let relays = Relays::new(Origin::Detached, Roots::new(None, true));
         let script = relays.enter(Origin::Script(ClientId::next()));
         refused(&relays, Ask::Roots);
         assert_eq!(script.refused(), None, "roots are not the call's business");
@@ -485,7 +588,7 @@ mod tests {
     #[test]
     fn outside_calls_only_roots_are_asked_and_of_the_opener() {
         let opener = ClientId::next();
-        let relays = Relays::new(stateless(opener));
+        let relays = Relays::new(stateless(opener), Roots::new(None, true));
         assert!(
             refused(&relays, Ask::Roots).contains("did not declare the roots capability"),
             "the opener is asked"
@@ -493,7 +596,7 @@ mod tests {
         let said = refused(&relays, Ask::Sampling);
         assert!(said.contains("outside of any call"), "{said}");
         assert!(relays.opened_by(opener) && !relays.opened_by(ClientId::next()));
-        let indexing = Relays::new(Origin::Detached);
+        let indexing = Relays::new(Origin::Detached, Roots::new(None, true));
         assert!(refused(&indexing, Ask::Roots).contains("no client is connected to ask"));
     }
 }

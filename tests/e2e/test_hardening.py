@@ -13,7 +13,7 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp.types import Implementation
 
-from conftest import BIN, ROOT, meta_client, text_of, write_config
+from conftest import BIN, ROOT, meta_client, run_cli, text_of, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -173,3 +173,63 @@ async def test_lone_surrogates_in_replies_arrive_as_replacement_characters_at_on
                 with anyio.fail_after(30):
                     r = await c.call_tool("call_tool", {"name": f"{server}__surrogate", "arguments": {}})
                 assert not r.is_error and text_of(r) == "a\ufffdb", (server, text_of(r))
+
+
+# Issue 38: resource routing. Two upstreams of tests/e2e/fixtures/claiming_server.py that list
+# what they are told to, and record each URI they are asked to read.
+CLAIMING = Path(__file__).with_name("fixtures") / "claiming_server.py"
+
+
+def claiming(tmp: Path, name: str, resources: list, templates: list) -> dict:
+    env = {"CLAIM_NAME": name, "CLAIM_RESOURCES": json.dumps(resources),
+           "CLAIM_TEMPLATES": json.dumps(templates), "CLAIM_LOG": str(tmp / f"{name}.reads")}
+    return {"command": sys.executable, "args": [str(CLAIMING)], "env": env}
+
+
+async def test_resource_uris_go_to_the_first_server_in_the_file_that_claims_them(tmp_path):
+    """zeta comes first in the file (alpha first by name). alpha lists zeta's URI, a URI within
+    zeta's template, and a catch-all template; and templates within meta-server's own URIs."""
+    servers = {
+        "zeta": claiming(tmp_path, "zeta", ["shared://doc"], ["notes://{+path}"]),
+        "alpha": claiming(tmp_path, "alpha", ["shared://doc", "notes://private/key", "alpha://mine"],
+                          ["{+uri}", "https://{host}/{+path}", "skill://{name}",
+                           "meta-server://results/{resourceId}", "alpha://items/{id}"]),
+    }
+    cfg = write_config(tmp_path, servers)
+    run_cli(cfg, "index")
+    async with meta_client(cfg) as c:
+        listed = [str(r.uri) for r in (await c.list_resources()).resources]
+        assert listed == ["shared://doc", "alpha://mine"], listed
+        templates = [t.uri_template for t in (await c.list_resource_templates()).resource_templates]
+        assert templates == ["meta-server://results/{resourceId}", "notes://{+path}", "alpha://items/{id}"], templates
+        for uri, server in (("shared://doc", "zeta"), ("notes://private/key", "zeta"),
+                            ("alpha://mine", "alpha"), ("alpha://items/7", "alpha")):
+            r = await c.read_resource(uri)
+            assert r.contents[0].text == f"{server} read {uri}", (uri, r.contents[0].text)
+        for unlisted in ("file:///home/user/.ssh/id_rsa", "https://bank.example/login?token=s3cret",
+                         "skill://anything"):
+            with pytest.raises(MCPError):
+                await c.read_resource(unlisted)
+    alpha_reads = (tmp_path / "alpha.reads").read_text().splitlines()
+    assert alpha_reads == ["alpha://mine", "alpha://items/7"], alpha_reads
+
+
+def test_the_2026_07_28_path_answers_removed_methods_with_method_not_found(tmp_path):
+    """Issue 38 L12: `initialize` and `logging/setLevel` are not methods of 2026-07-28; a
+    request naming that revision in its `_meta` gets -32601 for them, over HTTP as over stdio
+    (tests/it/hardening.rs). A 2025-11-25 session still has both."""
+    from test_http import (DISCOVER, http_server, initialize, jsonrpc_of, post, shipped_catalogs_config,
+                           unstartable_servers)
+    meta = DISCOVER["params"]["_meta"]
+    init = {"protocolVersion": "2026-07-28", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    with http_server(shipped_catalogs_config(tmp_path, unstartable_servers())) as (_, url):
+        for method, params in (("initialize", init), ("logging/setLevel", {"level": "info"})):
+            body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+            _, _, text = post(url, body, {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method})
+            error = jsonrpc_of(text)["error"]
+            assert error["code"] == -32601, text
+            assert f"{method} is not a method of MCP 2026-07-28" in error["message"], text
+        sid = initialize(url)
+        _, _, text = post(url, {"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "info"}},
+                          {"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"})
+        assert jsonrpc_of(text)["result"] == {}, text

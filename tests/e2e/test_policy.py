@@ -6,6 +6,7 @@ tools; and the audit log has one line per call, refusals and declines included, 
 argument values."""
 import json
 import os
+import subprocess
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -96,6 +97,25 @@ async def test_confirm_asks_and_runs_only_what_the_user_accepts(home):
         r = await call(c, "filesystem__write_file", {"path": str(target), "content": "approved"})
         assert not r.is_error, text_of(r)
         assert target.read_text() == "approved" and len(asked) == 1
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_the_confirmation_names_every_argument_whatever_the_size_of_the_others(home, mode):
+    """Issue 38, M4: a megabyte of `content` sent before `path` pushed the path out of the
+    question; the user accepted and `.bashrc` was written. Every key is shown, each value cut."""
+    cfg = configure(home, f"long-{mode}.json", fs={"policy": {"destructive": "confirm"}})
+    target = home / "files" / ".bashrc"
+    content = "echo pwned; " * 100_000
+    async with asking(cfg, "decline", mode=mode) as (c, asked):
+        r = await call(c, "filesystem__write_file", {"content": content, "path": str(target)})
+        assert r.is_error and "the user declined it" in text_of(r), text_of(r)
+    assert not target.exists()
+    [question] = asked
+    assert str(target) in question, question
+    shown = question.split("Arguments:\n", 1)[1].splitlines()
+    assert shown[0] == f'  path: "{target}"', question
+    assert shown[1].startswith('  content: "echo pwned; ') and shown[1].endswith(f"… ({len(content) + 2} characters)"), question
+    assert len(question) < 1_000, "each value cut"
 
 
 async def test_a_client_that_cannot_be_asked_is_told_which_key_allows_the_call(home):
@@ -259,12 +279,56 @@ async def test_the_audit_log_has_a_line_per_call_without_argument_values(home):
 
 
 async def test_the_audit_log_takes_argument_values_only_when_asked(home):
-    cfg = configure(home, "audit-args.json", audit={"path": "audit-args.jsonl", "arguments": True, "maxBytes": 400})
+    cfg = configure(home, "audit-args.json", audit={"path": "audit-args.jsonl", "arguments": True})
     async with asking(cfg, None) as (c, _):
-        for i in range(3):
+        for i in range(2):
             assert not (await call(c, "memory__search_nodes", {"query": f"needle-{i}"})).is_error
-    # A line is about 300 bytes: each rotation leaves the previous line alone in FILE.1.
-    [(older,), (last,)] = [[json.loads(line) for line in (home / name).read_text().splitlines()]
-                           for name in ("audit-args.jsonl.1", "audit-args.jsonl")]
-    assert (older["arguments"], last["arguments"]) == ({"query": "needle-1"}, {"query": "needle-2"})
-    assert (home / "audit-args.jsonl").stat().st_size <= 400
+    lines = [json.loads(line) for line in (home / "audit-args.jsonl").read_text().splitlines()]
+    assert [l["arguments"] for l in lines] == [{"query": "needle-0"}, {"query": "needle-1"}]
+
+
+async def test_huge_names_cannot_rotate_a_destructive_call_out_of_the_audit_log(home):
+    """Issue 38, M5: after a destroy, nine calls with 3.9 MB names rotated its line out of the
+    log and FILE.1. Each line and field is bounded now, and cut fields say their length."""
+    log = home / "bounded.jsonl"
+    cfg = configure(home, "bounded.json", audit={"path": "bounded.jsonl", "maxBytes": 1 << 20})
+    name = "x" * 3_900_000
+    client = "\u202e" + "c" * 1_000_000
+    params = StdioServerParameters(command=str(BIN), args=["--config", str(cfg), "serve"], env=dict(os.environ))
+    async with Client(params, client_info=types.Implementation(name=client, version="1")) as c:
+        r = await call(c, "memory__delete_entities", {"entityNames": ["nobody"]})
+        assert not r.is_error, text_of(r)
+        for i in range(9):
+            assert (await call(c, f"memory__{name}{i}", {})).is_error
+    rotated = log.with_name(log.name + ".1")
+    text = (rotated.read_text() if rotated.exists() else "") + log.read_text()
+    lines = [json.loads(line) for line in text.splitlines()]
+    assert len(lines) == 10 and (lines[0]["tool"], lines[0]["outcome"]) == ("delete_entities", "ok"), lines[0]
+    assert max(len(line.encode()) for line in text.splitlines()) < 16 * 1024
+    cut = lines[1]
+    assert cut["truncated"]["tool"] == len(name) + 1 and name.startswith(cut["tool"]), cut["truncated"]
+    assert cut["truncated"]["client"] == len(client.encode()) and cut["client"].startswith("\u202ec")
+    assert "\u202e" not in text and "\\u202e" in text, "bidi controls escaped"
+
+
+def test_serve_and_call_refuse_to_start_when_the_audit_log_cannot_be_written(home):
+    """Issue 38, L8: an unwritable path or a symlink let calls run with a warning; an existing
+    file readable by others stayed so."""
+    elsewhere = home / "elsewhere.jsonl"
+    link = home / "linked.jsonl"
+    link.symlink_to(elsewhere)
+    for path, reason in ((link, "is a symbolic link"), (home / "no-dir" / "a.jsonl", "No such file or directory")):
+        cfg = configure(home, "unwritable.json", audit={"path": str(path)})
+        serve = subprocess.run([str(BIN), "--config", str(cfg), "serve"], stdin=subprocess.DEVNULL,
+                               capture_output=True, text=True, timeout=120)
+        assert serve.returncode != 0 and str(path) in serve.stderr and reason in serve.stderr, serve.stderr
+        called = run_cli(cfg, "call", "memory__read_graph", check=False)
+        assert called.returncode != 0 and str(path) in called.stderr and reason in called.stderr, called.stderr
+    assert not elsewhere.exists(), "nothing written through the link"
+    readable = home / "readable.jsonl"
+    readable.write_text("")
+    readable.chmod(0o644)
+    cfg = configure(home, "readable.json", audit={"path": "readable.jsonl"})
+    run_cli(cfg, "call", "memory__read_graph")
+    assert readable.stat().st_mode & 0o777 == 0o600
+    assert json.loads(readable.read_text())["tool"] == "read_graph"

@@ -1,7 +1,9 @@
 """Upstream requests for the client relayed end to end: server-everything's sampling,
 elicitation and roots requests, and server-filesystem's roots, reach the official Python SDK
 client (mode="legacy") whose call_tool caused them, and its answers come back in the result.
-A client without the capability gets an error that says so."""
+A client without the capability gets an error that says so. Roots reach a server only within
+its configured `roots`, and only over stdio (one client); over HTTP a server gets its
+configured roots."""
 import asyncio
 import json
 from contextlib import asynccontextmanager
@@ -26,12 +28,16 @@ def anyio_backend():
 
 @pytest.fixture(scope="module")
 def indexed(tmp_path_factory):
-    """server-everything, and server-filesystem started with no directory: it takes the
-    client's roots or refuses every path."""
+    """server-everything, and server-filesystem started with no directory: it takes the roots
+    it is given or refuses every path. Both may be given roots within pytest's temporary
+    directory, where each test's own directory is."""
     tmp = tmp_path_factory.mktemp("relay")
+    base = str(tmp_path_factory.getbasetemp())
     cfg = write_config(tmp, {
-        "everything": {"command": "node", "args": [str(NPM / "server-everything" / "dist" / "index.js"), "stdio"]},
-        "filesystem": {"command": "node", "args": [str(NPM / "server-filesystem" / "dist" / "index.js")]},
+        "everything": {"command": "node", "args": [str(NPM / "server-everything" / "dist" / "index.js"), "stdio"],
+                       "roots": [base]},
+        "filesystem": {"command": "node", "args": [str(NPM / "server-filesystem" / "dist" / "index.js")],
+                       "roots": [base]},
     })
     run_cli(cfg, "index")
     return cfg
@@ -99,7 +105,7 @@ async def test_roots_of_the_calling_client(indexed, tmp_path):
         assert tmp_path.as_uri() in text_of(r) and "work" in text_of(r)
 
 
-async def test_a_client_without_the_capability_is_told_why(indexed):
+async def test_a_client_without_the_capability_is_told_why(indexed, tmp_path_factory):
     async with meta_client(indexed, mode="legacy") as c:
         r = await call(c, "everything__trigger-sampling-request", {"prompt": "x"})
         assert r.is_error
@@ -107,9 +113,9 @@ async def test_a_client_without_the_capability_is_told_why(indexed):
         r = await call(c, "everything__trigger-elicitation-request")
         assert r.is_error
         assert "which this client does not offer (it did not declare the elicitation capability)" in text_of(r)
-        # Roots are refused too; server-everything takes that as no roots.
+        # A client that gives no roots leaves the server its configured ones.
         r = await call(c, "everything__get-roots-list")
-        assert "no roots are currently configured" in text_of(r), text_of(r)
+        assert tmp_path_factory.getbasetemp().resolve().as_uri() in text_of(r), text_of(r)
 
 
 async def until_allowed(c, directory: Path):
@@ -196,36 +202,49 @@ async def test_changed_roots_reach_the_server_the_client_started(indexed, tmp_pa
 
 
 async def test_over_http_a_request_goes_to_the_calling_client_or_is_refused(indexed):
-    """Two sessions share one upstream connection. A's sampling request reaches A alone; while
-    A's call waits on A, B's call of the same tool cannot be told apart from A's, and is refused."""
+    """Two sessions share one upstream connection. While B's call runs, A's sampling request
+    cannot be told apart from B's and is refused; while A's call waits on A's answer, the one
+    request asked anew is B's call's, and reaches B alone."""
     a_asked, a_release = asyncio.Event(), asyncio.Event()
-    b_asked = []
+    a_prompts, b_prompts = [], []
+    b_running = asyncio.Event()
 
     async def a_sampling(context, params):
+        a_prompts.append(params.messages[0].content.text)
         a_asked.set()
         await a_release.wait()
         return types.CreateMessageResult(role="assistant", model="a", content=types.TextContent(type="text", text="from A"))
 
     async def b_sampling(context, params):
-        b_asked.append(params)
+        b_prompts.append(params.messages[0].content.text)
         return types.CreateMessageResult(role="assistant", model="b", content=types.TextContent(type="text", text="from B"))
+
+    async def b_progress(progress, total, message):
+        b_running.set()
 
     with http_server(indexed) as (_, url):
         async with http_client_with(url, sampling_callback=a_sampling) as a, \
                 http_client_with(url, sampling_callback=b_sampling) as b:
+            # B's call is in flight and asks nothing: A's request could be either's, so refused.
+            b_long = asyncio.create_task(b.call_tool("call_tool", {
+                "name": "everything__trigger-long-running-operation",
+                "arguments": {"duration": 10, "steps": 10}}, progress_callback=b_progress))
+            await asyncio.wait_for(b_running.wait(), 60)
+            r = await call(a, "everything__trigger-sampling-request", {"prompt": "for A"})
+            assert r.is_error
+            assert "while calls of several clients were in flight on it" in text_of(r), text_of(r)
+            assert a_prompts == [] and b_prompts == [], "neither client is sent a request that may be the other's"
+            assert not (await b_long).is_error
+            # A's call waits on A's answer: the request asked anew is B's call's, and goes to B.
             a_call = asyncio.create_task(call(a, "everything__trigger-sampling-request", {"prompt": "for A"}))
             await asyncio.wait_for(a_asked.wait(), 60)
             r = await call(b, "everything__trigger-sampling-request", {"prompt": "for B"})
-            assert r.is_error
-            assert "while calls of several clients were in flight on it" in text_of(r), text_of(r)
-            assert b_asked == [], "B is never sent A's request, nor its own while A's call runs"
+            assert not r.is_error and "from B" in text_of(r), text_of(r)
+            assert [("for B" in t) for t in b_prompts] == [True], b_prompts
+            assert [("for A" in t) for t in a_prompts] == [True], a_prompts
             a_release.set()
             r = await a_call
             assert not r.is_error and "from A" in text_of(r), text_of(r)
-            # With A done, B's call reaches B.
-            r = await call(b, "everything__trigger-sampling-request", {"prompt": "for B"})
-            assert not r.is_error and "from B" in text_of(r), text_of(r)
-            assert len(b_asked) == 1
 
 
 async def test_upstream_log_messages_reach_the_client_at_its_level(indexed, tmp_path):
@@ -260,7 +279,7 @@ async def test_a_server_started_for_no_client_takes_the_roots_of_the_first_clien
     (root / "a.txt").write_text("started early")
     cfg = write_config(tmp_path, {
         "filesystem": {"command": "node", "args": [str(NPM / "server-filesystem" / "dist" / "index.js")],
-                       "alwaysLoad": True},
+                       "alwaysLoad": True, "roots": [str(tmp_path)]},
     })
     asked = []
 
@@ -274,3 +293,93 @@ async def test_a_server_started_for_no_client_takes_the_roots_of_the_first_clien
         r = await call(c, "filesystem__read_text_file", {"path": str(root / "a.txt")})
         assert not r.is_error and "started early" in text_of(r), text_of(r)
     assert asked, "the server asked this client for its roots"
+
+
+def filesystem_with(tmp_path: Path, *dirs: Path, **entry) -> Path:
+    """A config of server-filesystem alone, started with `dirs`."""
+    args = [str(NPM / "server-filesystem" / "dist" / "index.js"), *map(str, dirs)]
+    return write_config(tmp_path, {"filesystem": {"command": "node", "args": args, **entry}})
+
+
+def allowed_of(result) -> list[str]:
+    return [line.strip() for line in text_of(result).splitlines()[1:] if line.strip()]
+
+
+async def until_allowed_is(c, expected: list[Path]):
+    """Reads filesystem's directories until they are `expected`, which it applies on its own
+    time after it was given them."""
+    want = [str(p.resolve()) for p in expected]
+    for _ in range(100):
+        r = await call(c, "filesystem__list_allowed_directories")
+        if allowed_of(r) == want:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"filesystem allows {allowed_of(r)}, not {want}")
+
+
+async def test_a_server_without_roots_keeps_its_directories_whatever_the_client_says(tmp_path):
+    """Issue 38 H2 over stdio: filesystem started with one directory and no `roots` key is
+    told there are no roots, so a client answering file:/// leaves it its directory."""
+    (tmp_path / "files").mkdir()
+    (tmp_path / "secret.txt").write_text("the secret")
+
+    async def everything(context):
+        return types.ListRootsResult(roots=[types.Root(uri="file:///")])
+
+    async with client_with(filesystem_with(tmp_path, tmp_path / "files"), list_roots_callback=everything) as c:
+        await until_allowed_is(c, [tmp_path / "files"])
+        await c.session.send_roots_list_changed()
+        for _ in range(20):
+            r = await call(c, "filesystem__list_allowed_directories")
+            assert allowed_of(r) == [str((tmp_path / "files").resolve())], text_of(r)
+            await asyncio.sleep(0.05)
+        r = await call(c, "filesystem__read_text_file", {"path": str(tmp_path / "secret.txt")})
+        assert r.is_error and "the secret" not in text_of(r), text_of(r)
+
+
+async def test_a_clients_roots_reach_a_server_only_within_its_configured_roots(tmp_path):
+    """A server with `roots` is given the client's roots within them: a root inside as it is,
+    the whole disk as the configured directory, one outside (or a link out) not at all. When
+    the client's roots change, the server is given the new ones, or its configured ones."""
+    allowed, outside = tmp_path / "allowed", tmp_path / "outside"
+    (allowed / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret.txt").write_text("not yours")
+    (allowed / "out").symlink_to(outside)
+    current = ["file:///"]
+
+    async def roots(context):
+        return types.ListRootsResult(roots=[types.Root(uri=uri) for uri in current])
+
+    cfg = filesystem_with(tmp_path, roots=[str(allowed)])
+    async with client_with(cfg, list_roots_callback=roots) as c:
+        await until_allowed_is(c, [allowed])
+        for given, expected in (([(allowed / "sub").as_uri()], [allowed / "sub"]),
+                                ([outside.as_uri(), (allowed / "out").as_uri()], [allowed]),
+                                ([(allowed / "sub").as_uri(), outside.as_uri()], [allowed / "sub"]),
+                                ([], [allowed])):
+            current[:] = given
+            await c.session.send_roots_list_changed()
+            await until_allowed_is(c, expected)
+        r = await call(c, "filesystem__read_text_file", {"path": str(outside / "secret.txt")})
+        assert r.is_error and "not yours" not in text_of(r), text_of(r)
+
+
+async def test_over_http_a_server_is_given_its_configured_roots_never_a_clients(tmp_path):
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    asked = []
+
+    async def roots(context):
+        asked.append(1)
+        return types.ListRootsResult(roots=[types.Root(uri=tmp_path.as_uri())])
+
+    with http_server(filesystem_with(tmp_path, roots=[str(allowed)])) as (_, url):
+        async with http_client_with(url, list_roots_callback=roots) as c:
+            await until_allowed_is(c, [allowed])
+            await c.session.send_roots_list_changed()
+            for _ in range(20):
+                r = await call(c, "filesystem__list_allowed_directories")
+                assert allowed_of(r) == [str(allowed.resolve())], text_of(r)
+                await asyncio.sleep(0.05)
+    assert asked == []

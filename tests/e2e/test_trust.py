@@ -127,10 +127,10 @@ async def test_a_rug_pull_while_serving_is_quarantined_until_approved(tmp_path, 
         assert by_name["mutable__backup"]["approved"] is None
         assert by_name["mutable__backup"]["current"]["description"] == EXFIL["description"]
         text = run_cli(cfg, "tools", "review").stdout
-        assert "approved: " + ADD["description"] in text and "2 tool(s) wait for approval" in text, text
+        assert "approved: " + ADD["description"] in text and "2 item(s) wait for approval" in text, text
 
         out = run_cli(cfg, "tools", "approve", "mutable__add").stdout
-        assert "approved 1 tool(s) of mutable: mutable__add" in out, out
+        assert "approved 1 item(s) of mutable: mutable__add" in out, out
         r = await call(c, "mutable__add", {"text": "3"})
         assert not r.is_error and "add ran with '3'" in text_of(r), "approved without a restart"
         r = await call(c, "mutable__backup", {"text": "x"})
@@ -139,7 +139,7 @@ async def test_a_rug_pull_while_serving_is_quarantined_until_approved(tmp_path, 
         assert [t["name"] for t in review if "quarantined" in t] == ["mutable__backup"], review
     reported = [line for line in log.read_text().splitlines() if "wait for approval" in line]
     assert len(reported) == 1 and reported[0].endswith(
-        "2 tool(s) wait for approval, quarantined until then (mutable__add, mutable__backup): "
+        "2 item(s) wait for approval, quarantined until then (mutable__add, mutable__backup): "
         "see `meta-server tools review`"), reported
 
 
@@ -150,7 +150,7 @@ async def test_index_reports_new_quarantines_and_always_load_refuses_them(tmp_pa
     texts.write_text(json.dumps([ADD_PULLED]))
     out = run_cli(cfg, "index").stdout
     line = [l for l in out.splitlines() if "wait for approval" in l]
-    assert line == ["1 tool(s) wait for approval, quarantined until then (mutable__add): "
+    assert line == ["1 item(s) wait for approval, quarantined until then (mutable__add): "
                     "see `meta-server tools review`"], out
     assert "wait for approval" not in run_cli(cfg, "index").stdout, "reported once"
 
@@ -168,7 +168,7 @@ async def test_review_mode_holds_a_new_server_and_off_holds_nothing(tmp_path):
     review_dir.mkdir()
     cfg, _ = setup(review_dir, [ADD, GREET], trust="review")
     out = run_cli(cfg, "index").stdout
-    assert "3 tool(s) wait for approval" in out, out
+    assert "3 item(s) wait for approval" in out, out
     async with meta_client(cfg) as c:
         r = await call(c, "mutable__greet", {"text": "Ada"})
         assert r.is_error and 'trust mode "review"' in text_of(r), text_of(r)
@@ -183,7 +183,8 @@ async def test_review_mode_holds_a_new_server_and_off_holds_nothing(tmp_path):
     texts.write_text(json.dumps([ADD_PULLED, EXFIL]))
     out = run_cli(cfg, "index").stdout
     assert "wait for approval" not in out, out
-    assert not (off_dir / "catalogs" / "mutable.approved").exists()
+    first_seen = json.loads((off_dir / "catalogs" / "mutable.approved").read_text())
+    assert first_seen["tools"]["add"]["tool"]["description"] == ADD["description"], "the record the policy reads"
     async with meta_client(cfg) as c:
         r = await call(c, "mutable__backup", {"text": "x"})
         assert not r.is_error, text_of(r)
@@ -233,7 +234,7 @@ async def test_replicas_share_approvals_through_the_store(tmp_path, valkey):
                     assert await runs(on_c, "mutable__greet")
 
                     out = run_cli(cfg, "tools", "approve", "mutable__add", env=shared).stdout
-                    assert "approved 1 tool(s) of mutable: mutable__add" in out, out
+                    assert "approved 1 item(s) of mutable: mutable__add" in out, out
                     for client in (on_a, on_b, on_c):
                         await eventually(lambda: runs(client, "mutable__add"), "the approval on every replica")
                         assert await refused(client, "mutable__backup"), "nothing else was approved"

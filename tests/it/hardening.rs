@@ -337,3 +337,42 @@ fn spilled_results_count_against_the_one_result_budget() {
     });
     assert!(s.finish().success());
 }
+
+/// The `_meta` of a 2026-07-28 request, as the Python SDK sends it.
+fn meta_2026(params: Value) -> Value {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "probe", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    });
+    params
+}
+
+/// Issue 38 L12: over stdio, a request naming 2026-07-28 for a method that revision removed
+/// gets -32601, whatever the method did in 2025-11-25 (over HTTP: `tests/e2e/test_hardening.py`).
+#[test]
+fn the_2026_07_28_path_answers_removed_methods_with_method_not_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), json!({}), json!({}));
+    let mut s = Session::start(&config, dir.path());
+    let listed = s.request(1, "tools/list", meta_2026(json!({})));
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+    let init = json!({"protocolVersion": "2026-07-28", "capabilities": {},
+                      "clientInfo": {"name": "probe", "version": "1"}});
+    for (id, method, params) in [
+        (2, "initialize", init),
+        (3, "logging/setLevel", json!({"level": "info"})),
+        (4, "resources/subscribe", json!({"uri": "x://y"})),
+        (5, "ping", json!({})),
+    ] {
+        let answer = s.request(id, method, meta_2026(params));
+        assert_eq!(answer["error"]["code"], -32601, "{method}: {answer}");
+    }
+    let listed = s.request(6, "tools/list", meta_2026(json!({})));
+    assert!(
+        listed["result"]["tools"].is_array(),
+        "still serving: {listed}"
+    );
+    assert!(s.finish().success());
+}

@@ -6,6 +6,7 @@
 )]
 
 mod auth;
+mod bounds;
 mod cli;
 #[cfg(feature = "embeddings")]
 mod embed;

@@ -1,6 +1,8 @@
-//! Text from servers reaches the terminal escaped: a catalog's description that holds ANSI
-//! colour, an OSC 8 link, BEL and a right-to-left override is printed by `meta-server search`
-//! with those characters shown as escapes, in its text and its JSON output.
+//! Text from servers reaches the terminal with nothing a terminal acts on: a catalog's
+//! description that holds ANSI colour, an OSC 8 link, BEL and a right-to-left override is
+//! printed by `meta-server search` without them (tool texts are read without hidden
+//! characters, control characters among them), in its text and its JSON output; what is
+//! printed is escaped besides (`cli/terminal.rs`, tested there).
 
 use serde_json::{Value, json};
 
@@ -61,18 +63,18 @@ fn search_output_shows_control_characters_escaped() {
         assert!(text.contains("files__read_file"), "{text}");
         assert_eq!(raw_controls(&out), Vec::<char>::new(), "{detail}: {text:?}");
         assert!(
-            // The bidi override never gets this far: tool texts are read without it.
-            text.contains("\\x1b[31mRED") && text.contains(" \\x07 txt.exe"),
+            // The controls never get this far: tool texts are read without them.
+            text.contains("[31mRED[0m") && text.contains("click]8;;  txt.exe"),
             "{detail}: {text}"
         );
     }
     let out = search(&["--json", "--detail", "full"]);
     assert_eq!(raw_controls(&out), Vec::<char>::new());
-    // Escaped, the JSON still says the same (less the invisible bidi override).
+    // The JSON says the same, less the hidden characters.
     let result: Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(
         result["hits"][0]["description"],
-        HOSTILE.replace('\u{202e}', ""),
+        meta_server::hidden::strip(HOSTILE).0,
         "{result}"
     );
 }

@@ -42,6 +42,17 @@ pub(in crate::server) async fn index_missing(state: Arc<State>, servers: Vec<Str
         .await;
 }
 
+/// Lists `server` again in the background, as for a changed list: what it answered does not
+/// match its catalog.
+pub(in crate::server) fn relist(state: &Arc<State>, server: &str) {
+    let (state, server) = (state.clone(), server.to_owned());
+    tokio::spawn(async move {
+        if let Err(e) = refresh(&state, &server, true).await {
+            tracing::warn!(server, "re-listing failed: {e}");
+        }
+    });
+}
+
 /// Reacts to upstream events until the manager is gone.
 pub(in crate::server) async fn watch(state: Arc<State>) {
     let Some(mut events) = state.catalogs.take_events() else {

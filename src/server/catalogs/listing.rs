@@ -55,13 +55,7 @@ pub(super) async fn observe(
 ) {
     let (mode, dir) = (settings.trust, &settings.catalog_dir);
     match crate::trust::shared::observe(mode, dir, store, fresh).await {
-        Ok(held) if !held.is_empty() => {
-            let names: Vec<String> = held
-                .iter()
-                .map(|tool| crate::library::qualified_name(&fresh.server, tool))
-                .collect();
-            tracing::warn!("{}", crate::trust::notice(&names));
-        }
+        Ok(held) if !held.is_empty() => tracing::warn!("{}", crate::trust::notice(&held)),
         Ok(_) => {}
         Err(e) => tracing::warn!(server = %fresh.server, "{e}"),
     }

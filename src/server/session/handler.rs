@@ -27,22 +27,24 @@ use tokio_util::sync::CancellationToken;
 use crate::budget;
 use crate::result::Owner;
 
-use super::input_required::{Made, Turn, Waiting};
+use super::input_required::{Made, Parked, Turn, Waiting};
 use super::list_changes::{Changed, ListChanges};
 use super::principal::{ANONYMOUS, Principal, access, principal};
-use super::subscriptions::Subscribed;
-use super::{instructions, login_offer, revision};
-use crate::server::State;
+use super::subscriptions::{self, Subscribed};
+use super::{instructions, login_offer, pages, revision};
+use crate::audit::Subject;
+use crate::config::{RESERVED_SERVER, SKILL_SERVER};
 use crate::server::access::Access;
 use crate::server::caller::{Caller, Introduced, Who};
 use crate::server::catalogs::always;
 use crate::server::passthrough::{self, Passthrough};
 use crate::server::tools::request::Request;
 use crate::server::tools::{definitions, reply};
+use crate::server::{State, audit};
 use crate::upstream::{ClientId, LogLevel, Origin};
 
 mod own;
-use own::is_own;
+use own::{OWN, is_own};
 
 /// The `ServerHandler` behind `meta-server serve`.
 #[derive(Clone)]
@@ -56,7 +58,7 @@ pub struct MetaServer {
     /// Every session reads every stored result (one owner for all).
     share_results: bool,
     /// Upstream prompts, resources and completions, routed from the catalogs.
-    passthrough: Arc<Passthrough>,
+    pub(in crate::server) passthrough: Arc<Passthrough>,
     /// This session, to whose client an upstream's requests during its calls go.
     client: ClientId,
     /// The 2026-07-28 calls of this process waiting for their client's input.
@@ -86,8 +88,9 @@ impl MetaServer {
             .collect();
         let instructions =
             instructions::overview(&state.settings, &state.catalogs.library()).into();
-        let passthrough = Arc::new(Passthrough::new(is_own));
+        let passthrough = Arc::new(Passthrough::new(OWN));
         let list_changes = ListChanges::follow(&state, passthrough.clone());
+        let parked = Arc::new(Parked::default());
         Self {
             state,
             instructions,
@@ -100,9 +103,9 @@ impl MetaServer {
             client: ClientId::next(),
             introduced: Introduced::per_session(),
             log_level: LogLevel::default(),
-            waiting: Waiting::new(),
-            waiting_prompts: Waiting::new(),
-            waiting_reads: Waiting::new(),
+            waiting: Waiting::new(parked.clone()),
+            waiting_prompts: Waiting::new(parked.clone()),
+            waiting_reads: Waiting::new(parked),
         }
     }
 
@@ -191,6 +194,12 @@ impl ServerHandler for MetaServer {
         request: InitializeRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, McpError> {
+        if revision::names_stateless(&cx) {
+            return Err(revision::removed(
+                "initialize",
+                "send each request with its _meta instead (server/discover says what this server supports), or initialize without _meta to start a 2025-11-25 session",
+            ));
+        }
         let client = &request.client_info.name;
         if let Some(limit) = budget::client_limit(client) {
             tracing::info!(
@@ -203,13 +212,20 @@ impl ServerHandler for MetaServer {
         self.negotiate_initialize(&request)
     }
 
-    /// Upstream log messages of this session's calls reach the client from `level` up.
+    /// Upstream log messages of this session's calls reach the client from `level` up. A
+    /// 2026-07-28 client names its level in each request instead.
     #[expect(deprecated, reason = "logging, for 2025-11-25 clients")]
     async fn set_level(
         &self,
         request: SetLevelRequestParams,
-        _cx: RequestContext<RoleServer>,
+        cx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        if revision::is_stateless(&cx) {
+            return Err(revision::removed(
+                "logging/setLevel",
+                "name the level in each request's _meta (io.modelcontextprotocol/logLevel)",
+            ));
+        }
         *self.log_level.lock() = Some(request.level);
         Ok(())
     }
@@ -227,10 +243,15 @@ impl ServerHandler for MetaServer {
         let mut accepted = SubscriptionFilter::new();
         accepted.prompts_list_changed = requested.prompts_list_changed;
         accepted.resources_list_changed = requested.resources_list_changed;
-        // rmcp gives no request here: a limited token may subscribe to any upstream resource.
+        // rmcp gives no request here: over HTTP, a named token's request reaches this with the
+        // URIs of its hidden servers already taken out (`http/listen.rs`).
         let routes = (self.passthrough).routes(&self.state, &Access::default());
         accepted.resource_subscriptions = (requested.resource_subscriptions.as_ref()).map(|uris| {
-            let upstream = |uri: &&String| routes.resource(uri).is_some();
+            // Too many is refused whole by `listen`: none is routed.
+            if subscriptions::too_many(uris.len()).is_some() {
+                return Vec::new();
+            }
+            let upstream = |uri: &&String| matches!(routes.resource(uri), Ok(Some(_)));
             uris.iter().filter(upstream).cloned().collect()
         });
         Some(accepted)
@@ -240,6 +261,10 @@ impl ServerHandler for MetaServer {
     /// it subscribed to) until the client cancels it; a stream that fell behind is told both
     /// lists changed.
     async fn listen(&self, cx: SubscriptionContext) -> Result<(), McpError> {
+        let asked = cx.requested().resource_subscriptions.as_ref();
+        if let Some(refused) = subscriptions::too_many(asked.map_or(0, Vec::len)) {
+            return Err(refused);
+        }
         let mut changes = self.list_changes.stream();
         let subscribed = Subscribed::default();
         let uris = cx
@@ -247,8 +272,9 @@ impl ServerHandler for MetaServer {
             .resource_subscriptions
             .clone()
             .unwrap_or_default();
+        let access = access(&cx.request_context().extensions);
         let mut updates = (subscribed)
-            .stream(&self.state, &self.passthrough, &uris)
+            .stream(&self.state, &self.passthrough, &uris, &access)
             .await;
         loop {
             let changed = tokio::select! {
@@ -285,8 +311,8 @@ impl ServerHandler for MetaServer {
     }
 
     /// A subscription to an upstream's resource, passed on to the server that lists it (which
-    /// is started if need be); its updates reach this session. meta-server's own resources
-    /// never change, so subscribing to them is a no-op.
+    /// is started if need be) if the request's token sees it; its updates reach this session.
+    /// meta-server's own resources never change, so subscribing to them is a no-op.
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
@@ -304,8 +330,9 @@ impl ServerHandler for MetaServer {
             }
         };
         let origin = self.session_origin(&cx);
+        let seen = (request.uri.as_str(), &access(&cx.extensions));
         (self.subscribed)
-            .add(&self.state, &self.passthrough, &request.uri, &origin, tell)
+            .add(&self.state, &self.passthrough, seen, &origin, tell)
             .await
     }
 
@@ -324,48 +351,58 @@ impl ServerHandler for MetaServer {
     }
 
     /// Skills, as `skill://<name>` resources holding their SKILL.md, then the upstreams'
-    /// resources from their catalogs.
+    /// resources from their catalogs, in pages.
     async fn list_resources(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         cx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let library = self.state.catalogs.library();
-        let skills = own::skills(&library);
+        let skills: Vec<_> = own::skills(&library).collect();
         let routes = (self.passthrough).routes(&self.state, &access(&cx.extensions));
-        let resources = skills.chain(routes.resources().iter().cloned()).collect();
+        let upstream = passthrough::resources(&self.state, &routes);
+        let all = skills.iter().chain(upstream.iter());
+        let len = skills.len() + upstream.len();
+        let (resources, next) = pages::page(all, len, cursor(&request))?;
         let mut list = ListResourcesResult::with_all_items(resources);
+        list.next_cursor = next;
         if let Some((ttl, scope)) = self.catalog_list_hints(&cx) {
             list = list.with_ttl_ms(ttl).with_cache_scope(scope);
         }
         Ok(list)
     }
 
-    /// meta-server's stored-result template, then the upstreams' templates.
+    /// meta-server's stored-result template, then the upstreams' templates, in pages.
     async fn list_resource_templates(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         cx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
         let routes = (self.passthrough).routes(&self.state, &access(&cx.extensions));
-        let templates = std::iter::once(own::stored_result_template())
-            .chain(routes.templates().iter().cloned())
-            .collect();
+        let own = [own::stored_result_template()];
+        let upstream = passthrough::templates(&self.state, &routes);
+        let all = own.iter().chain(upstream.iter());
+        let len = own.len() + upstream.len();
+        let (templates, next) = pages::page(all, len, cursor(&request))?;
         let mut list = ListResourceTemplatesResult::with_all_items(templates);
+        list.next_cursor = next;
         if let Some((ttl, scope)) = self.catalog_list_hints(&cx) {
             list = list.with_ttl_ms(ttl).with_cache_scope(scope);
         }
         Ok(list)
     }
 
-    /// The upstreams' prompts from their catalogs, named `<server>__<prompt>`.
+    /// The upstreams' prompts from their catalogs, named `<server>__<prompt>`, in pages.
     async fn list_prompts(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         cx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
         let routes = (self.passthrough).routes(&self.state, &access(&cx.extensions));
-        let mut list = ListPromptsResult::with_all_items(routes.prompts().to_vec());
+        let prompts = passthrough::prompts(&self.state, &routes);
+        let (prompts, next) = pages::page(prompts.iter(), prompts.len(), cursor(&request))?;
+        let mut list = ListPromptsResult::with_all_items(prompts);
+        list.next_cursor = next;
         if let Some((ttl, scope)) = self.catalog_list_hints(&cx) {
             list = list.with_ttl_ms(ttl).with_cache_scope(scope);
         }
@@ -378,16 +415,9 @@ impl ServerHandler for MetaServer {
         cx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
         if !revision::is_stateless(&cx) {
-            let origin = self.session_origin(&cx);
-            let result = self
-                .passthrough
-                .get_prompt(
-                    &self.state,
-                    &access(&cx.extensions),
-                    request,
-                    &cx.ct,
-                    &origin,
-                )
+            let caller = self.caller(&cx, self.session_origin(&cx), cx.ct.clone());
+            let result = (self.passthrough)
+                .get_prompt(&self.state, &caller, request)
                 .await?;
             return Ok(GetPromptResponse::Complete(result));
         }
@@ -396,10 +426,11 @@ impl ServerHandler for MetaServer {
             request.request_state.clone(),
             request.input_responses.clone(),
         );
-        let (this, request, access) = (self.clone(), request, access(&cx.extensions));
+        let (this, request, cx_of_call) = (self.clone(), request, cx.clone());
         let run = move |origin: Origin, cancelled: CancellationToken| async move {
+            let caller = this.caller(&cx_of_call, origin, cancelled);
             (this.passthrough)
-                .get_prompt(&this.state, &access, request, &cancelled, &origin)
+                .get_prompt(&this.state, &caller, request)
                 .await
         };
         let turn = self
@@ -426,21 +457,11 @@ impl ServerHandler for MetaServer {
         request: ReadResourceRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        if let Some(name) = own::skill_name(&request.uri) {
-            let library = self.state.catalogs.library();
-            return Ok(own::read_skill(&library, name, &request.uri)?.into());
-        }
         if !is_own(&request.uri) {
             if !revision::is_stateless(&cx) {
-                let origin = self.session_origin(&cx);
+                let caller = self.caller(&cx, self.session_origin(&cx), cx.ct.clone());
                 let read = (self.passthrough)
-                    .read(
-                        &self.state,
-                        &access(&cx.extensions),
-                        request.clone(),
-                        &cx.ct,
-                        &origin,
-                    )
+                    .read(&self.state, &caller, request.clone())
                     .await;
                 if let Some(read) = read {
                     return Ok(read?.into());
@@ -451,11 +472,10 @@ impl ServerHandler for MetaServer {
                     request.request_state.clone(),
                     request.input_responses.clone(),
                 );
-                let (this, read, access) = (self.clone(), request.clone(), access(&cx.extensions));
+                let (this, read, cx_of_call) = (self.clone(), request.clone(), cx.clone());
                 let run = move |origin: Origin, cancelled: CancellationToken| async move {
-                    (this.passthrough)
-                        .read(&this.state, &access, read, &cancelled, &origin)
-                        .await
+                    let caller = this.caller(&cx_of_call, origin, cancelled);
+                    (this.passthrough).read(&this.state, &caller, read).await
                 };
                 let turn = self
                     .stateless(&self.waiting_reads, &cx, asked, state, answers, run)
@@ -467,10 +487,20 @@ impl ServerHandler for MetaServer {
                 }
             }
         }
-        let owner = self.owner(&cx.extensions);
-        Ok(own::read_stored(&self.state, &request.uri, &owner)
-            .await?
-            .into())
+        // meta-server's own (a skill, a stored result), or a URI no server has.
+        let started = crate::clock::Instant::now();
+        let read = match own::skill_name(&request.uri) {
+            Some(name) => own::read_skill(&self.state.catalogs.library(), name, &request.uri),
+            None => own::read_stored(&self.state, &request.uri, &self.owner(&cx.extensions)).await,
+        };
+        let caller = self.caller(&cx, self.session_origin(&cx), cx.ct.clone());
+        let server = match own::skill_name(&request.uri) {
+            Some(_) => Some(SKILL_SERVER),
+            None => is_own(&request.uri).then_some(RESERVED_SERVER),
+        };
+        let subject = Subject::Resource(&request.uri);
+        audit::passed(&self.state, &caller, server, subject, None, &read, started);
+        Ok(read?.into())
     }
 
     async fn list_tools(
@@ -633,14 +663,22 @@ impl MetaServer {
 }
 
 impl MetaServer {
-    /// The cache hints of a list made from the catalogs, for a 2026-07-28 client.
+    /// The cache hints of a list made from the catalogs, for a 2026-07-28 client: `private`
+    /// when a named token limited to some servers or tools is configured, as the list then
+    /// differs between tokens and no shared cache may hand one token's list to another.
     fn catalog_list_hints(
         &self,
         cx: &RequestContext<RoleServer>,
     ) -> Option<(u64, rmcp::model::CacheScope)> {
         revision::is_stateless(cx).then(|| {
             let ttl = passthrough::list_ttl(&self.state);
-            (ttl.as_millis() as u64, rmcp::model::CacheScope::Public)
+            let tokens = &self.state.settings.http_tokens;
+            let scope = if tokens.iter().any(|t| Access::of(t).is_limited()) {
+                rmcp::model::CacheScope::Private
+            } else {
+                rmcp::model::CacheScope::Public
+            };
+            (ttl.as_millis() as u64, scope)
         })
     }
 
@@ -673,4 +711,9 @@ impl MetaServer {
         }
         result
     }
+}
+
+/// The cursor of a list request, if any.
+fn cursor(request: &Option<PaginatedRequestParams>) -> Option<&str> {
+    request.as_ref()?.cursor.as_deref()
 }

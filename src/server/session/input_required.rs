@@ -13,6 +13,11 @@
 //! Anywhere else (another replica, a restarted process, after the window) the retry gets an
 //! error that says so and that the call must be made again; a load balancer in front of
 //! several replicas must send a retry where its first request went.
+//!
+//! Held calls are bounded ([`Parked`]): in number and in the bytes of their requests, for
+//! each principal (its share) and for all together. A call that would go past a bound is
+//! refused (and cancelled) when it first asks for input, with an error for its principal
+//! alone; a held call keeps a checksum of its request, not the request.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,6 +32,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use xxhash_rust::xxh3::Xxh3;
 
 use crate::upstream::{Inputs, PendingInput};
 
@@ -34,8 +40,15 @@ use crate::upstream::{Inputs, PendingInput};
 /// (and the upstream request cancelled).
 pub(super) const RETRY_WINDOW: Duration = Duration::from_secs(120);
 
-/// Calls waiting for a retry at once in this process; past it a call that needs input fails.
+/// Calls waiting for a retry at once in this process, of all principals.
 const MAX_HELD: usize = 256;
+/// Calls of one principal waiting at once: its share, so that one cannot take every place.
+const MAX_HELD_EACH: usize = 32;
+/// Bytes of the requests (as JSON) of the calls waiting at once, of all principals: what the
+/// calls hold while they wait is about twice this (the call's arguments, the upstream's).
+const MAX_HELD_BYTES: usize = 64 << 20;
+/// Bytes of the requests of one principal's waiting calls (four bodies at the HTTP limit).
+const MAX_HELD_BYTES_EACH: usize = 16 << 20;
 
 /// What a request of the call gets: the call's result, or the questions to answer first.
 pub(super) enum Turn<T> {
@@ -48,6 +61,8 @@ pub(super) struct Waiting<T> {
     /// Names this process in every `requestState` it makes.
     process: String,
     held: Mutex<HashMap<String, Arc<Held<T>>>>,
+    /// The places of every kind of waiting call.
+    parked: Arc<Parked>,
 }
 
 /// Who made a call and what it was: a retry must match both.
@@ -57,9 +72,142 @@ pub(super) struct Made {
     pub request: Value,
 }
 
+/// What a held call keeps of its [`Made`]: the principal, a checksum of the request (key
+/// order aside) and its size. A checksum, not a cryptographic digest, is enough: a retry's
+/// request is only compared, never run (the held call runs the request that made it).
+struct Kept {
+    principal: Option<Arc<str>>,
+    request: u128,
+    bytes: usize,
+}
+
+impl From<&Made> for Kept {
+    fn from(made: &Made) -> Self {
+        let mut hasher = Xxh3::new();
+        let bytes = digest(&made.request, &mut hasher);
+        Self {
+            principal: made.principal.clone(),
+            request: hasher.digest128(),
+            bytes,
+        }
+    }
+}
+
+/// Feeds `value` to `hasher` tagged and length-prefixed, every object's keys sorted (so two
+/// values hash alike only if they are equal); returns about the bytes it holds: its text
+/// unescaped, a few bytes per item. Never escapes or copies a string.
+fn digest(value: &Value, hasher: &mut Xxh3) -> usize {
+    let mut text = |tag: &[u8], text: &str| {
+        hasher.update(tag);
+        hasher.update(&(text.len() as u64).to_le_bytes());
+        hasher.update(text.as_bytes());
+        text.len() + 2
+    };
+    match value {
+        Value::Null => text(b"n", ""),
+        Value::Bool(b) => text(b"b", if *b { "t" } else { "f" }),
+        Value::Number(n) => text(b"#", &n.to_string()),
+        Value::String(s) => text(b"s", s),
+        Value::Array(items) => {
+            let size = text(b"[", &items.len().to_string());
+            size + items.iter().map(|item| digest(item, hasher)).sum::<usize>()
+        }
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let mut size = text(b"{", &keys.len().to_string());
+            for key in keys {
+                size += digest(&Value::from(key.as_str()), hasher) + digest(&map[key], hasher);
+            }
+            size
+        }
+    }
+}
+
+/// The places of the calls waiting for input in this process, shared by every kind of call:
+/// how many each principal holds and the bytes of their requests, and the totals.
+#[derive(Default)]
+pub(super) struct Parked(Mutex<Ledger>);
+
+#[derive(Default)]
+struct Ledger {
+    calls: usize,
+    bytes: usize,
+    by: HashMap<Option<Arc<str>>, (usize, usize)>,
+}
+
+/// A held call's place; dropping it gives the place back.
+struct Place {
+    parked: Arc<Parked>,
+    principal: Option<Arc<str>>,
+    bytes: usize,
+}
+
+impl Parked {
+    /// A place for a call of `kept`'s principal, or the error its client gets.
+    fn admit(self: &Arc<Self>, kept: &Kept) -> Result<Place, McpError> {
+        let mut ledger = self.0.lock();
+        let (calls, bytes) = ledger.by.get(&kept.principal).copied().unwrap_or_default();
+        let mb = |bytes: usize| format!("{:.1}", bytes as f64 / f64::from(1 << 20));
+        if calls + 1 > MAX_HELD_EACH || bytes + kept.bytes > MAX_HELD_BYTES_EACH {
+            let who = match kept.principal.as_deref() {
+                Some(name) if name != super::principal::ANONYMOUS => format!("\"{name}\""),
+                _ => "this client".to_owned(),
+            };
+            return Err(McpError::internal_error(
+                format!(
+                    "{who} already has {calls} calls ({} MiB of requests) waiting for input in this meta-server, and this one ({} MiB) would pass the share of one principal ({MAX_HELD_EACH} calls, {} MiB); answer or cancel some of them, then call again",
+                    mb(bytes),
+                    mb(kept.bytes),
+                    MAX_HELD_BYTES_EACH >> 20
+                ),
+                None,
+            ));
+        }
+        if ledger.calls + 1 > MAX_HELD || ledger.bytes + kept.bytes > MAX_HELD_BYTES {
+            return Err(McpError::internal_error(
+                format!(
+                    "this meta-server already holds {} calls ({} MiB of requests) of its clients waiting for input, the most it holds ({MAX_HELD} calls, {} MiB); call again when some are answered",
+                    ledger.calls,
+                    mb(ledger.bytes),
+                    MAX_HELD_BYTES >> 20
+                ),
+                None,
+            ));
+        }
+        ledger.calls += 1;
+        ledger.bytes += kept.bytes;
+        let mine = ledger.by.entry(kept.principal.clone()).or_default();
+        mine.0 += 1;
+        mine.1 += kept.bytes;
+        Ok(Place {
+            parked: self.clone(),
+            principal: kept.principal.clone(),
+            bytes: kept.bytes,
+        })
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut ledger = self.parked.0.lock();
+        ledger.calls -= 1;
+        ledger.bytes -= self.bytes;
+        if let Some(mine) = ledger.by.get_mut(&self.principal) {
+            mine.0 -= 1;
+            mine.1 -= self.bytes;
+            if mine.0 == 0 {
+                ledger.by.remove(&self.principal);
+            }
+        }
+    }
+}
+
 /// One call held between its client's requests.
 struct Held<T> {
-    made: Made,
+    made: Kept,
+    /// Its place among the waiting calls, once it waits.
+    place: Mutex<Option<Place>>,
     /// Counts the turns taken, so that an expiry set after one turn spares a later one.
     turns: AtomicU64,
     cancel: CancellationToken,
@@ -75,6 +223,7 @@ const WIND_DOWN: Duration = Duration::from_secs(5);
 impl<T> Drop for Held<T> {
     fn drop(&mut self) {
         self.cancel.cancel();
+        self.place.get_mut().take();
         let Some(task) = self.task.take() else {
             return;
         };
@@ -102,17 +251,19 @@ struct Rounds<T> {
 }
 
 impl<T: Send + 'static> Waiting<T> {
-    /// The calls of this process of one kind; every kind names the process alike.
-    pub(super) fn new() -> Arc<Self> {
+    /// The calls of this process of one kind, in `parked`'s places; every kind names the
+    /// process alike.
+    pub(super) fn new(parked: Arc<Parked>) -> Arc<Self> {
         static PROCESS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
         let process = PROCESS.get_or_init(|| format!("{:016x}", rand::rng().random::<u64>()));
-        Self::named(process.clone())
+        Self::named(process.clone(), parked)
     }
 
-    fn named(process: String) -> Arc<Self> {
+    fn named(process: String, parked: Arc<Parked>) -> Arc<Self> {
         Arc::new(Self {
             process,
             held: Mutex::new(HashMap::new()),
+            parked,
         })
     }
 
@@ -136,7 +287,8 @@ impl<T: Send + 'static> Waiting<T> {
             let _ = finish.send(call.await);
         });
         let held = Arc::new(Held {
-            made,
+            made: Kept::from(&made),
+            place: Mutex::new(None),
             turns: AtomicU64::new(0),
             cancel,
             task: Some(task),
@@ -163,7 +315,7 @@ impl<T: Send + 'static> Waiting<T> {
         let Some(held) = held.filter(|h| h.made.principal == made.principal) else {
             return Err(McpError::invalid_params(self.unknown(state), None));
         };
-        if held.made.request != made.request {
+        if held.made.request != Kept::from(made).request {
             return Err(McpError::invalid_params(
                 "this requestState was given for another request: a retry must repeat the request that got it (the same name and arguments), with its inputResponses",
                 None,
@@ -228,17 +380,12 @@ impl<T: Send + 'static> Waiting<T> {
                     .map(|(key, p)| (key.clone(), p.request.clone()))
                     .collect();
                 {
-                    let mut waiting = self.held.lock();
-                    if !waiting.contains_key(state) && waiting.len() >= MAX_HELD {
-                        return Err(McpError::internal_error(
-                            format!(
-                                "{MAX_HELD} calls are already waiting for their clients' input in this meta-server; call again when some are answered"
-                            ),
-                            None,
-                        ));
+                    let mut place = held.place.lock();
+                    if place.is_none() {
+                        *place = Some(self.parked.admit(&held.made)?);
                     }
-                    waiting.insert(state.to_owned(), held.clone());
                 }
+                self.held.lock().insert(state.to_owned(), held.clone());
                 self.expire_later(state, turn);
                 let asked = InputRequiredResult::new(Some(requests), Some(state.to_owned()));
                 return Ok(Turn::Input(asked));
@@ -345,7 +492,7 @@ mod tests {
 
     #[tokio::test]
     async fn answers_go_to_the_waiting_call_turn_by_turn_and_unanswered_ones_are_asked_again() {
-        let waiting = Waiting::new();
+        let waiting = Waiting::new(Arc::default());
         let cancel = CancellationToken::new();
         let first = twice(&waiting, &cancel).await;
         let state = first.request_state.clone().unwrap();
@@ -383,7 +530,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_state_is_refused_to_another_principal_request_or_process() {
-        let waiting = Waiting::new();
+        let waiting = Waiting::new(Arc::default());
         let cancel = CancellationToken::new();
         let state = twice(&waiting, &cancel).await.request_state.unwrap();
         let stranger = refusal(waiting.resume(&state, &made("bob"), None, &cancel).await);
@@ -398,7 +545,7 @@ mod tests {
             other.contains("a retry must repeat the request that got it"),
             "{other}"
         );
-        let elsewhere = Waiting::<String>::named("another".into());
+        let elsewhere = Waiting::<String>::named("another".into(), Arc::default());
         let said = refusal(elsewhere.resume(&state, &made("ada"), None, &cancel).await);
         assert!(
             said.contains("made by another meta-server process"),
@@ -408,9 +555,113 @@ mod tests {
         asked(waiting.resume(&state, &made("ada"), None, &cancel).await);
     }
 
+    /// Starts a call of `principal` whose request carries `pad` bytes and that asks once.
+    async fn park(
+        waiting: &Arc<Waiting<String>>,
+        principal: &str,
+        pad: usize,
+    ) -> Result<InputRequiredResult, String> {
+        let made = Made {
+            principal: Some(principal.into()),
+            request: serde_json::json!({"name": "call_tool", "pad": "x".repeat(pad)}),
+        };
+        let run = |inputs: Inputs, _| async move {
+            inputs.ask(question()).await.unwrap();
+            "done".to_owned()
+        };
+        let caps = ClientCapabilities::default();
+        match waiting
+            .start(made, caps, &CancellationToken::new(), run)
+            .await
+        {
+            Ok(Turn::Input(asked)) => Ok(asked),
+            Ok(Turn::Done(done)) => panic!("done: {done}"),
+            Err(e) => Err(e.message.into_owned()),
+        }
+    }
+
+    #[tokio::test]
+    async fn one_principal_parks_its_share_and_the_others_still_park() {
+        let parked = Arc::new(Parked::default());
+        // Calls, prompts and reads share the places.
+        let (calls, reads) = (Waiting::new(parked.clone()), Waiting::new(parked));
+        let mut held = Vec::new();
+        for n in 0..MAX_HELD_EACH {
+            let waiting = if n % 2 == 0 { &calls } else { &reads };
+            held.push(park(waiting, "greedy", 10).await.expect("within its share"));
+        }
+        let refused = park(&calls, "greedy", 10).await.unwrap_err();
+        assert!(
+            refused.starts_with("\"greedy\" already has 32 calls (0.0 MiB of requests) waiting for input in this meta-server")
+                && refused.contains("the share of one principal (32 calls, 16 MiB)"),
+            "{refused}"
+        );
+        park(&calls, "other", 10)
+            .await
+            .expect("another principal parks");
+        // An answered call gives its place back.
+        let state = held[0].request_state.clone().unwrap();
+        let answers = Some([("input-1".to_owned(), Value::from("a"))].into());
+        let cancel = CancellationToken::new();
+        let made = made_with("greedy", 10);
+        let done = calls.resume(&state, &made, answers, &cancel).await;
+        assert!(matches!(done, Ok(Turn::Done(_))));
+        park(&calls, "greedy", 10).await.expect("a place was freed");
+    }
+
+    fn made_with(principal: &str, pad: usize) -> Made {
+        Made {
+            principal: Some(principal.into()),
+            request: serde_json::json!({"pad": "x".repeat(pad), "name": "call_tool"}),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_bytes_of_waiting_requests_are_bounded_per_principal_and_in_all() {
+        let waiting = Waiting::new(Arc::default());
+        let big = 6 << 20;
+        park(&waiting, "a", big).await.unwrap();
+        park(&waiting, "a", big).await.unwrap();
+        let refused = park(&waiting, "a", big).await.unwrap_err();
+        assert!(refused.contains("(12.0 MiB of requests)"), "{refused}");
+        let mut principals = 1;
+        let refused = loop {
+            let who = format!("p{principals}");
+            if let Err(refused) = park(&waiting, &who, big).await {
+                break refused;
+            }
+            if principals % 2 == 1 {
+                park(&waiting, &who, big).await.unwrap();
+            }
+            principals += 1;
+        };
+        assert!(
+            refused.starts_with("this meta-server already holds")
+                && refused.contains("the most it holds (256 calls, 64 MiB)"),
+            "{refused}"
+        );
+        let total = (waiting.parked.0.lock().bytes) >> 20;
+        assert!(total <= 64, "{total} MiB held");
+    }
+
+    #[tokio::test]
+    async fn a_retry_may_order_the_request_keys_its_own_way() {
+        let waiting = Waiting::new(Arc::default());
+        let asked = park(&waiting, "ada", 3).await.unwrap();
+        let state = asked.request_state.unwrap();
+        // The same request, its keys in another order: the same call.
+        let cancel = CancellationToken::new();
+        let same = made_with("ada", 3);
+        let again = waiting.resume(&state, &same, None, &cancel).await;
+        assert!(matches!(again, Ok(Turn::Input(_))));
+        let other = made_with("ada", 4);
+        let said = refusal(waiting.resume(&state, &other, None, &cancel).await);
+        assert!(said.contains("a retry must repeat the request"), "{said}");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_call_not_retried_within_the_window_is_cancelled_and_ends_itself() {
-        let waiting = Waiting::new();
+        let waiting = Waiting::new(Arc::default());
         let cancel = CancellationToken::new();
         let (ended, how) = oneshot::channel::<&str>();
         let run = |inputs: Inputs, stop: CancellationToken| async move {
@@ -438,7 +689,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_dropped_call_that_does_not_end_is_aborted() {
-        let waiting = Waiting::new();
+        let waiting = Waiting::new(Arc::default());
         let cancel = CancellationToken::new();
         let (dropped, gone) = oneshot::channel::<()>();
         let run = |_inputs: Inputs, _stop: CancellationToken| async move {

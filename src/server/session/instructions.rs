@@ -1,8 +1,9 @@
 //! The `initialize` instructions: a short, deterministic overview of the configured servers,
 //! fixed for the life of the process.
 
-use crate::catalog::{Failure, hidden};
+use crate::catalog::Failure;
 use crate::config::Settings;
+use crate::hidden;
 use crate::library::Library;
 
 /// Upper bound on the overview, in characters, whatever the number of servers: with the three

@@ -8,6 +8,7 @@ mod input_required;
 pub(in crate::server) mod instructions;
 mod list_changes;
 mod login_offer;
+mod pages;
 mod principal;
 mod revision;
 pub(in crate::server) mod start;

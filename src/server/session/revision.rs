@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use rmcp::model::{CacheScope, ProtocolVersion};
+use rmcp::ErrorData as McpError;
+use rmcp::model::{CacheScope, ErrorCode, ProtocolVersion};
 use rmcp::service::{RequestContext, RoleServer};
 
 /// Every revision up to 2026-07-28: rmcp answers `server/discover` with them, bounds the
@@ -28,4 +29,24 @@ pub(super) fn is_stateless(cx: &RequestContext<RoleServer>) -> bool {
 /// every client and token; `None` for a 2025-11-25 session, whose results stay as they were.
 pub(super) fn fixed_list_hints(cx: &RequestContext<RoleServer>) -> Option<(u64, CacheScope)> {
     is_stateless(cx).then(|| (FIXED_LIST_TTL.as_millis() as u64, CacheScope::Public))
+}
+
+/// Whether a request names a revision without `initialize` (2026-07-28) in its own `_meta`:
+/// such an `initialize` is one of that revision, not the start of a 2025-11-25 session.
+pub(super) fn names_stateless(cx: &RequestContext<RoleServer>) -> bool {
+    cx.meta
+        .protocol_version()
+        .is_some_and(|v| !v.has_initialize())
+}
+
+/// The answer to a method 2026-07-28 removed (`initialize`, `logging/setLevel`), asked on that
+/// revision: -32601, saying what the revision has instead.
+pub(super) fn removed(method: &str, instead: &str) -> McpError {
+    McpError::new(
+        ErrorCode::METHOD_NOT_FOUND,
+        format!(
+            "{method} is not a method of MCP 2026-07-28, which this request names in its _meta; {instead}"
+        ),
+        None,
+    )
 }

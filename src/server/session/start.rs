@@ -1,6 +1,7 @@
 //! Start-up shared by stdio and HTTP, and the signal that ends serving.
 
 use super::handler::MetaServer;
+use crate::audit::AuditError;
 use crate::config::Settings;
 use crate::search::SearchError;
 use crate::server::State;
@@ -16,14 +17,25 @@ pub enum StartError {
     Library(#[from] SearchError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Audit(#[from] AuditError),
 }
 
-/// Start-up shared by stdio and HTTP: opens the shared store if one is configured (taking the
-/// catalogs other replicas listed and the approvals they share, then following both), loads the library from the catalogs, starts the freshness
-/// watcher, connects alwaysLoad servers, fixes `tools/list` and the `initialize` instructions;
-/// checks that servers with a catalog can be started, saves the search index if it was built or
-/// updated, and indexes servers without one, all in the background.
-pub(super) async fn start(settings: Settings) -> Result<MetaServer, StartError> {
+/// Start-up shared by stdio and HTTP: checks that the audit log can be written, opens the
+/// shared store if one is configured (taking the catalogs other replicas listed and the
+/// approvals they share, then following both), loads the library from the catalogs, starts the
+/// freshness watcher, connects alwaysLoad servers, fixes `tools/list` and the `initialize`
+/// instructions; checks that servers with a catalog can be started, saves the search index if
+/// it was built or updated, and indexes servers without one, all in the background.
+/// `many_clients`: `serve --http`, whose clients share the upstream connections.
+pub(super) async fn start(
+    settings: Settings,
+    many_clients: bool,
+) -> Result<MetaServer, StartError> {
+    // A log that cannot take lines stops serving before anything starts, not each call later.
+    if let Some(audit) = &settings.audit {
+        crate::audit::check(audit)?;
+    }
     let shared = match &settings.store {
         Some(store) => Some(Valkey::open(&store.url)?),
         None => None,
@@ -42,12 +54,15 @@ pub(super) async fn start(settings: Settings) -> Result<MetaServer, StartError> 
         Some(store) => {
             let servers = settings.servers.iter().map(|s| s.name.clone()).collect();
             let dir = settings.catalog_dir.clone();
-            Some(Follow::start(settings.trust, dir, store.clone(), servers).await)
+            Some(Follow::start(dir, store.clone(), servers).await)
         }
         None => None,
     };
     let loaded = load_library(&settings)?;
     let (state, missing) = State::open(settings, shared.clone(), loaded);
+    if many_clients {
+        state.manager.serve_many_clients();
+    }
     for (server, reason) in state.catalogs.unavailable() {
         if state.settings.servers.iter().any(|s| s.name == server) {
             tracing::warn!(server, "cannot be started: {reason}");

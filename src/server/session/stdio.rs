@@ -20,7 +20,7 @@ pub enum StdioError {
 /// Serves MCP over stdin/stdout until the client closes stdin or a signal arrives, then stops
 /// every upstream.
 pub async fn serve_stdio(settings: Settings) -> Result<(), StdioError> {
-    let server = super::start::start(settings).await?;
+    let server = super::start::start(settings, false).await?;
     let state = server.state.clone();
     let (stdin, stdout) = rmcp::transport::stdio();
     // A JavaScript client writes a string cut mid-emoji with a lone surrogate escape, which

@@ -12,31 +12,59 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::server::State;
 use crate::server::access::Access;
-use crate::server::passthrough::Passthrough;
+use crate::server::passthrough::{self, Passthrough, Routes};
 use crate::upstream::{Origin, Subscription};
+
+/// Resource subscriptions one session (or one listen stream) may hold: each is an upstream
+/// request and a task, so a client cannot make thousands.
+pub(super) const MAX_SUBSCRIPTIONS: usize = 256;
 
 /// The subscriptions of one session (or one listen stream), by URI; dropped with it.
 #[derive(Default)]
 pub(super) struct Subscribed(Mutex<HashMap<String, AbortOnDropHandle<()>>>);
 
+/// Why a listen stream asking for `asked` resource subscriptions is refused, if it is.
+pub(super) fn too_many(asked: usize) -> Option<McpError> {
+    (asked > MAX_SUBSCRIPTIONS).then(|| {
+        McpError::invalid_params(
+            format!(
+                "subscriptions/listen asked for {asked} resource subscriptions; a stream takes at most {MAX_SUBSCRIPTIONS}: listen to fewer resources, or on several streams"
+            ),
+            None,
+        )
+    })
+}
+
 impl Subscribed {
-    /// Subscribes to `uri` (once: a second subscription to it is the first) and runs `tell`
-    /// with the URI at each of its updates; `tell` answering false ends it.
+    /// Subscribes to `uri` of a server `access` sees (once: a second subscription to it is
+    /// the first) and runs `tell` with the URI at each of its updates; `tell` answering false
+    /// ends it.
     pub(super) async fn add<F>(
         &self,
         state: &State,
         passthrough: &Passthrough,
-        uri: &str,
+        (uri, access): (&str, &Access),
         origin: &Origin,
         tell: impl Fn(String) -> F + Send + 'static,
     ) -> Result<(), McpError>
     where
         F: Future<Output = bool> + Send,
     {
-        if self.0.lock().contains_key(uri) {
-            return Ok(());
+        {
+            let held = self.0.lock();
+            if held.contains_key(uri) {
+                return Ok(());
+            }
+            if held.len() >= MAX_SUBSCRIPTIONS {
+                return Err(McpError::invalid_params(
+                    format!(
+                        "this session already holds {MAX_SUBSCRIPTIONS} resource subscriptions, the most meta-server keeps for one; unsubscribe from some first"
+                    ),
+                    None,
+                ));
+            }
         }
-        let mut subscription = subscribe(state, passthrough, uri, origin).await?;
+        let mut subscription = subscribe(state, passthrough, uri, access, origin).await?;
         let task = tokio::spawn(async move {
             while subscription.updated().await.is_some() {
                 if !tell(subscription.uri().to_owned()).await {
@@ -55,13 +83,15 @@ impl Subscribed {
         self.0.lock().remove(uri);
     }
 
-    /// Subscribes to each of `uris` that an upstream lists, for a listen stream: the updated
-    /// URIs arrive on the returned channel. One that cannot be subscribed is logged and skipped.
+    /// Subscribes to each of `uris` that a server `access` sees lists, for a listen stream: the
+    /// updated URIs arrive on the returned channel. One that cannot be subscribed is logged and
+    /// skipped.
     pub(super) async fn stream(
         &self,
         state: &State,
         passthrough: &Passthrough,
         uris: &[String],
+        access: &Access,
     ) -> mpsc::Receiver<String> {
         let (updated, updates) = mpsc::channel(16);
         for uri in uris {
@@ -71,7 +101,7 @@ impl Subscribed {
                 async move { updated.send(uri).await.is_ok() }
             };
             let added = self
-                .add(state, passthrough, uri, &Origin::Detached, tell)
+                .add(state, passthrough, (uri, access), &Origin::Detached, tell)
                 .await;
             if let Err(e) = added {
                 tracing::info!(
@@ -85,15 +115,18 @@ impl Subscribed {
     }
 }
 
-/// The upstream subscription to `uri`, on the server that lists it.
+/// The upstream subscription to `uri`, on the server that lists it, if `access` sees that
+/// server; a hidden server's URI is refused as one no server lists, and nothing is started.
 async fn subscribe(
     state: &State,
     passthrough: &Passthrough,
     uri: &str,
+    access: &Access,
     origin: &Origin,
 ) -> Result<Subscription, McpError> {
-    let routes = passthrough.routes(state, &Access::default());
-    let Some(server) = routes.resource(uri) else {
+    let routes = passthrough.routes(state, access);
+    let found = passthrough::off_the_workers(&routes, uri, Routes::resource);
+    let Some(server) = found.await? else {
         return Err(McpError::resource_not_found(
             format!(
                 "no server lists {}; resources/list and resources/templates/list show the resources",
@@ -102,6 +135,6 @@ async fn subscribe(
             None,
         ));
     };
-    (state.manager.subscribe(server, uri, origin).await)
+    (state.manager.subscribe(&server, uri, origin).await)
         .map_err(|e| McpError::internal_error(e.to_string(), None))
 }

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::definitions::definitions;
 use super::reply::{self, Reply};
-use super::{audit, builtin, policy, script, skill};
+use super::{builtin, policy, script, skill};
 use crate::audit::Outcome;
 use crate::budget::Route;
 use crate::config::RESERVED_SERVER;
@@ -71,7 +71,7 @@ pub(in crate::server) async fn dispatch(
         learning::selected(state, &caller.who, [name], Weight::Call);
     }
     if let Some(log) = &state.audit {
-        audit::record(
+        crate::server::audit::call(
             log,
             caller,
             name,
@@ -109,7 +109,7 @@ async fn attempt(
     };
     if let Some(held) = state.trust.quarantine_of(&library, &entry) {
         return (
-            reply::error(held.refusal(&entry.qualified)),
+            reply::error(held.refusal(&entry.qualified, &entry.qualified)),
             Outcome::Quarantined,
         );
     }
@@ -139,7 +139,7 @@ async fn attempt(
         return (refused.reply, refused.outcome);
     }
     if let Some(skill) = &entry.skill {
-        return ended(skill::run(state, skill));
+        return ended(skill::run(state, skill, &caller.who.access));
     }
     let started = crate::clock::Instant::now();
     let result = if entry.server == RESERVED_SERVER && entry.def.name == script::TOOL {

@@ -6,11 +6,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::reply::{self, Reply};
-use crate::catalog::hidden;
+use crate::catalog::screen;
 use crate::library::Library;
 use crate::server::State;
 use crate::server::access::Access;
 use crate::server::caller::Introduced;
+use crate::trust::Kind;
 
 /// `get_tool_details` arguments.
 #[derive(Deserialize)]
@@ -84,7 +85,7 @@ pub(in crate::server) fn run(
             continue;
         };
         if let Some(skill) = &entry.skill {
-            let mut details = super::skill::details(state, entry, skill);
+            let mut details = super::skill::details(state, entry, skill, access);
             if args.format == Format::Typescript
                 && let Some(fields) = details.as_object_mut()
             {
@@ -122,7 +123,7 @@ pub(in crate::server) fn run(
     }
     let defs: Vec<Value> = tools.iter().map(|(_, def)| def.clone()).collect();
     let instructions = introduced
-        .map(|i| new_instructions(&library, &defs, i))
+        .map(|i| new_instructions(state, &library, &defs, i))
         .unwrap_or_default();
     let reply = reply::fitted(&state.results, soft, 0, defs.len(), |shown| {
         let out = Output {
@@ -149,14 +150,25 @@ pub(in crate::server) fn run(
     if let (Some(introduced), Some(Value::Object(out))) = (introduced, &reply.structured_content)
         && let Some(Value::Object(given)) = out.get("serverInstructions")
     {
-        introduced.mark(given.keys().map(String::as_str));
+        // Withheld instructions are given once approved.
+        introduced.mark(
+            given
+                .iter()
+                .filter(|(_, text)| !text.as_str().is_some_and(|t| t.starts_with(WITHHELD)))
+                .map(|(server, _)| server.as_str()),
+        );
     }
     reply
 }
 
+/// How instructions waiting for approval start, in their place.
+const WITHHELD: &str = "[meta-server: these instructions are withheld,";
+
 /// The instructions of the servers of `defs` that `introduced` has not given yet, cleaned
-/// of hidden characters and cut to [`INSTRUCTIONS_CHARS`].
+/// of hidden characters, their flags said first, and cut to [`INSTRUCTIONS_CHARS`]; in the
+/// place of those waiting for approval, why they are withheld.
 fn new_instructions(
+    state: &State,
     library: &Library,
     defs: &[Value],
     introduced: &Introduced,
@@ -165,8 +177,16 @@ fn new_instructions(
         .filter_map(|def| def["server"].as_str())
         .filter(|server| introduced.is_new(server))
         .filter_map(|server| {
-            let text = library.catalogs.get(server)?.instructions.as_deref()?;
-            let text = hidden::strip(text.trim()).0;
+            let catalog = library.catalogs.get(server)?;
+            let text = catalog.instructions.as_deref()?;
+            let name = Kind::Instructions.name(server, "");
+            if let Some(held) = state.trust.hold(catalog, Kind::Instructions, "") {
+                return Some((
+                    server.to_owned(),
+                    format!("{WITHHELD} {}]", held.flag(&name)),
+                ));
+            }
+            let text = screen::instructions(text);
             let text = match text.char_indices().nth(INSTRUCTIONS_CHARS) {
                 Some((end, _)) => format!("{}… (cut)", &text[..end]),
                 None => text,

@@ -2,7 +2,6 @@
 //! tools, with the one call path every tool call takes (`call`): the client's own calls and a
 //! script's nested ones, which reach it through the dispatch handle `script` is given.
 
-mod audit;
 pub(in crate::server) mod builtin;
 pub(in crate::server) mod call;
 pub(in crate::server) mod definitions;

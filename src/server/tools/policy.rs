@@ -52,11 +52,32 @@ pub(in crate::server) async fn check(
     if entry.server == RESERVED_SERVER || entry.skill.is_some() {
         return Ok(());
     }
-    let hints = Hints::of(&entry.def.value());
+    let hints = hints(state, entry);
     match policy::judge(&state.settings, &entry.server, &entry.qualified, hints) {
         Verdict::Allow => Ok(()),
         Verdict::Deny(why) => Err(Refusal::new(Outcome::Denied, why)),
         Verdict::Confirm { key } => confirm(state, caller, entry, arguments, &key).await,
+    }
+}
+
+/// What `entry`'s annotations say, as the policy reads them: the strictest of its annotations
+/// now and those it had when approved (or first seen, under `trust: off`), so a tool that
+/// relabels itself read-only or not destructive gets past no policy.
+fn hints(state: &State, entry: &Entry) -> Hints {
+    let now = Hints::of(&entry.def.value());
+    let library = state.catalogs.library();
+    let Some(catalog) = library.catalogs.get(&entry.server) else {
+        return now;
+    };
+    match state.trust.approved_annotations(catalog, &entry.def.name) {
+        Some(annotations) => {
+            let then = Hints::of(&serde_json::json!({ "annotations": annotations }));
+            Hints {
+                read_only: now.read_only && then.read_only,
+                destructive: now.destructive || then.destructive,
+            }
+        }
+        None => now,
     }
 }
 
@@ -107,7 +128,7 @@ async fn confirm(
         .server(&entry.server)
         .map_or(entry.server.as_str(), |s| s.key.as_str());
     let message = format!(
-        "Allow this call? The tool may change or delete data.\nTool: {} (server \"{}\")\nArguments: {}\nAsked because {key} is \"confirm\".",
+        "Allow this call? The tool may change or delete data.\nTool: {} (server \"{}\")\nArguments:\n{}\nAsked because {key} is \"confirm\".",
         policy::shown(&entry.def.name),
         policy::shown(server),
         policy::summary(arguments),

@@ -7,13 +7,18 @@ use serde_json::{Value, json};
 use super::reply::{self, Reply};
 use crate::library::Entry;
 use crate::server::State;
+use crate::server::access::Access;
 use crate::skills::Skill;
 
-/// Boosts the skill's servers and starts the configured ones; returns (configured, missing).
-pub(in crate::server) fn activate(state: &State, skill: &Skill) -> (Vec<String>, Vec<String>) {
-    let (configured, missing): (Vec<String>, Vec<String>) = skill
-        .servers
-        .iter()
+/// Boosts the skill's servers and starts the configured ones `access` sees; returns
+/// (configured, missing). A server hidden from `access` is neither started nor named.
+pub(in crate::server) fn activate(
+    state: &State,
+    skill: &Skill,
+    access: &Access,
+) -> (Vec<String>, Vec<String>) {
+    let (configured, missing): (Vec<String>, Vec<String>) = (skill.servers.iter())
+        .filter(|s| state.settings.server(s).is_none() || access.sees_server(s))
         .cloned()
         .partition(|s| state.settings.server(s).is_some());
     state.catalogs.boost(configured.iter().cloned());
@@ -29,9 +34,14 @@ pub(in crate::server) fn activate(state: &State, skill: &Skill) -> (Vec<String>,
     (configured, missing)
 }
 
-/// The skill's full definition for `get_tool_details`; activates it.
-pub(in crate::server) fn details(state: &State, entry: &Entry, skill: &Skill) -> Value {
-    let (servers, missing) = activate(state, skill);
+/// The skill's full definition for `get_tool_details`; activates it for `access`.
+pub(in crate::server) fn details(
+    state: &State,
+    entry: &Entry,
+    skill: &Skill,
+    access: &Access,
+) -> Value {
+    let (servers, missing) = activate(state, skill, access);
     json!({
         "name": entry.qualified,
         "server": entry.server,
@@ -45,9 +55,9 @@ pub(in crate::server) fn details(state: &State, entry: &Entry, skill: &Skill) ->
     })
 }
 
-/// `call_tool` on a skill: its instructions as text; activates it.
-pub(in crate::server) fn run(state: &State, skill: &Skill) -> Reply {
-    let (servers, missing) = activate(state, skill);
+/// `call_tool` on a skill: its instructions as text; activates it for `access`.
+pub(in crate::server) fn run(state: &State, skill: &Skill, access: &Access) -> Reply {
+    let (servers, missing) = activate(state, skill, access);
     let mut text = format!(
         "Skill {}: {}\n\n{}\n",
         skill.name, skill.description, skill.body

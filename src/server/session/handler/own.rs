@@ -7,14 +7,18 @@ use rmcp::model::{ReadResourceResult, Resource, ResourceContents, ResourceTempla
 use crate::library::Library;
 use crate::result::Owner;
 use crate::server::State;
+use crate::server::passthrough::OwnSpaces;
 use crate::server::tools::reply;
 
 /// URI scheme of skills as resources.
 const SKILL_SCHEME: &str = "skill://";
 
+/// The URIs meta-server serves itself, never an upstream: skills and stored results.
+pub(super) const OWN: OwnSpaces = OwnSpaces(&[SKILL_SCHEME, crate::result::RESOURCE_PREFIX]);
+
 /// Whether meta-server serves `uri` itself (a skill or a stored result), never an upstream.
 pub(super) fn is_own(uri: &str) -> bool {
-    uri.starts_with(SKILL_SCHEME) || uri.starts_with(crate::result::RESOURCE_PREFIX)
+    OWN.holds(uri)
 }
 
 /// The skill `uri` names, if it names one.

@@ -1,5 +1,6 @@
 //! `GET /metrics`: the process's counters and, read now, its results, store, catalogs,
-//! upstreams and sessions, as Prometheus text.
+//! upstreams and sessions, as Prometheus text; a limited named token's page has only its own
+//! servers' and its own calls' series.
 
 use std::sync::atomic::Ordering;
 
@@ -9,15 +10,17 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
 
 use crate::server::State;
+use crate::server::metrics::Scope;
 
 pub use prometheus_text::CONTENT_TYPE;
 
 /// Label pairs of a metric family.
 type Labels = Vec<(&'static str, String)>;
 
-/// The metrics text of `state` now; `sessions` is the number of live sessions.
-pub async fn render(state: &State, sessions: usize) -> String {
-    let mut registry = state.metrics.registry();
+/// The metrics text of `state` now, as `scope` shows it; `sessions` is the number of live
+/// sessions.
+pub async fn render(state: &State, sessions: usize, scope: Scope<'_>) -> String {
+    let mut registry = state.metrics.registry(scope);
     let counts = state.results.counts();
     let load = |n: &std::sync::atomic::AtomicU64| n.load(Ordering::Relaxed);
     registry.register(
@@ -62,7 +65,8 @@ pub async fn render(state: &State, sessions: usize) -> String {
         );
     }
     let (listed, shared): (Family<Labels, Counter>, Family<Labels, Counter>) = Default::default();
-    for (server, (l, s)) in state.catalogs.catalog_counts() {
+    let counts = state.catalogs.catalog_counts().into_iter();
+    for (server, (l, s)) in counts.filter(|(server, _)| scope.sees_server(server)) {
         if l > 0 {
             listed
                 .get_or_create(&vec![("server", server.clone())])
@@ -84,7 +88,7 @@ pub async fn render(state: &State, sessions: usize) -> String {
     );
     let mut live = 0;
     for server in &state.settings.servers {
-        if state.manager.is_connected(&server.name).await {
+        if scope.sees_server(&server.name) && state.manager.is_connected(&server.name).await {
             live += 1;
         }
     }

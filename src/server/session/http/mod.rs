@@ -6,6 +6,7 @@
 //! (with the token) are for operators.
 
 mod conn;
+mod listen;
 mod metrics_page;
 mod rebinding;
 mod sessions;
@@ -33,6 +34,7 @@ use crate::store::SharedSessions;
 
 use super::principal::Principal;
 use crate::server::State;
+use crate::server::metrics::Scope;
 
 /// The one URL path that speaks MCP.
 pub const PATH: &str = "/mcp";
@@ -253,7 +255,7 @@ impl HttpServer {
 
     /// Serves until SIGINT/SIGTERM, then closes every session and stops every upstream.
     pub async fn run(self, settings: Settings) -> Result<(), HttpError> {
-        let mut server = crate::server::session::start::start(settings).await?;
+        let mut server = crate::server::session::start::start(settings, true).await?;
         if self.options.share_results {
             server = server.sharing_results();
         }
@@ -284,13 +286,24 @@ impl HttpServer {
         let sessions = Arc::new(sessions);
         let cap =
             sessions::SessionCap::new(sessions.clone(), self.options.max_sessions, shared_sessions);
+        let listens = listen::Listens {
+            state: state.clone(),
+            passthrough: server.passthrough.clone(),
+        };
         let service =
             StreamableHttpService::new(move || Ok(server.for_session()), sessions.clone(), config);
         let metrics = {
             let (state, sessions) = (state.clone(), sessions.clone());
-            move || async move {
+            move |principal: Option<axum::Extension<Principal>>| async move {
                 let live = sessions.sessions.read().await.len();
-                let text = metrics_page::render(&state, live).await;
+                let scope = match &principal {
+                    Some(axum::Extension(p)) if p.access().is_limited() => Scope::Of {
+                        access: p.access(),
+                        principal: p.name(),
+                    },
+                    _ => Scope::All,
+                };
+                let text = metrics_page::render(&state, live, scope).await;
                 ([(header::CONTENT_TYPE, metrics_page::CONTENT_TYPE)], text)
             }
         };
@@ -299,10 +312,15 @@ impl HttpServer {
             move || async move { health(&state).await }
         };
         // Outermost last: request counting, the request deadline, Host and Origin, then the
-        // token (not for /healthz), then the session cap, then the body. So nothing of a body
-        // is read for a foreign page, a request without the token or one over the session cap.
+        // token (not for /healthz), then the session cap, then the body, then a named token's
+        // listen stream narrowed to what it sees. So nothing of a body is read for a foreign
+        // page, a request without the token or one over the session cap.
         let mut router = axum::Router::new()
             .route_service(PATH, service)
+            .layer(middleware::from_fn_with_state(
+                listens,
+                listen::within_access,
+            ))
             .layer(middleware::from_fn_with_state(body_limit, bounded_body))
             .layer(middleware::from_fn_with_state(
                 cap,
