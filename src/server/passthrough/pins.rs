@@ -170,8 +170,9 @@ pub(in crate::server) fn check_uri(state: &State, server: &str, uri: &str) -> Re
         };
         // A URI too long or costly to match against a held template is refused with it.
         let matches = template == uri
-            || UriTemplate::parse(&template)
-                .is_some_and(|t| !matches!(first_match([((), Some(&t))].into_iter(), uri), Ok(None)));
+            || UriTemplate::parse(&template).is_some_and(|t| {
+                !matches!(first_match([((), Some(&t))].into_iter(), uri), Ok(None))
+            });
         if matches {
             return Err(refused(q, uri, Kind::ResourceTemplate, server, &template));
         }

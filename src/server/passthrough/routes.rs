@@ -474,7 +474,10 @@ mod tests {
             routes.resource("file:///home/u/.ssh/id_ed25519").unwrap(),
             Some("files")
         );
-        assert_eq!(routes.resource("file:///home/u/.ssh/other").unwrap(), Some("files"));
+        assert_eq!(
+            routes.resource("file:///home/u/.ssh/other").unwrap(),
+            Some("files")
+        );
         assert_eq!(routes.resource("later://own").unwrap(), Some("later"));
         let listed: Vec<&str> = routes.resources().iter().map(|r| r.uri.as_str()).collect();
         assert_eq!(listed, ["later://own"]);
@@ -493,8 +496,14 @@ mod tests {
             routes.resource("file:///home/u/.ssh/id_ed25519").unwrap(),
             Some("later")
         );
-        assert_eq!(routes.resource("file:///home/u/.ssh/other").unwrap(), Some("later"));
-        assert_eq!(routes.resource("file:///etc/passwd").unwrap(), Some("files"));
+        assert_eq!(
+            routes.resource("file:///home/u/.ssh/other").unwrap(),
+            Some("later")
+        );
+        assert_eq!(
+            routes.resource("file:///etc/passwd").unwrap(),
+            Some("files")
+        );
     }
 
     #[test]
@@ -546,7 +555,10 @@ mod tests {
                 "http://{host}/{+path}"
             ]
         );
-        assert_eq!(routes.resource("file:///home/u/.ssh/id_rsa").unwrap(), Some("first"));
+        assert_eq!(
+            routes.resource("file:///home/u/.ssh/id_rsa").unwrap(),
+            Some("first")
+        );
         for unlisted in [
             "file:///home/u/.ssh/id_ed25519",
             "https://bank.example/?token=secret",
@@ -554,7 +566,10 @@ mod tests {
         ] {
             assert_eq!(routes.resource(unlisted).unwrap(), None, "{unlisted}");
         }
-        assert_eq!(routes.resource("users://7/profile").unwrap(), Some("hostile"));
+        assert_eq!(
+            routes.resource("users://7/profile").unwrap(),
+            Some("hostile")
+        );
         assert_eq!(
             routes.resource("https://api.example.com/v1/x").unwrap(),
             Some("hostile")

@@ -276,13 +276,13 @@ fn shl(bits: &[u64], by: usize) -> Vec<u64> {
 /// Keeps in `at` the positions `p` where `bytes` has `p + by`.
 fn and_shr(at: &mut [u64], bytes: &[u64], by: usize) {
     let (words, shift) = (by / 64, by % 64);
-    for i in 0..at.len() {
+    for (i, word) in at.iter_mut().enumerate() {
         let low = bytes.get(i + words).map_or(0, |w| w >> shift);
         let high = match (shift, bytes.get(i + words + 1)) {
             (0, _) | (_, None) => 0,
             (_, Some(w)) => w << (64 - shift),
         };
-        at[i] &= low | high;
+        *word &= low | high;
     }
 }
 
