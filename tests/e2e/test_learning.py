@@ -1,9 +1,10 @@
 """Search that learns from use, through a real `meta-server serve` driven by the official Python
 SDK over the reference servers: a search followed by a successful call is kept and moves later
-searches (after a restart too), with learning off nothing moves; a changed tool loses what it
-learned; a token limited to one server teaches nothing for the others; replicas sharing a
-Valkey store learn from each other and forget together. BM25 only (META_SERVER_EMBEDDINGS=off)
-so the rankings do not depend on model assets."""
+searches (after a restart too), with learning off nothing moves; a script's search and call
+teach like the client's, a details read half as much; a changed tool loses what it learned; a
+token limited to one server teaches nothing for the others; replicas sharing a Valkey store
+learn from each other and forget together. BM25 only (META_SERVER_EMBEDDINGS=off) so the
+rankings do not depend on model assets."""
 import asyncio
 import json
 from pathlib import Path
@@ -145,3 +146,21 @@ async def test_replicas_learn_from_each_other_and_forget_together(tmp_path, valk
                     break
                 await asyncio.sleep(0.5)
             assert await hits(on_b, LATER) == before, "B forgets with the store"
+
+
+async def test_a_script_s_search_and_call_teach_and_a_details_read_teaches_half(tmp_path):
+    cfg = write_config(tmp_path, server_entries(tmp_path))
+    run_cli(cfg, "index")
+    code = (f'const found = await tools.search("{ASKED}");'
+            ' if (!found.hits.some((h) => h.name === "everything__echo")) throw new Error("not shown");'
+            ' return await tools.call("everything__echo", {message: "hi"});')
+    async with meta_client(cfg) as c:
+        r = await c.call_tool("call_tool", {"name": "meta__run_script", "arguments": {"code": code}})
+        assert not r.is_error, r.content
+        assert "time__get_current_time" in await hits(c, "current time in a timezone")
+        r = await c.call_tool("get_tool_details", {"names": ["time__get_current_time"]})
+        assert not r.is_error
+    kept = evidence(tmp_path / "catalogs")
+    weight = lambda tool: [[b["w"] for b in q["by"]] for q in kept[tool]["queries"]]  # noqa: E731
+    assert weight("everything__echo") == [[1.0]], kept
+    assert weight("time__get_current_time") == [[0.5]], kept
