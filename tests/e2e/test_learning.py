@@ -1,8 +1,8 @@
 """Search that learns from use, through a real `meta-server serve` driven by the official Python
 SDK over the reference servers: a search followed by a successful call is kept and moves later
 searches (after a restart too), with learning off nothing moves; a script's search and call
-teach like the client's, a details read half as much; a changed tool loses what it learned; a
-token limited to one server teaches nothing for the others; replicas sharing a Valkey store
+teach like the client's, a details read half as much; a changed tool, or a server that leaves
+the config, loses what it learned; a token limited to one server teaches nothing for the others; replicas sharing a Valkey store
 learn from each other and forget together. BM25 only (META_SERVER_EMBEDDINGS=off) so the
 rankings do not depend on model assets."""
 import asyncio
@@ -164,3 +164,21 @@ async def test_a_script_s_search_and_call_teach_and_a_details_read_teaches_half(
     weight = lambda tool: [[b["w"] for b in q["by"]] for q in kept[tool]["queries"]]  # noqa: E731
     assert weight("everything__echo") == [[1.0]], kept
     assert weight("time__get_current_time") == [[0.5]], kept
+
+
+async def test_a_server_that_leaves_the_config_loses_what_it_learned(tmp_path):
+    entries = server_entries(tmp_path)
+    cfg = write_config(tmp_path, {"everything": entries["everything"], "time": entries["time"]})
+    run_cli(cfg, "index")
+    catalogs = tmp_path / "catalogs"
+    async with meta_client(cfg) as c:
+        assert "everything__echo" in await hits(c, ASKED)
+        assert not (await c.call_tool("call_tool", {"name": "everything__echo", "arguments": {"message": "hi"}})).is_error
+        assert "time__get_current_time" in await hits(c, "current time in a timezone")
+        r = await c.call_tool("call_tool", {"name": "time__get_current_time", "arguments": {"timezone": "UTC"}})
+        assert not r.is_error
+    assert sorted(evidence(catalogs)) == ["everything__echo", "time__get_current_time"]
+    without = write_config(tmp_path, {"time": entries["time"]})
+    async with meta_client(without) as c:
+        await hits(c, "current time")
+        wait_until(lambda: list(evidence(catalogs)) == ["time__get_current_time"], "everything's evidence to go")
