@@ -2,7 +2,9 @@
 //! a server's config takes from the environment or holds in secret-looking keys, and
 //! secret-looking `key=value` pairs and bearer tokens in text an upstream wrote (its stderr).
 
-use std::sync::{LazyLock, OnceLock};
+use std::sync::{Arc, LazyLock};
+
+use parking_lot::RwLock;
 
 use regex::Regex;
 
@@ -24,19 +26,27 @@ static SCHEMES: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// The redactor for everything the process writes to stderr (logs, the final error).
-static PROCESS: OnceLock<Redactor> = OnceLock::new();
+static PROCESS: RwLock<Option<Arc<Redactor>>> = RwLock::new(None);
 
-/// Sets the secrets of every configured server as the process-wide redactor (first call wins).
+/// Sets the secrets of every configured server as the process-wide redactor.
 pub fn set_process(redactor: Redactor) {
-    let _ = PROCESS.set(redactor);
+    *PROCESS.write() = Some(Arc::new(redactor));
+}
+
+/// Adds `secrets` (a server added to the running config) to the process-wide redactor; those
+/// it had stay, as logs may still name what they belonged to.
+pub fn extend_process(secrets: impl IntoIterator<Item = String>) {
+    let mut process = PROCESS.write();
+    let known = process
+        .as_ref()
+        .map(|r| r.secrets.clone())
+        .unwrap_or_default();
+    *process = Some(Arc::new(Redactor::new(known.into_iter().chain(secrets))));
 }
 
 /// The process-wide redactor: secret-looking pairs only until [`set_process`] ran.
-pub fn process() -> &'static Redactor {
-    static NONE: Redactor = Redactor {
-        secrets: Vec::new(),
-    };
-    PROCESS.get().unwrap_or(&NONE)
+pub fn process() -> Arc<Redactor> {
+    PROCESS.read().clone().unwrap_or_default()
 }
 
 /// Masks known secret values and secret-looking pairs in text before it leaves the process.

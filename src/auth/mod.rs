@@ -343,6 +343,12 @@ pub fn remember_step_up(config: &ServerConfig, challenge: &str) {
     }
 }
 
+/// The file holding `config`'s server's login, if there is one.
+pub fn login_file(config: &ServerConfig) -> Option<std::path::PathBuf> {
+    let path = Session::of(config).ok()?.store().path().to_owned();
+    path.exists().then_some(path)
+}
+
 /// Forgets `config`'s server's credentials; `false` when there were none.
 pub fn logout(config: &ServerConfig) -> Result<bool, AuthError> {
     Session::of(config)?.store().remove()

@@ -14,11 +14,15 @@ const MAX_REASON_CHARS: usize = 1000;
 
 /// Why and when listing a server failed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Failure {
     /// RFC 3339, UTC, seconds.
     pub at: String,
     /// The error, secrets already masked.
     pub reason: String,
+    /// The server asked for a login (`meta-server auth login <server>`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub needs_login: bool,
 }
 
 impl Failure {
@@ -27,8 +31,9 @@ impl Failure {
     }
 
     /// Records that listing `server` failed now with `reason` (masked with the process's
-    /// redactor). Best effort: a record that cannot be written is a debug log line.
-    pub fn record(dir: &Path, server: &str, reason: &str) {
+    /// redactor), and whether it was for want of a login. Best effort: a record that cannot be
+    /// written is a debug log line.
+    pub fn record(dir: &Path, server: &str, reason: &str, needs_login: bool) {
         let reason: String = crate::redact::process()
             .apply(reason)
             .chars()
@@ -37,6 +42,7 @@ impl Failure {
         let failure = Self {
             at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
             reason,
+            needs_login,
         };
         let text = serde_json::to_string(&failure).expect("a failure serializes");
         if let Err(e) =
@@ -81,7 +87,7 @@ mod tests {
     fn a_failure_is_recorded_read_and_cleared() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(Failure::note(dir.path(), "a"), "a (not indexed yet)");
-        Failure::record(dir.path(), "a", "connection refused token=abcdef123");
+        Failure::record(dir.path(), "a", "connection refused token=abcdef123", false);
         let f = Failure::load(dir.path(), "a").unwrap();
         assert!(f.reason.starts_with("connection refused"));
         assert!(!f.reason.contains("abcdef123"), "{}", f.reason);

@@ -124,14 +124,20 @@ impl Catalog {
     /// meta-server made it, or listing them failed), or the freshness its server gave it
     /// (`ttlMs`) has run out by `now`.
     pub fn is_stale(&self, server: &ServerConfig, now: SystemTime) -> bool {
-        !self.made_from(server)
-            || self.prompts.is_none()
-            || self.resources.is_none()
-            || self.resource_templates.is_none()
+        !self.describes(server)
             || self.ttl_ms.is_some_and(|ttl| {
                 let fetched = self.fetched_at.as_deref().map(humantime::parse_rfc3339);
                 !matches!(fetched, Some(Ok(at)) if at + Duration::from_millis(ttl) > now)
             })
+    }
+
+    /// Whether the catalog describes `server` as configured now, whatever its age: listed from
+    /// its launch config, with its prompts and resources.
+    pub fn describes(&self, server: &ServerConfig) -> bool {
+        self.made_from(server)
+            && self.prompts.is_some()
+            && self.resources.is_some()
+            && self.resource_templates.is_some()
     }
 
     /// Whether the catalog was listed from `server`'s launch config as it is now.

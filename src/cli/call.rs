@@ -79,8 +79,8 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
             break result;
         }
         logins += 1;
-        let config = state
-            .settings
+        let settings = state.settings();
+        let config = settings
             .server(&server)
             .context("the server is not configured")?;
         // The connection holds the old token; the next call reconnects with the new one.

@@ -14,7 +14,7 @@ use serde::Serialize;
 use super::terminal;
 use crate::catalog::{self, Catalog};
 use crate::config::{ServerConfig, Settings};
-use crate::upstream::Manager;
+use crate::upstream::{Manager, UpstreamError};
 
 /// Build catalogs: connect each configured server, page through tools/list, write
 /// <catalog-dir>/<server>.json atomically, then stop the server.
@@ -47,20 +47,24 @@ pub struct Args {
     offline: bool,
 }
 
+/// One server's indexing, as `index --json` prints it.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct Outcome {
-    server: String,
-    ok: bool,
-    tools: usize,
-    millis: u128,
+pub(super) struct Outcome {
+    pub server: String,
+    pub ok: bool,
+    pub tools: usize,
+    pub millis: u128,
     #[serde(skip_serializing_if = "Option::is_none")]
-    catalog: Option<String>,
+    pub catalog: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<String>,
+    pub error: Option<String>,
+    /// The server asked for a login (`meta-server auth login <server>`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub needs_login: bool,
     /// Tools quarantined by this listing (qualified names), waiting for `tools approve`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    quarantined: Vec<String>,
+    pub quarantined: Vec<String>,
 }
 
 pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
@@ -124,59 +128,13 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
     };
     let mut outcomes: Vec<Outcome> = futures::stream::iter(chosen)
         .map(|server| {
-            let manager = manager.clone();
-            let bar = bar.clone();
-            let dir = settings.catalog_dir.clone();
-            let store = store.clone();
+            let (manager, bar, store) = (manager.clone(), bar.clone(), store.clone());
+            let settings = &settings;
             async move {
-                let started = Instant::now();
-                let mut quarantined = Vec::new();
-                let result = match catalog::fetch(&manager, server).await {
-                    Ok(catalog) => {
-                        let observed = crate::trust::shared::observe(
-                            settings.trust,
-                            &dir,
-                            store.as_ref(),
-                            &catalog,
-                        );
-                        match observed.await {
-                            Ok(held) => quarantined = held,
-                            Err(e) => eprintln!("warning: {e}"),
-                        }
-                        catalog
-                            .write(&dir)
-                            .map(|path| (catalog.tools.len(), path))
-                            .map_err(|e| e.to_string())
-                    }
-                    Err(e) => Err(e.to_string()),
-                };
-                if let Err(reason) = &result {
-                    catalog::Failure::record(&dir, &server.name, reason);
-                }
-                manager.disconnect(&server.name).await;
+                let outcome = index_server(settings, &manager, store.as_ref(), server).await;
                 bar.inc(1);
                 bar.set_message(server.name.clone());
-                let millis = started.elapsed().as_millis();
-                match result {
-                    Ok((tools, path)) => Outcome {
-                        server: server.name.clone(),
-                        ok: true,
-                        tools,
-                        millis,
-                        catalog: Some(path.display().to_string()),
-                        error: None,
-                        quarantined,
-                    },
-                    Err(error) => Outcome {
-                        server: server.name.clone(),
-                        ok: false,
-                        tools: 0,
-                        millis,
-                        catalog: None,
-                        error: Some(error),
-                        quarantined,
-                    },
-                }
+                outcome
             }
         })
         .buffer_unordered(settings.index_concurrency)
@@ -197,12 +155,61 @@ pub async fn run(settings: Settings, args: Args) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// Lists `server` through `manager`, records it with pinning (approvals shared through `store`
+/// when given), writes its catalog (or its failure) and stops it.
+pub(super) async fn index_server(
+    settings: &Settings,
+    manager: &Manager,
+    store: Option<&crate::store::Valkey>,
+    server: &ServerConfig,
+) -> Outcome {
+    let dir = &settings.catalog_dir;
+    let started = Instant::now();
+    let mut quarantined = Vec::new();
+    let mut needs_login = false;
+    let result = match catalog::fetch(manager, server).await {
+        Ok(catalog) => {
+            match crate::trust::shared::observe(settings.trust, dir, store, &catalog).await {
+                Ok(held) => quarantined = held,
+                Err(e) => eprintln!("warning: {e}"),
+            }
+            catalog
+                .write(dir)
+                .map(|path| (catalog.tools.len(), path))
+                .map_err(|e| e.to_string())
+        }
+        Err(e) => {
+            needs_login = matches!(e, UpstreamError::NeedsLogin { .. });
+            Err(e.to_string())
+        }
+    };
+    if let Err(reason) = &result {
+        catalog::Failure::record(dir, &server.name, reason, needs_login);
+    }
+    manager.disconnect(&server.name).await;
+    let millis = started.elapsed().as_millis();
+    let (ok, tools, catalog, error) = match result {
+        Ok((tools, path)) => (true, tools, Some(path.display().to_string()), None),
+        Err(error) => (false, 0, None, Some(error)),
+    };
+    Outcome {
+        server: server.name.clone(),
+        ok,
+        tools,
+        millis,
+        catalog,
+        error,
+        needs_login,
+        quarantined,
+    }
+}
+
 /// Saves the search index of the catalogs now on disk in `<catalog-dir>/.index`, so `serve`
 /// starts without analysing every tool again, and in a build with embeddings, with them on
 /// and the assets there, computes their tool vectors into `<catalog-dir>/<server>.vectors`
 /// (unchanged tools are kept), so `serve` is hybrid from its first search. Vectors that cannot
 /// be computed are reported, never fatal: search falls back to BM25.
-fn index_catalogs(settings: &Settings) -> anyhow::Result<()> {
+pub(super) fn index_catalogs(settings: &Settings) -> anyhow::Result<()> {
     let started = Instant::now();
     let (library, report) = crate::server::load_library(settings)?;
     for warning in &report.warnings {

@@ -1,15 +1,20 @@
 //! Command-line interface: one subcommand per file. The clap doc comments are the help text.
 
+mod add;
 mod auth;
 mod call;
 mod eval;
+mod get;
 mod import;
 mod index;
 mod install;
 mod learned;
+mod list;
 mod measure;
+mod remove;
 mod search;
 mod serve;
+mod status;
 pub mod terminal;
 mod tools;
 
@@ -62,6 +67,10 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     Serve(serve::Args),
+    Add(add::Args),
+    Remove(remove::Args),
+    Get(get::Args),
+    List(list::Args),
     Index(index::Args),
     Search(search::Args),
     Call(call::Args),
@@ -147,6 +156,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Import(args) => return import::run(&config, args),
         Command::Install(args) => return install::run(&config, args),
         Command::Uninstall(args) => return install::uninstall(args),
+        // They edit or read the config as a file (add may create it), each on its own terms.
+        Command::Add(args) => return add::run(&config, cli.catalog_dir, args),
+        Command::Remove(args) => return remove::run(&config, cli.catalog_dir, args),
+        Command::Get(args) => return get::run(&config, cli.catalog_dir, args),
+        Command::List(args) => return list::run(&config, cli.catalog_dir, args),
         Command::Guard => {
             guardian::run();
             return Ok(ExitCode::SUCCESS);
@@ -198,6 +212,10 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Command::Learned(args) => learned::run(settings, args).await,
             Command::Measure(args) => measure::run(settings, args),
             Command::Eval(_)
+            | Command::Add(_)
+            | Command::Remove(_)
+            | Command::Get(_)
+            | Command::List(_)
             | Command::Import(_)
             | Command::Install(_)
             | Command::Uninstall(_)

@@ -7,27 +7,11 @@ use std::ops::Range;
 use std::path::Path;
 
 use jsonc_parser::common::Ranged;
-use jsonc_parser::{CollectOptions, ParseOptions, ast};
+use jsonc_parser::{CollectOptions, ast};
 use serde_json::{Map, Value};
 
 use super::{ClientError, Imported};
-
-/// What client files may hold beyond JSON: the comments and trailing commas VS Code accepts,
-/// nothing looser.
-fn jsonc() -> ParseOptions {
-    ParseOptions {
-        allow_comments: true,
-        allow_trailing_commas: true,
-        allow_loose_object_property_names: false,
-        allow_missing_commas: false,
-        allow_single_quoted_strings: false,
-        allow_hexadecimal_numbers: false,
-        allow_unary_plus_numbers: false,
-        allow_bare_decimal_point_numbers: false,
-        allow_non_finite_numbers: false,
-        allow_extended_string_escapes: false,
-    }
-}
+use crate::config::jsonc;
 
 /// `text` without the byte order mark editors on Windows start files with, and that mark's
 /// length in bytes.
@@ -158,6 +142,83 @@ pub(super) fn replace_section(
     Ok(out)
 }
 
+/// `text` with `entry` as the server `name` of the top-level `section`: in the place of an
+/// entry of that name, else after the last one (the section is made when missing). Every other
+/// byte is kept, comments and trailing commas included; the entry is written in the file's own
+/// indentation.
+pub(super) fn set_entry(
+    path: &Path,
+    text: &str,
+    section: &str,
+    name: &str,
+    entry: &Value,
+) -> Result<String, ClientError> {
+    let (plain, bom) = without_bom(text);
+    let root = cst(path, plain)?;
+    let Some(top) = root.object_value() else {
+        return Err(invalid(path, "the top level", "must be an object"));
+    };
+    let Some(servers) = top.object_value_or_create(section) else {
+        return Err(invalid(
+            path,
+            &format!("\"{section}\""),
+            "must be an object mapping server names to entries",
+        ));
+    };
+    match servers.get(name) {
+        Some(prop) => prop.set_value(input(entry)),
+        None => {
+            servers.append(name, input(entry));
+        }
+    }
+    Ok(format!("{}{}", &text[..bom], root))
+}
+
+/// `text` without the server `name` of the top-level `section` (its comma too; comments around
+/// it stay), every other byte kept; `None` when there is no such entry.
+pub(super) fn remove_entry(
+    path: &Path,
+    text: &str,
+    section: &str,
+    name: &str,
+) -> Result<Option<String>, ClientError> {
+    let (plain, bom) = without_bom(text);
+    let root = cst(path, plain)?;
+    let Some(prop) = root
+        .object_value()
+        .and_then(|top| top.object_value(section))
+        .and_then(|servers| servers.get(name))
+    else {
+        return Ok(None);
+    };
+    prop.remove();
+    Ok(Some(format!("{}{}", &text[..bom], root)))
+}
+
+/// The concrete syntax tree of `text` (without its byte order mark): every byte of it, to edit.
+fn cst(path: &Path, text: &str) -> Result<jsonc_parser::cst::CstRootNode, ClientError> {
+    jsonc_parser::cst::CstRootNode::parse(text, &jsonc()).map_err(|e| ClientError::Syntax {
+        path: path.to_owned(),
+        format: "JSON",
+        line: e.line_display(),
+        column: e.column_display(),
+        message: e.kind().to_string(),
+    })
+}
+
+/// A JSON value as the syntax tree takes it (numbers as written by serde).
+fn input(value: &Value) -> jsonc_parser::cst::CstInputValue {
+    use jsonc_parser::cst::CstInputValue as In;
+    match value {
+        Value::Null => In::Null,
+        Value::Bool(b) => In::Bool(*b),
+        Value::Number(n) => In::Number(n.to_string()),
+        Value::String(s) => In::String(s.clone()),
+        Value::Array(items) => In::Array(items.iter().map(input).collect()),
+        Value::Object(map) => In::Object(map.iter().map(|(k, v)| (k.clone(), input(v))).collect()),
+    }
+}
+
 /// Pretty JSON with the given indent unit.
 fn pretty(value: &Value, indent: &str) -> String {
     use serde::Serialize;
@@ -279,6 +340,69 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains(P) && err.contains("line 3, column"), "{err}");
+    }
+
+    #[test]
+    fn an_entry_is_added_and_removed_and_every_other_byte_kept() {
+        let text = "\u{feff}{\n  // my servers\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\"}, // the first\n    /* b is next */\n    \"b\": {\"url\": \"http://h/mcp\"},\n  },\n  \"other\": [1,],\n}\n";
+        let entry = json!({"command": "npx", "args": ["-y", "srv"], "env": {"K": "v"}});
+        let added = set_entry(Path::new(P), text, "mcpServers", "c", &entry).unwrap();
+        assert_eq!(
+            added,
+            "\u{feff}{\n  // my servers\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\"}, // the first\n    /* b is next */\n    \"b\": {\"url\": \"http://h/mcp\"},\n    \"c\": {\n      \"command\": \"npx\",\n      \"args\": [\"-y\", \"srv\"],\n      \"env\": {\n        \"K\": \"v\",\n      },\n    },\n  },\n  \"other\": [1,],\n}\n",
+            "in the file's own style: its indent, its trailing commas"
+        );
+        assert_eq!(
+            parse(Path::new(P), &added).unwrap()["mcpServers"]["c"],
+            entry
+        );
+        let removed = remove_entry(Path::new(P), &added, "mcpServers", "c")
+            .unwrap()
+            .unwrap();
+        assert_eq!(removed, text, "adding then removing gives back the bytes");
+        let replaced = set_entry(
+            Path::new(P),
+            text,
+            "mcpServers",
+            "a",
+            &json!({"command": "y"}),
+        )
+        .unwrap();
+        assert_eq!(
+            replaced,
+            text.replace("{\"command\": \"x\"}", "{\n      \"command\": \"y\"\n    }"),
+            "replaced in its place, its comment kept"
+        );
+        assert_eq!(
+            remove_entry(Path::new(P), text, "mcpServers", "zz").unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn a_missing_section_is_made_and_a_wrong_one_refused() {
+        let out = set_entry(
+            Path::new(P),
+            "{\"metaServer\": {}}",
+            "mcpServers",
+            "a",
+            &json!({"command": "x"}),
+        )
+        .unwrap();
+        assert_eq!(
+            parse(Path::new(P), &out).unwrap(),
+            json!({"metaServer": {}, "mcpServers": {"a": {"command": "x"}}})
+        );
+        let err = set_entry(
+            Path::new(P),
+            "{\"mcpServers\": []}",
+            "mcpServers",
+            "a",
+            &json!({}),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("mcpServers"), "{err}");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! (JSON and JSONC are spliced, Codex TOML is edited in place). No I/O here but [`files`].
 
 mod codex;
+mod entries;
 mod files;
 mod json;
 mod locate;
@@ -18,6 +19,7 @@ use serde_json::{Value, json};
 
 use crate::config::ConfigError;
 
+pub use entries::{Edit, add_server, remove_server};
 pub use files::{backup_path, read_text, restore_backup, write_atomic, write_backup};
 pub use locate::{Dirs, candidates, locate};
 pub use merge::{Merge, merge};
@@ -146,6 +148,20 @@ pub enum ClientError {
     SameFile { path: PathBuf },
     #[error("meta-server's config would not load after the import: {0}; fix it and retry")]
     Config(#[from] ConfigError),
+    #[error("meta-server's config does not load as it is, so it was left alone: {0}")]
+    Broken(ConfigError),
+    #[error(
+        "{path} already has a server \"{key}\"; pass --force to replace it, or pick another name"
+    )]
+    Exists { key: String, path: PathBuf },
+    #[error("server \"{key}\" not written: {reason}")]
+    Refused { key: String, reason: String },
+    #[error("{path} has no server \"{name}\"; configured: {configured}")]
+    UnknownServer {
+        name: String,
+        path: PathBuf,
+        configured: String,
+    },
 }
 
 /// One server read from a client file, in meta-server's entry shape.

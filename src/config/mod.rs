@@ -3,6 +3,7 @@
 //! Everything is checked before any I/O happens elsewhere; every error names the file, the server
 //! and the key, and says what to do.
 
+mod diff;
 mod expand;
 mod parse;
 mod policy;
@@ -15,7 +16,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use diff::Change;
 pub use expand::{Unset, expand};
+pub use parse::jsonc;
 pub use policy::{
     AuditSettings, DEFAULT_AUDIT_MAX_BYTES, Destructive, MIN_AUDIT_MAX_BYTES, Policy,
 };
@@ -110,6 +113,8 @@ pub struct Settings {
     pub source: PathBuf,
     /// Where catalogs are read and written.
     pub catalog_dir: PathBuf,
+    /// The catalog dir the command line or the environment gave, over the file's.
+    pub catalog_dir_flag: Option<PathBuf>,
     /// How many servers `index` connects at once.
     pub index_concurrency: usize,
     /// Directories searched for `<skill>/SKILL.md`.
@@ -144,6 +149,8 @@ pub struct Settings {
     pub file_order: Vec<String>,
     /// Entries that cannot be served as written, in file order; the rest still work.
     pub skipped: Vec<SkippedServer>,
+    /// Keys of the entries with `"disabled": true`, in file order: configured, not served.
+    pub disabled: Vec<String>,
 }
 
 /// A config entry left out because meta-server cannot serve it as written.
@@ -224,10 +231,32 @@ impl Settings {
                 source,
             },
         })?;
-        let mut settings = parse::parse(path, &text)?;
-        if let Some(dir) = catalog_dir {
-            settings.catalog_dir = dir;
+        Self::from_text(path, &text, catalog_dir)
+    }
+
+    /// Checks `text` as the config file at `path` would be read by [`Self::load`]: with the
+    /// catalog dir `catalog_dir` (flag or environment) and the environment's overrides.
+    pub fn from_text(
+        path: &Path,
+        text: &str,
+        catalog_dir: Option<PathBuf>,
+    ) -> Result<Self, ConfigError> {
+        parse::parse(path, text)?.overridden(catalog_dir)
+    }
+
+    /// The config file's new `text` read as [`Self::load`] read the file: with the same catalog
+    /// dir flag and the same environment.
+    pub fn reread(&self, text: &str) -> Result<Self, ConfigError> {
+        parse::parse(&self.source, text)?.overridden(self.catalog_dir_flag.clone())
+    }
+
+    /// These settings with what the flag (`catalog_dir`) and the environment set over the file.
+    fn overridden(mut self, catalog_dir: Option<PathBuf>) -> Result<Self, ConfigError> {
+        if let Some(dir) = &catalog_dir {
+            self.catalog_dir = dir.clone();
         }
+        self.catalog_dir_flag = catalog_dir;
+        let mut settings = self;
         if let Some(dir) = std::env::var_os(EMBED_DIR_ENV).filter(|d| !d.is_empty()) {
             settings.embed_dir = PathBuf::from(dir);
         }

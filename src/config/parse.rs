@@ -1,7 +1,8 @@
 //! Parsing of the config file: `mcpServers` (Claude Desktop, Cursor, Claude Code) or `servers`
 //! (VS Code), per-server meta-server keys, and the global `metaServer` object.
 //!
-//! The file is read as JSON, then `metaServer` and each server entry are deserialized on their
+//! The file is read as JSONC (JSON with the comments and trailing commas VS Code's `mcp.json`
+//! accepts, [`jsonc`]), then `metaServer` and each server entry are deserialized on their
 //! own into the serde types below (through `serde_path_to_error`, so an error names the key), and
 //! one bad entry is skipped without sinking the others. Leaf values are read by small types
 //! ([`Str`], [`Positive`], ...) whose errors say what the value must be and what kind of value
@@ -237,6 +238,23 @@ fn read<T: DeserializeOwned>(at: &str, value: Value) -> Result<T, Invalid> {
     })
 }
 
+/// What config files may hold beyond JSON: the comments and trailing commas VS Code accepts in
+/// `mcp.json`, nothing looser. The clients' files are read the same way.
+pub fn jsonc() -> jsonc_parser::ParseOptions {
+    jsonc_parser::ParseOptions {
+        allow_comments: true,
+        allow_trailing_commas: true,
+        allow_loose_object_property_names: false,
+        allow_missing_commas: false,
+        allow_single_quoted_strings: false,
+        allow_hexadecimal_numbers: false,
+        allow_unary_plus_numbers: false,
+        allow_bare_decimal_point_numbers: false,
+        allow_non_finite_numbers: false,
+        allow_extended_string_escapes: false,
+    }
+}
+
 /// Global defaults from `metaServer`, applied to servers that do not set their own.
 struct Defaults {
     idle_timeout: Duration,
@@ -250,12 +268,13 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
     let invalid = |at: &str, message: String| Invalid::new(at, message).in_file(path);
     // Editors on Windows start files with a byte order mark.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let root: Value = serde_json::from_str(text).map_err(|e| ConfigError::Syntax {
-        path: path.to_owned(),
-        line: e.line(),
-        column: e.column(),
-        message: e.to_string(),
-    })?;
+    let root: Value =
+        jsonc_parser::parse_to_serde_value(text, &jsonc()).map_err(|e| ConfigError::Syntax {
+            path: path.to_owned(),
+            line: e.line_display(),
+            column: e.column_display(),
+            message: e.kind().to_string(),
+        })?;
     let Value::Object(mut root) = root else {
         return Err(invalid(
             "top level",
@@ -365,8 +384,10 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
     // One entry meta-server cannot serve is reported and skipped; it never sinks the rest.
     let mut out: Vec<ServerConfig> = Vec::new();
     let mut skipped: Vec<SkippedServer> = Vec::new();
+    let mut disabled: Vec<String> = Vec::new();
     for (key, entry) in servers {
         if entry.get("disabled") == Some(&Value::Bool(true)) {
+            disabled.push(key);
             continue;
         }
         match server(section, &key, entry, &out, &defaults) {
@@ -390,6 +411,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
         catalog_dir: global
             .catalog_dir
             .map_or_else(default_catalog_dir, |dir| base.join(dir.0)),
+        catalog_dir_flag: None,
         index_concurrency: global
             .index_concurrency
             .map_or(DEFAULT_INDEX_CONCURRENCY, |n| n.0 as usize),
@@ -426,6 +448,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
         servers: out,
         file_order,
         skipped,
+        disabled,
     })
 }
 
@@ -812,8 +835,23 @@ mod tests {
         assert!(e.contains("mcpServers"), "{e}");
         let e = invalid(r#"{"mcpServers": []}"#);
         assert!(e.contains("mcpServers"), "{e}");
-        let e = invalid("{\"mcpServers\": {\n  \"s\": {\"command\": \"x\",}\n}}");
+        let e = invalid("{\"mcpServers\": {\n  \"s\": {\"command\": \"x\" \"args\": []}\n}}");
         assert!(e.contains("line 2"), "{e}");
+        let e = invalid("{\"mcpServers\": {'s': {\"command\": \"x\"}}}");
+        assert!(e.contains("line 1"), "only what VS Code accepts: {e}");
+    }
+
+    #[test]
+    fn comments_and_trailing_commas_are_read_as_vs_code_reads_them() {
+        let s = parse_str(
+            "// mine\n{\n  \"metaServer\": {\"trust\": \"off\",}, /* x */\n  \"mcpServers\": {\n    \"s\": {\"command\": \"x\", \"args\": [\"a\",],}, // s\n  },\n}\n",
+        )
+        .unwrap();
+        assert_eq!(s.trust, TrustMode::Off);
+        let TransportConfig::Stdio { args, .. } = &s.servers[0].transport else {
+            panic!()
+        };
+        assert_eq!(args, &["a"]);
     }
 
     #[test]

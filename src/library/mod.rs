@@ -21,7 +21,7 @@ use crate::catalog::{Catalog, ToolDef};
 use crate::checksum;
 use crate::config::ServerConfig;
 use crate::learning::Learned;
-use crate::search::{SearchError, SearchIndex, SearchOptions};
+use crate::search::{SearchError, SearchIndex, SearchOptions, ToolDoc};
 use crate::skills::Skill;
 use documents::{Parts, add_catalog, server_source};
 use vectors::Semantic;
@@ -188,6 +188,69 @@ impl Library {
         })
     }
 
+    /// A new library for a changed config (`servers`): the catalogs of servers no longer
+    /// configured go, and those of `changed` are indexed again as their new config shapes them
+    /// (allow/deny globs, description); `None` when neither touches a catalog. Vectors are not
+    /// carried over, as with [`Self::with_catalog`].
+    pub fn reconfigured(
+        &self,
+        servers: &[ServerConfig],
+        changed: &[String],
+    ) -> Result<Option<Self>, SearchError> {
+        let configured = |name: &str| servers.iter().find(|s| s.name == name);
+        let gone: Vec<String> = (self.catalogs.keys())
+            .filter(|name| configured(name).is_none())
+            .cloned()
+            .collect();
+        let mut catalogs = self.catalogs.clone();
+        let mut sources = self.sources.clone();
+        for name in &gone {
+            catalogs.remove(name);
+            sources.remove(name);
+        }
+        let mut entries = self.entries.clone();
+        entries.retain(|_, e| !gone.contains(&e.server) && !changed.contains(&e.server));
+        let mut replaced: Vec<(String, Vec<ToolDoc>)> =
+            gone.iter().map(|name| (name.clone(), Vec::new())).collect();
+        for name in changed {
+            let (Some(config), Some(catalog)) = (configured(name), catalogs.get(name)) else {
+                continue;
+            };
+            let mut docs = Vec::new();
+            add_catalog(
+                &mut entries,
+                Some(&mut docs),
+                config,
+                catalog.tool_defs(),
+                &self.learned,
+            );
+            if !sources.is_empty() {
+                let file = checksum::of(catalog.text().as_bytes());
+                sources.insert(name.clone(), server_source(config, &file, &self.learned));
+            }
+            replaced.push((name.clone(), docs));
+        }
+        if replaced.is_empty() {
+            return Ok(None);
+        }
+        let Some(index) = self.index.replace_servers(replaced)? else {
+            return self
+                .rebuilt(servers, catalogs, sources, self.learned.clone())
+                .map(Some);
+        };
+        Ok(Some(Self {
+            entries,
+            catalogs,
+            skills: self.skills.clone(),
+            builtin: self.builtin.clone(),
+            index,
+            sources,
+            saved: AtomicBool::new(false),
+            learned: self.learned.clone(),
+            semantic: OnceLock::new(),
+        }))
+    }
+
     /// This library's catalogs built again whole, with `learned` queries.
     fn rebuilt(
         &self,
@@ -220,6 +283,46 @@ mod tests {
             .map(|t| RawTool::from(serde_json::json!({"name": t, "description": format!("does {t}"), "inputSchema": {"type": "object"}})))
             .collect();
         Catalog::new(server, tools)
+    }
+
+    #[test]
+    fn a_changed_config_gives_the_library_a_full_build_would() {
+        let mut servers: Vec<ServerConfig> = ["a", "b", "c"]
+            .into_iter()
+            .map(ServerConfig::catalog_only)
+            .collect();
+        let mut catalogs = BTreeMap::new();
+        catalogs.insert("a".into(), catalog("a", &["alpha", "beta"]));
+        catalogs.insert("b".into(), catalog("b", &["bravo", "charlie"]));
+        catalogs.insert("c".into(), catalog("c", &["x1", "x2", "x3", "x4", "x5"]));
+        let library = Library::build(&servers, catalogs.clone()).unwrap();
+        assert!(library.reconfigured(&servers, &[]).unwrap().is_none());
+
+        // b goes; a now denies beta; d comes (no catalog yet).
+        servers.remove(1);
+        servers[0].tools = crate::config::ToolFilter::new(vec![], vec!["beta".into()]).unwrap();
+        servers.push(ServerConfig::catalog_only("d"));
+        let updated = library
+            .reconfigured(&servers, &["a".into()])
+            .unwrap()
+            .unwrap();
+        catalogs.remove("b");
+        let full = Library::build(&servers, catalogs).unwrap();
+        let names = |l: &Library| l.entries.keys().cloned().collect::<Vec<_>>();
+        assert_eq!(names(&updated), names(&full));
+        assert_eq!(
+            names(&updated),
+            ["a__alpha", "c__x1", "c__x2", "c__x3", "c__x4", "c__x5"]
+        );
+        assert_eq!(updated.catalogs, full.catalogs);
+        assert!(
+            updated
+                .search("does bravo", 5, None)
+                .unwrap()
+                .iter()
+                .all(|h| !h.key.starts_with("b__"))
+        );
+        assert_eq!(updated.index.len(), full.index.len());
     }
 
     #[test]

@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use parking_lot::RwLock;
+
 use crate::budget::{self, Budgets, ByteEstimate, Limits, O200k, Route, TokenCounter};
 use crate::config::{ServerConfig, Settings, Tokenizer};
 use crate::result::{ResultHandler, ResultStore};
@@ -17,11 +19,30 @@ use super::logins::Logins;
 use super::metrics::Metrics;
 use crate::library::{Library, LoadReport};
 
+/// The settings in force: swapped whole when the config file changes (see
+/// `catalogs/reload.rs`); readers take a snapshot.
+pub struct LiveSettings(RwLock<Arc<Settings>>);
+
+impl LiveSettings {
+    fn new(settings: Settings) -> Self {
+        Self(RwLock::new(Arc::new(settings)))
+    }
+
+    /// The settings now.
+    pub fn get(&self) -> Arc<Settings> {
+        self.0.read().clone()
+    }
+
+    pub(in crate::server) fn set(&self, settings: Arc<Settings>) {
+        *self.0.write() = settings;
+    }
+}
+
 /// Shared state of one serving process.
 pub struct State {
-    pub settings: Arc<Settings>,
-    /// Result budgets from the settings, resolved once.
-    budgets: Budgets,
+    settings: Arc<LiveSettings>,
+    /// Result budgets from the settings, resolved again when they change.
+    budgets: RwLock<Budgets>,
     pub manager: Arc<Manager>,
     pub results: ResultHandler,
     /// The store shared with other replicas, if one is configured.
@@ -60,7 +81,6 @@ impl State {
         manager: impl FnOnce(&[ServerConfig], Events) -> Arc<Manager>,
         shared: Option<Valkey>,
     ) -> Arc<Self> {
-        let settings = Arc::new(settings);
         let (events, receiver) = tokio::sync::mpsc::unbounded_channel();
         let manager = manager(&settings.servers, events);
         for server in &settings.servers {
@@ -69,19 +89,43 @@ impl State {
                 manager.remember_revision(&server.name, revision);
             }
         }
+        let live = Arc::new(LiveSettings::new(settings));
+        let settings = live.get();
         Arc::new(Self {
-            budgets: budgets(&settings),
+            budgets: RwLock::new(budgets(&settings)),
             manager,
             results: result_handler(&settings, shared.as_ref()),
             shared,
             metrics: Metrics::default(),
             trust: crate::trust::Trust::new(settings.trust, settings.catalog_dir.clone()),
             audit: settings.audit.clone().map(crate::audit::AuditLog::new),
-            catalogs: Arc::new(Catalogs::new(settings.clone(), library, receiver)),
+            catalogs: Arc::new(Catalogs::new(live.clone(), library, receiver)),
             learning: Learner::new(&settings),
-            settings,
+            settings: live,
             logins: Logins::default(),
         })
+    }
+
+    /// The settings in force (a snapshot: a config reload swaps in new ones).
+    pub fn settings(&self) -> Arc<Settings> {
+        self.settings.get()
+    }
+
+    /// Puts `settings` in force: the budgets they give, the settings and the library (see
+    /// [`Catalogs::reconfigure`]: `changed` servers re-indexed). The caller (a config reload)
+    /// brings the upstreams in line.
+    pub(super) fn set_settings(
+        &self,
+        settings: Settings,
+        changed: &[String],
+    ) -> Result<(), crate::search::SearchError> {
+        *self.budgets.write() = budgets(&settings);
+        self.catalogs.reconfigure(Arc::new(settings), changed)?;
+        // A removed server's tools lose what they learned, a changed one's are checked again.
+        if let Some(learner) = &self.learning {
+            learner.recheck();
+        }
+        Ok(())
     }
 
     /// The state of one process: the library from the catalog dir, upstreams not started,
@@ -104,8 +148,14 @@ impl State {
             .missing
             .into_iter()
             .filter(|name| {
-                let server = state.settings.servers.iter().find(|s| &s.name == name);
-                server.is_none_or(|server| state.catalogs.check_launch(server, &mut lookups, false))
+                let server = state
+                    .settings()
+                    .servers
+                    .iter()
+                    .find(|s| &s.name == name)
+                    .cloned();
+                server
+                    .is_none_or(|server| state.catalogs.check_launch(&server, &mut lookups, false))
             })
             .collect();
         (state, missing)
@@ -132,7 +182,7 @@ impl State {
     /// The soft and hard limits for results on `route`, for a client whose own limit is
     /// `client` (learned per session from `initialize`).
     pub fn limits(&self, route: &Route, client: Option<usize>) -> Limits {
-        self.budgets.limits(route, client)
+        self.budgets.read().limits(route, client)
     }
 
     /// Passes a result through result handling for `route`, within the caller's client limit;

@@ -180,13 +180,15 @@ impl Follow {
         follow
     }
 
-    /// Follows the store's approvals until the process ends.
-    pub async fn run(mut self) {
+    /// Follows the store's approvals of the servers `servers` names (the config may change)
+    /// until the process ends.
+    pub async fn run(mut self, servers: impl Fn() -> Vec<String> + Send) {
         let mut every = tokio::time::interval(FOLLOW_EVERY);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         every.tick().await;
         loop {
             every.tick().await;
+            self.servers = servers();
             self.pass().await;
         }
     }

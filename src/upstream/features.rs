@@ -46,17 +46,17 @@ impl Manager {
         let peer = &conn.peer;
         Ok(Offers {
             prompts: self
-                .list_kind(slot, &conn, "prompts/list", prompts, |p| {
+                .list_kind(&slot, &conn, "prompts/list", prompts, |p| {
                     peer.list_prompts(p)
                 })
                 .await?,
             resources: self
-                .list_kind(slot, &conn, "resources/list", resources, |p| {
+                .list_kind(&slot, &conn, "resources/list", resources, |p| {
                     peer.list_resources(p)
                 })
                 .await?,
             resource_templates: self
-                .list_kind(slot, &conn, "resources/templates/list", resources, |p| {
+                .list_kind(&slot, &conn, "resources/templates/list", resources, |p| {
                     peer.list_resource_templates(p)
                 })
                 .await?,
@@ -191,7 +191,7 @@ impl Manager {
         let _busy = InFlight::new(&conn);
         let _caller = origin.map(|origin| conn.relays.enter(origin.clone()));
         let sent = request(conn.clone());
-        self.bounded(slot, &conn, what, async {
+        self.bounded(&slot, &conn, what, async {
             match sent.await {
                 Ok(result) => Ok(Ok(result)),
                 Err(ServiceError::McpError(e)) => Ok(Err(e)),

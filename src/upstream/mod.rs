@@ -140,6 +140,16 @@ struct Slot {
 }
 
 impl Slot {
+    fn new(config: &ServerConfig) -> Self {
+        Self {
+            config: config.clone(),
+            conn: Mutex::new(None),
+            challenge: StdMutex::new(None),
+            redactor: Redactor::new(config.secrets()),
+            revision: StdMutex::new(None),
+        }
+    }
+
     fn start(&self) -> revision::Start {
         revision::Start::after(self.revision.lock().as_ref())
     }
@@ -185,7 +195,8 @@ enum Opener {
 
 /// Owns every upstream connection.
 pub struct Manager {
-    slots: HashMap<String, Arc<Slot>>,
+    /// One per configured server; [`Manager::reconfigure`] follows a changed config.
+    slots: parking_lot::RwLock<HashMap<String, Arc<Slot>>>,
     events: Option<Events>,
     opener: Opener,
     /// Whether several clients share the connections (`serve --http`): then no client's
@@ -221,19 +232,10 @@ impl Manager {
     fn build(servers: &[ServerConfig], events: Option<Events>) -> Arc<Self> {
         let slots = servers
             .iter()
-            .map(|s| {
-                let slot = Slot {
-                    config: s.clone(),
-                    conn: Mutex::new(None),
-                    challenge: StdMutex::new(None),
-                    redactor: Redactor::new(s.secrets()),
-                    revision: StdMutex::new(None),
-                };
-                (s.name.clone(), Arc::new(slot))
-            })
+            .map(|s| (s.name.clone(), Arc::new(Slot::new(s))))
             .collect();
         Arc::new(Self {
-            slots,
+            slots: parking_lot::RwLock::new(slots),
             events,
             opener: Opener::Launch,
             many_clients: AtomicBool::new(false),
@@ -252,10 +254,52 @@ impl Manager {
         roots::Roots::new(slot.config.roots.as_deref(), one_client)
     }
 
-    fn slot(&self, server: &str) -> Result<&Arc<Slot>, UpstreamError> {
+    fn slot(&self, server: &str) -> Result<Arc<Slot>, UpstreamError> {
         self.slots
+            .read()
             .get(server)
+            .cloned()
             .ok_or_else(|| UpstreamError::Unknown(server.to_owned()))
+    }
+
+    /// Whether `slot` is still the one of its server.
+    fn holds(&self, slot: &Arc<Slot>) -> bool {
+        (self.slots.read().get(&slot.config.name)).is_some_and(|held| Arc::ptr_eq(held, slot))
+    }
+
+    /// Makes the servers those of `servers` (a changed config): a new one gets its slot (it
+    /// starts on first use); one gone, or whose config changed, loses its slot, and its
+    /// connection is closed (a stdio server's process group stopped) before this returns. A
+    /// call in flight on a closed connection fails. Returns the servers whose connection was
+    /// closed.
+    pub async fn reconfigure(&self, servers: &[ServerConfig]) -> Vec<String> {
+        let dropped: Vec<Arc<Slot>> = {
+            let mut slots = self.slots.write();
+            let stale: Vec<String> = (slots.iter())
+                .filter(|(name, slot)| {
+                    servers
+                        .iter()
+                        .all(|s| &s.name != *name || s != &slot.config)
+                })
+                .map(|(name, _)| name.clone())
+                .collect();
+            let dropped = stale.iter().filter_map(|name| slots.remove(name)).collect();
+            for server in servers {
+                slots
+                    .entry(server.name.clone())
+                    .or_insert_with(|| Arc::new(Slot::new(server)));
+            }
+            dropped
+        };
+        let mut closed = Vec::new();
+        for slot in dropped {
+            let conn = slot.conn.lock().await.take();
+            if let Some(conn) = conn {
+                conn.close().await;
+                closed.push(slot.config.name.clone());
+            }
+        }
+        closed
     }
 
     /// The live connection to `server`, connecting first if needed (for no client).
@@ -277,7 +321,7 @@ impl Manager {
             return Ok(conn.clone());
         }
         let start = slot.start();
-        let asked = (opener.clone(), self.roots(slot));
+        let asked = (opener.clone(), self.roots(&slot));
         let opened = match &self.opener {
             Opener::Launch => {
                 connect::open(
@@ -305,6 +349,12 @@ impl Manager {
         if let Some(info) = conn.server_info() {
             *slot.revision.lock() = Some(info.protocol_version.clone());
         }
+        // The config dropped this server while it was connecting: it is not kept.
+        if !self.holds(&slot) {
+            drop(guard);
+            conn.close().await;
+            return Err(UpstreamError::Unknown(server.to_owned()));
+        }
         *guard = Some(conn.clone());
         drop(guard);
         if let Some(events) = &self.events {
@@ -312,7 +362,7 @@ impl Manager {
             let _ = events.send(Event::Connected(server.to_owned()));
         }
         tokio::spawn(reap_when_idle(
-            Arc::downgrade(slot),
+            Arc::downgrade(&slot),
             Arc::downgrade(&conn),
             slot.config.idle_timeout,
         ));
@@ -323,7 +373,7 @@ impl Manager {
     /// connection in this process needs no probe. Unknown servers are ignored.
     pub fn remember_revision(&self, server: &str, revision: &str) {
         let parsed = serde_json::from_value(serde_json::Value::from(revision));
-        if let (Some(slot), Ok(version)) = (self.slots.get(server), parsed) {
+        if let (Some(slot), Ok(version)) = (self.slots.read().get(server), parsed) {
             *slot.revision.lock() = Some(version);
         }
     }
@@ -331,7 +381,7 @@ impl Manager {
     /// The challenge of the last request `server` refused for want of a login, taken: the
     /// caller is expected to log in (`meta-server call --login` does).
     pub fn take_login_challenge(&self, server: &str) -> Option<String> {
-        let slot = self.slots.get(server)?;
+        let slot = self.slots.read().get(server)?.clone();
         slot.challenge.lock().take()
     }
 
@@ -339,7 +389,7 @@ impl Manager {
     /// `WWW-Authenticate` challenge if it wants a login, `None` if it answers without one.
     pub async fn probe_login(&self, server: &str) -> Result<Option<String>, UpstreamError> {
         let slot = self.slot(server)?;
-        let asked = (Origin::Detached, self.roots(slot));
+        let asked = (Origin::Detached, self.roots(&slot));
         let opened = connect::open(&slot.config, None, false, asked, slot.start())
             .await
             .map_err(|e| e.redacted(&slot.redactor));
@@ -348,7 +398,7 @@ impl Manager {
             other => Arc::new(other?),
         };
         let listed = self
-            .list_pages(slot, &conn, "tools/list", |p| conn.peer.list_tools(p))
+            .list_pages(&slot, &conn, "tools/list", |p| conn.peer.list_tools(p))
             .await;
         conn.close().await;
         match listed {
@@ -360,7 +410,8 @@ impl Manager {
 
     /// Whether `server` has a live connection now.
     pub async fn is_connected(&self, server: &str) -> bool {
-        match self.slots.get(server) {
+        let slot = self.slots.read().get(server).cloned();
+        match slot {
             Some(slot) => slot.conn.lock().await.is_some(),
             None => false,
         }
@@ -375,7 +426,7 @@ impl Manager {
         let conn = self.connect(server).await?;
         let _busy = InFlight::new(&conn);
         let tools = self
-            .list_pages(slot, &conn, "tools/list", |p| conn.peer.list_tools(p))
+            .list_pages(&slot, &conn, "tools/list", |p| conn.peer.list_tools(p))
             .await?;
         let _ = conn.listed.set(());
         Ok((tools, conn.clone()))
@@ -456,7 +507,7 @@ impl Manager {
             })
         };
         let mut result = self
-            .bounded(slot, &conn, &format!("tools/call {tool}"), call)
+            .bounded(&slot, &conn, &format!("tools/call {tool}"), call)
             .await?;
         // A server that swallowed our refusal still lets the caller know why it got nothing.
         if let Some(refused) = caller.refused() {
@@ -556,7 +607,8 @@ impl Manager {
     /// Tells the servers `client`'s calls started, and that are given its roots, that its
     /// roots changed (`notifications/roots/list_changed`); they ask it again for its roots.
     pub async fn roots_changed(&self, client: ClientId) {
-        for slot in self.slots.values() {
+        let slots: Vec<Arc<Slot>> = self.slots.read().values().cloned().collect();
+        for slot in slots {
             let conn = slot.conn.lock().await.clone();
             let given = |c: &Arc<Connection>| c.relays.roots().asks_client();
             if let Some(conn) = conn.filter(|c| c.relays.opened_by(client) && given(c)) {
@@ -570,7 +622,8 @@ impl Manager {
 
     /// Stops one server if it is connected.
     pub async fn disconnect(&self, server: &str) {
-        if let Some(slot) = self.slots.get(server) {
+        let slot = self.slots.read().get(server).cloned();
+        if let Some(slot) = slot {
             let conn = slot.conn.lock().await.take();
             if let Some(conn) = conn {
                 conn.close().await;
@@ -580,7 +633,8 @@ impl Manager {
 
     /// Stops `server` unless a call is in flight on it (used after background indexing).
     pub async fn disconnect_if_idle(&self, server: &str) {
-        if let Some(slot) = self.slots.get(server) {
+        let slot = self.slots.read().get(server).cloned();
+        if let Some(slot) = slot {
             let mut guard = slot.conn.lock().await;
             if guard
                 .as_ref()
@@ -595,7 +649,8 @@ impl Manager {
 
     /// Stops every connected server and waits for them to exit.
     pub async fn shutdown(&self) {
-        futures::future::join_all(self.slots.keys().map(|name| self.disconnect(name))).await;
+        let names: Vec<String> = self.slots.read().keys().cloned().collect();
+        futures::future::join_all(names.iter().map(|name| self.disconnect(name))).await;
     }
 }
 

@@ -106,7 +106,7 @@ impl Manager {
             let what = format!("resources/subscribe {uri}");
             #[expect(deprecated, reason = "resources/subscribe, for 2025-11-25 servers")]
             let sent = conn.peer.subscribe(params);
-            self.bounded(slot, &conn, &what, sent).await?;
+            self.bounded(&slot, &conn, &what, sent).await?;
         }
         Ok(subscription)
     }

@@ -2,9 +2,9 @@
 SDK over the reference servers: a search followed by a successful call is kept and moves later
 searches (after a restart too), with learning off nothing moves; a script's search and call
 teach like the client's, a details read half as much; a changed tool, or a server that leaves
-the config, loses what it learned; a token limited to one server teaches nothing for the others; replicas sharing a Valkey store
-learn from each other and forget together. BM25 only (META_SERVER_EMBEDDINGS=off) so the
-rankings do not depend on model assets."""
+the config, loses what it learned; a token limited to one server teaches nothing for the
+others; replicas sharing a Valkey store learn from each other and forget together. BM25 only
+(META_SERVER_EMBEDDINGS=off) so the rankings do not depend on model assets."""
 import asyncio
 import json
 from pathlib import Path

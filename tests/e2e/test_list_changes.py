@@ -74,7 +74,8 @@ async def test_a_2025_11_25_session_is_told_the_resources_changed(indexed, trans
     async with client(indexed, transport, "legacy", message_handler=on_message) as c:
         init = c.session.initialize_result
         assert init.capabilities.resources.list_changed and init.capabilities.prompts.list_changed
-        assert init.capabilities.tools.list_changed is None, "the meta surface never changes"
+        # Declared: tools/list changes when a config change adds or removes an alwaysLoad server.
+        assert init.capabilities.tools.list_changed
         assert URI not in await uris(c)
         await make_resource(c)
         await asyncio.wait_for(told.wait(), 60)
@@ -86,7 +87,7 @@ async def test_a_2025_11_25_session_is_told_the_resources_changed(indexed, trans
 async def test_a_2026_07_28_client_hears_it_on_its_listen_stream(indexed, transport):
     async with client(indexed, transport, "2026-07-28") as c:
         async with c.listen(tools_list_changed=True, resources_list_changed=True) as sub:
-            assert sub.honored.resources_list_changed and not sub.honored.tools_list_changed, sub.honored
+            assert sub.honored.resources_list_changed and sub.honored.tools_list_changed, sub.honored
             assert URI not in await uris(c)
             await make_resource(c)
             event = await asyncio.wait_for(sub.__anext__(), 60)

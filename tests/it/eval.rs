@@ -196,7 +196,7 @@ fn short_requests_are_confident_only_when_a_shipped_tool_answers_them() {
     assert_eq!(unanswerable, 0.0);
 }
 
-/// The BM25 row of EVAL.md and the README, reproduced from the MetaTool data kept in the repo:
+/// The BM25 row of EVAL.md and docs/search.md, reproduced from the MetaTool data kept in the repo:
 /// a ranking change that moves them must update the documents too.
 #[test]
 fn metatool_numbers_in_the_documents_reproduce() {

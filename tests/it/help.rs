@@ -1,4 +1,4 @@
-//! The help of every command, as snapshots: it is what users read (and the README's twin).
+//! The help of every command, as snapshots: it is what users read (and docs/commands.md's twin).
 
 use crate::support::{meta_server, succeeds};
 
@@ -7,6 +7,10 @@ fn help_of_every_command() {
     for command in [
         "",
         "serve",
+        "add",
+        "remove",
+        "get",
+        "list",
         "index",
         "search",
         "call",

@@ -8,6 +8,7 @@
 mod auth;
 mod bounds;
 mod cli;
+mod docs;
 #[cfg(feature = "embeddings")]
 mod embed;
 mod eval;

@@ -94,9 +94,9 @@ fn discover_answers_both_revisions_and_initialize_still_starts_a_session() {
         init["instructions"], found["instructions"],
         "the same overview"
     );
-    assert!(
-        init["capabilities"]["tools"].get("listChanged").is_none(),
-        "the meta surface never changes"
+    assert_eq!(
+        init["capabilities"]["tools"]["listChanged"], true,
+        "tools/list changes when a config change adds or removes an alwaysLoad server"
     );
     let after = s.request(14, "vendor/whatever", json!({}));
     assert_eq!(after["error"]["code"], -32601, "{after}");

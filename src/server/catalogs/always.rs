@@ -15,8 +15,8 @@ use crate::server::State;
 /// Connects every alwaysLoad server (re-listing stale catalogs), then returns their tools in
 /// server-name order, as they will be listed for the rest of the process.
 pub(in crate::server) async fn prepare(state: &Arc<State>) -> Vec<Tool> {
-    let servers: Vec<&str> = state
-        .settings
+    let settings = state.settings();
+    let servers: Vec<&str> = settings
         .servers
         .iter()
         .filter(|s| s.always_load)

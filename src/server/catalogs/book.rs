@@ -19,6 +19,7 @@ use crate::config::{ServerConfig, Settings};
 use crate::learning::Learned;
 use crate::library::Library;
 use crate::search::SearchError;
+use crate::server::state::LiveSettings;
 use crate::upstream::{CommandLookups, Event};
 
 /// How long listings still running may finish after the client left, so their catalogs are
@@ -27,7 +28,7 @@ const LISTING_GRACE: Duration = Duration::from_secs(5);
 
 /// The library and all bookkeeping on the catalogs behind it.
 pub struct Catalogs {
-    settings: Arc<Settings>,
+    settings: Arc<LiveSettings>,
     library: RwLock<Arc<Library>>,
     /// Counts the libraries swapped in, for whoever follows catalog changes.
     swapped: watch::Sender<u64>,
@@ -57,7 +58,7 @@ pub struct Catalogs {
 impl Catalogs {
     /// Serves `library` for the servers `settings` configures, following `events`.
     pub(in crate::server) fn new(
-        settings: Arc<Settings>,
+        settings: Arc<LiveSettings>,
         library: Library,
         events: UnboundedReceiver<Event>,
     ) -> Self {
@@ -79,6 +80,11 @@ impl Catalogs {
         }
     }
 
+    /// The settings in force (a snapshot).
+    pub fn settings(&self) -> Arc<Settings> {
+        self.settings.get()
+    }
+
     /// The current library (a snapshot; cheap to hold across a call).
     pub fn library(&self) -> Arc<Library> {
         self.library.read().clone()
@@ -89,9 +95,13 @@ impl Catalogs {
         // One rebuild at a time, so concurrent refreshes never drop each other's catalogs;
         // searches keep reading the old library until the swap.
         let _writer = self.rebuilding.lock();
-        let library = self
-            .library()
-            .with_catalog(&self.settings.servers, catalog)?;
+        let settings = self.settings();
+        if settings.server(&catalog.server).is_none() {
+            // Listed just before a config change removed the server.
+            tracing::debug!(server = %catalog.server, "catalog of a server no longer configured dropped");
+            return Ok(());
+        }
+        let library = self.library().with_catalog(&settings.servers, catalog)?;
         *self.library.write() = Arc::new(library);
         self.swapped.send_modify(|n| *n += 1);
         Ok(())
@@ -105,9 +115,10 @@ impl Catalogs {
         learned: Arc<Learned>,
     ) -> Result<(), SearchError> {
         let _writer = self.rebuilding.lock();
-        let dir = Some(self.settings.catalog_dir.as_path());
+        let settings = self.settings();
+        let dir = Some(settings.catalog_dir.as_path());
         let current = self.library();
-        let Some(library) = current.with_learned(&self.settings.servers, learned, dir)? else {
+        let Some(library) = current.with_learned(&settings.servers, learned, dir)? else {
             return Ok(());
         };
         // Vectors still loading (or off) are attached by the embedding that follows.
@@ -116,6 +127,32 @@ impl Catalogs {
         self.swapped.send_modify(|n| *n += 1);
         if !hybrid {
             self.embed_in_background();
+        }
+        Ok(())
+    }
+
+    /// Puts `settings` in force with a library to match: the catalogs of servers no longer
+    /// configured leave it (and their bookkeeping goes), those of `changed` are indexed again
+    /// under their new config. Under the rebuild lock, so no listing in flight swaps in a
+    /// library of the old config meanwhile.
+    pub(in crate::server) fn reconfigure(
+        &self,
+        settings: Arc<Settings>,
+        changed: &[String],
+    ) -> Result<(), SearchError> {
+        let _writer = self.rebuilding.lock();
+        let library = self.library().reconfigured(&settings.servers, changed)?;
+        let configured = |name: &String| settings.server(name).is_some();
+        self.unavailable.lock().retain(|name, _| configured(name));
+        self.dirty.lock().retain(configured);
+        self.boosted.lock().retain(configured);
+        for name in changed {
+            self.unavailable.lock().remove(name);
+        }
+        self.settings.set(settings);
+        if let Some(library) = library {
+            *self.library.write() = Arc::new(library);
+            self.swapped.send_modify(|n| *n += 1);
         }
         Ok(())
     }
@@ -132,7 +169,7 @@ impl Catalogs {
         tokio::task::spawn_blocking(move || {
             if let Err(e) = catalogs
                 .library()
-                .save_index(&catalogs.settings.catalog_dir)
+                .save_index(&catalogs.settings().catalog_dir)
             {
                 tracing::warn!("{e}; the next start builds the index again");
             }
@@ -142,7 +179,8 @@ impl Catalogs {
     /// Whether `server`'s catalog should be re-listed on its next connection: missing, made
     /// from another launch config, or changed while disconnected.
     pub fn is_stale(&self, server: &str) -> bool {
-        let Some(config) = self.settings.server(server) else {
+        let settings = self.settings();
+        let Some(config) = settings.server(server) else {
             return false;
         };
         let library = self.library();
@@ -229,8 +267,8 @@ impl Catalogs {
     /// Configured servers meta-server cannot serve now, with why: entries the config could
     /// not take, then servers whose listing failed. Sorted within each kind.
     pub fn unavailable(&self) -> Vec<(String, String)> {
-        let skipped = self
-            .settings
+        let settings = self.settings();
+        let skipped = settings
             .skipped
             .iter()
             .map(|s| (s.key.clone(), s.reason.clone()));
@@ -244,7 +282,7 @@ impl Catalogs {
     pub fn check_launches(&self) {
         let library = self.library();
         let mut lookups = CommandLookups::default();
-        for server in &self.settings.servers {
+        for server in &self.settings().servers {
             if library.catalogs.contains_key(&server.name) {
                 self.check_launch(server, &mut lookups, true);
             }
@@ -309,7 +347,7 @@ impl Catalogs {
             .spawn(move || {
                 if catalogs
                     .vectors
-                    .load_at_start(&catalogs.settings, || catalogs.library())
+                    .load_at_start(&catalogs.settings(), || catalogs.library())
                 {
                     catalogs.embed_in_background();
                 }
@@ -322,7 +360,7 @@ impl Catalogs {
     /// Loads the model if needed and computes the tool vectors of the current library (and of
     /// any library swapped in meanwhile), persisting them next to the catalogs. Blocking.
     pub fn embed_library(&self) {
-        self.vectors.embed(&self.settings, || self.library());
+        self.vectors.embed(&self.settings(), || self.library());
     }
 
     /// [`Self::embed_library`] on a thread of its own: BM25 answers until vectors are ready.

@@ -7,8 +7,10 @@ use std::sync::Arc;
 
 use super::error::RefreshError;
 use super::refresh::refresh;
+use crate::catalog::Failure;
 use crate::library::Library;
 use crate::server::State;
+use crate::upstream::UpstreamError;
 
 /// Makes sure `server` has a catalog: lists it now if it is configured and has none. Returns
 /// the library as it is then, the server's catalog in it.
@@ -17,7 +19,7 @@ pub(in crate::server) async fn ensure(
     server: &str,
 ) -> Result<Arc<Library>, RefreshError> {
     let library = state.catalogs.library();
-    if state.settings.server(server).is_none() || library.catalogs.contains_key(server) {
+    if state.settings().server(server).is_none() || library.catalogs.contains_key(server) {
         return Ok(library);
     }
     drop(library);
@@ -49,6 +51,12 @@ pub(in crate::server) async fn list(state: &Arc<State>, server: &str) -> Result<
     }
     tracing::info!(server, "listing tools (no catalog yet)");
     let listed = refresh(state, server, false).await;
+    if let Err(e) = &listed
+        && state.settings().server(server).is_some()
+    {
+        let login = matches!(e, RefreshError::Upstream(UpstreamError::NeedsLogin { .. }));
+        Failure::record(&state.settings().catalog_dir, server, &e.to_string(), login);
+    }
     state
         .catalogs
         .set_unavailable(server, listed.as_ref().err().map(ToString::to_string));

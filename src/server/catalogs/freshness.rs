@@ -23,7 +23,7 @@ const DEBOUNCE: Duration = Duration::from_millis(300);
 /// Each listing is a tracked task, so it finishes even when the client leaves meanwhile.
 pub(in crate::server) async fn index_missing(state: Arc<State>, servers: Vec<String>) {
     state.catalogs.start_indexing(servers.iter().cloned());
-    let concurrency = state.settings.index_concurrency;
+    let concurrency = state.settings().index_concurrency;
     futures::stream::iter(servers)
         .for_each_concurrent(concurrency, |server| {
             let state = state.clone();

@@ -50,7 +50,7 @@ async fn a_burst_of_list_changed_is_one_relisting_after_the_quiet_time() {
     tokio::time::sleep(Duration::from_millis(250)).await;
     assert_eq!(lists(), first + 1, "one re-listing after the burst");
     assert!(state.catalogs.library().get("up__beta").is_some());
-    let catalog = Catalog::load_server(&state.settings.catalog_dir, "up")
+    let catalog = Catalog::load_server(&state.settings().catalog_dir, "up")
         .unwrap()
         .unwrap();
     assert_eq!(catalog.tools.len(), 2, "the new list is persisted");
@@ -64,7 +64,7 @@ async fn a_changed_prompt_list_is_recorded_after_the_quiet_time() {
     upstream.set_prompts(&["greet"]);
     let state = serving(dir.path(), &upstream);
     let prompts = |state: &State| {
-        let catalog = Catalog::load_server(&state.settings.catalog_dir, "up")
+        let catalog = Catalog::load_server(&state.settings().catalog_dir, "up")
             .unwrap()
             .unwrap();
         let listed = catalog.prompts.unwrap();

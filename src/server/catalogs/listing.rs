@@ -12,10 +12,8 @@ use crate::server::State;
 
 /// A fresh catalog of `server` from its upstream.
 pub(super) async fn fetch(state: &Arc<State>, server: &str) -> Result<Catalog, RefreshError> {
-    let config = state
-        .settings
-        .server(server)
-        .ok_or(RefreshError::NotConfigured)?;
+    let settings = state.settings();
+    let config = settings.server(server).ok_or(RefreshError::NotConfigured)?;
     let fresh = catalog::fetch(&state.manager, config).await?;
     state.catalogs.count_catalog(server, true);
     state.catalogs.clear_dirty(server);
@@ -25,6 +23,10 @@ pub(super) async fn fetch(state: &Arc<State>, server: &str) -> Result<Catalog, R
 /// Logs what changed, persists the catalog and swaps the library.
 pub(super) async fn install(state: &Arc<State>, fresh: Catalog) -> Result<(), RefreshError> {
     let server = fresh.server.clone();
+    if state.settings().server(&server).is_none() {
+        // Listed just before a config change removed the server: nothing of it is kept.
+        return Ok(());
+    }
     let library = state.catalogs.library();
     match library.catalogs.get(&server) {
         Some(old) if old.tools_hash == fresh.tools_hash => {
@@ -32,8 +34,8 @@ pub(super) async fn install(state: &Arc<State>, fresh: Catalog) -> Result<(), Re
         }
         old => log_changes(&server, old, &fresh),
     }
-    observe(&state.settings, state.shared.as_ref(), &fresh).await;
-    if let Err(e) = fresh.write(&state.settings.catalog_dir) {
+    observe(&state.settings(), state.shared.as_ref(), &fresh).await;
+    if let Err(e) = fresh.write(&state.settings().catalog_dir) {
         tracing::warn!(server, "{e}");
     }
     state.catalogs.replace_catalog(fresh)?;

@@ -2,7 +2,7 @@
 //! freshness (stale and changed tool lists re-listed), catalogs shared by replicas, and the
 //! alwaysLoad servers fixed at start-up, and what searches learn from use (`learning`).
 //! `refresh` makes one server's catalog fresh, through `shared` when a store is configured,
-//! and `listing` lists and installs it.
+//! and `listing` lists and installs it; `reload` applies a changed config.
 
 pub(in crate::server) mod always;
 mod book;
@@ -14,6 +14,7 @@ mod freshness_tests;
 pub(in crate::server) mod learning;
 mod listing;
 mod refresh;
+pub(in crate::server) mod reload;
 pub(in crate::server) mod shared;
 mod vectors;
 

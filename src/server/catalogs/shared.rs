@@ -96,10 +96,8 @@ pub(super) async fn refresh(
     server: &str,
     changed: bool,
 ) -> Result<Catalog, RefreshError> {
-    let config = state
-        .settings
-        .server(server)
-        .ok_or(RefreshError::NotConfigured)?;
+    let settings = state.settings();
+    let config = settings.server(server).ok_or(RefreshError::NotConfigured)?;
     let fingerprint = config_fingerprint(config);
     let field = Valkey::catalog_field(server, &fingerprint);
     let mut seen = match store.catalog(server, &fingerprint).await {
@@ -197,7 +195,7 @@ pub(in crate::server) async fn follow(state: Arc<State>, store: Valkey) {
         let Ok(versions) = store.catalog_versions().await else {
             continue;
         };
-        for config in &state.settings.servers {
+        for config in &state.settings().servers {
             let fingerprint = config_fingerprint(config);
             let field = Valkey::catalog_field(&config.name, &fingerprint);
             let Some(version) = versions.get(&field) else {

@@ -27,6 +27,7 @@ use super::audit;
 use super::caller::Caller;
 use super::catalogs::first_run;
 use crate::audit::Subject;
+use crate::config::Settings;
 use crate::library::{Library, SEPARATOR};
 use crate::upstream::{Answer, UpstreamError};
 pub(in crate::server) use pins::{prompts, resources, templates};
@@ -50,9 +51,11 @@ pub(in crate::server) struct Passthrough {
     own: OwnSpaces,
 }
 
-/// The routes of one library and the views made of them.
+/// The routes of one library under one config (whose file order settles contested URIs) and
+/// the views made of them.
 struct Current {
     of: Weak<Library>,
+    under: Weak<Settings>,
     routes: Arc<Routes>,
     views: Vec<(Access, Arc<Routes>)>,
 }
@@ -66,19 +69,23 @@ impl Passthrough {
         }
     }
 
-    /// The routes of `state`'s library now, as `access` sees them.
+    /// The routes of `state`'s library now, as `access` sees them; built again when the
+    /// library or the config (a reload: the file order may be new) is.
     pub(in crate::server) fn routes(&self, state: &State, access: &Access) -> Arc<Routes> {
         let library = state.catalogs.library();
+        let settings = state.settings();
         let mut current = self.current.lock();
-        let fresh = current
-            .as_ref()
-            .is_some_and(|c| std::ptr::eq(c.of.as_ptr(), Arc::as_ptr(&library)));
+        let fresh = current.as_ref().is_some_and(|c| {
+            std::ptr::eq(c.of.as_ptr(), Arc::as_ptr(&library))
+                && std::ptr::eq(c.under.as_ptr(), Arc::as_ptr(&settings))
+        });
         if !fresh {
-            let servers = state.settings.servers_in_file_order();
+            let servers = settings.servers_in_file_order();
             let (routes, left_out) = Routes::build(&servers, &library.catalogs, self.own);
             self.report(left_out);
             *current = Some(Current {
                 of: Arc::downgrade(&library),
+                under: Arc::downgrade(&settings),
                 routes: Arc::new(routes),
                 views: Vec::new(),
             });
@@ -328,7 +335,8 @@ fn cap_completion(completion: &mut CompletionInfo) {
 /// changed. A server's own `ttlMs` for its tool list bounds it too.
 pub(in crate::server) fn list_ttl(state: &State) -> Duration {
     let library = state.catalogs.library();
-    let idle = state.settings.servers.iter().map(|s| s.idle_timeout);
+    let settings = state.settings();
+    let idle = settings.servers.iter().map(|s| s.idle_timeout);
     let own = library
         .catalogs
         .values()
@@ -405,7 +413,8 @@ mod tests {
         let library = Library::build(&settings.servers, catalogs).expect("library");
         let state = State::new(settings, library);
         let passthrough = Passthrough::new(OwnSpaces(&["skill://"]));
-        let token = &state.settings.http_tokens[0];
+        let settings = state.settings();
+        let token = &settings.http_tokens[0];
         let only_b = Access::of(token);
         let view = passthrough.routes(&state, &only_b);
         let uris: Vec<&str> = view.resources().iter().map(|r| r.uri.as_str()).collect();
@@ -425,5 +434,43 @@ mod tests {
         let uris: Vec<&str> = fresh.resources().iter().map(|r| r.uri.as_str()).collect();
         assert_eq!(uris, ["b://2"]);
         assert!(Arc::ptr_eq(&fresh, &passthrough.routes(&state, &only_b)));
+    }
+
+    #[tokio::test]
+    async fn a_reload_that_reorders_the_file_moves_a_contested_uri() {
+        let config = |first: &str, second: &str| {
+            let text = format!(
+                r#"{{"metaServer": {{"skillsDirs": []}},
+                    "mcpServers": {{"{first}": {{"command": "x"}}, "{second}": {{"command": "x"}}}}}}"#
+            );
+            Settings::parse(std::path::Path::new("config.json"), &text).expect("config")
+        };
+        let settings = config("a", "b");
+        let catalogs: BTreeMap<String, Catalog> = [catalog("a", "x://1"), catalog("b", "x://1")]
+            .into_iter()
+            .map(|c| (c.server.clone(), c))
+            .collect();
+        let library = Library::build(&settings.servers, catalogs).expect("library");
+        let state = State::new(settings, library);
+        let passthrough = Passthrough::new(OwnSpaces(&["skill://"]));
+        let owner = |routes: &Routes| {
+            routes
+                .resource("x://1")
+                .expect("matched")
+                .map(str::to_owned)
+        };
+        let all = Access::default();
+        assert_eq!(
+            owner(&passthrough.routes(&state, &all)).as_deref(),
+            Some("a")
+        );
+        let (reordered, change) = state.settings().reload(config("b", "a"));
+        assert!(change.settings, "a new file order is a change: {change:?}");
+        state.set_settings(reordered, &[]).expect("set");
+        assert_eq!(
+            owner(&passthrough.routes(&state, &all)).as_deref(),
+            Some("b"),
+            "the first in the file now"
+        );
     }
 }

@@ -15,7 +15,7 @@ use rmcp::model::{
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
     ResourceUpdatedNotificationParam, ResultType, ServerCapabilities, ServerConfig,
-    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{
     NotificationContext, RequestContext, RoleServer, SubscriptionContext, SubscriptionSendError,
@@ -51,8 +51,10 @@ use own::{OWN, is_own};
 pub struct MetaServer {
     pub(in crate::server) state: Arc<State>,
     instructions: Arc<str>,
-    /// The meta-tools, then the tools of alwaysLoad servers: fixed at start-up.
-    tools: Arc<[rmcp::model::Tool]>,
+    /// The meta-tools, then the tools of alwaysLoad servers: fixed at start-up, and again only
+    /// when a config change adds, removes or changes an alwaysLoad server (shared by every
+    /// session, each told with `notifications/tools/list_changed`).
+    tools: Arc<parking_lot::RwLock<Arc<[Tool]>>>,
     /// Whose results this session stores and may read back.
     owner: Owner,
     /// Every session reads every stored result (one owner for all).
@@ -87,14 +89,14 @@ impl MetaServer {
             .chain(always)
             .collect();
         let instructions =
-            instructions::overview(&state.settings, &state.catalogs.library()).into();
+            instructions::overview(&state.settings(), &state.catalogs.library()).into();
         let passthrough = Arc::new(Passthrough::new(OWN));
         let list_changes = ListChanges::follow(&state, passthrough.clone());
         let parked = Arc::new(Parked::default());
         Self {
             state,
             instructions,
-            tools,
+            tools: Arc::new(parking_lot::RwLock::new(tools)),
             owner: Owner::session(),
             share_results: false,
             passthrough,
@@ -107,6 +109,31 @@ impl MetaServer {
             waiting_prompts: Waiting::new(parked.clone()),
             waiting_reads: Waiting::new(parked),
         }
+    }
+
+    /// `tools/list` now: the meta-tools, then the alwaysLoad servers' tools.
+    fn tools(&self) -> Arc<[Tool]> {
+        self.tools.read().clone()
+    }
+
+    /// Lists `always` (the alwaysLoad servers' tools after a config change) after the
+    /// meta-tools from now on; if that changes `tools/list`, every session and listen stream
+    /// that asked is told.
+    pub(super) async fn relist_always(&self, always: Vec<Tool>) {
+        let tools: Arc<[Tool]> = definitions::definitions()
+            .iter()
+            .cloned()
+            .chain(always)
+            .collect();
+        {
+            let mut held = self.tools.write();
+            if *held == tools {
+                return;
+            }
+            *held = tools;
+        }
+        tracing::info!("the alwaysLoad tools changed: tools/list changed");
+        self.list_changes.tools_changed().await;
     }
 
     /// Lets every session read every stored result, instead of only the session's own.
@@ -175,6 +202,7 @@ impl ServerHandler for MetaServer {
                 .enable_resources_subscribe()
                 .enable_logging()
                 .enable_tools()
+                .enable_tool_list_changed()
                 .build(),
         )
         .with_server_info(Implementation::new(
@@ -235,12 +263,14 @@ impl ServerHandler for MetaServer {
         self.list_changes.add_session(cx.peer);
     }
 
-    /// Changes of the upstream prompts and resources lists (`tools/list` never changes).
+    /// Changes of the upstream prompts and resources lists, and of `tools/list` (which changes
+    /// only when a config change adds, removes or changes an alwaysLoad server).
     fn accepted_subscription_filter(
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
         let mut accepted = SubscriptionFilter::new();
+        accepted.tools_list_changed = requested.tools_list_changed;
         accepted.prompts_list_changed = requested.prompts_list_changed;
         accepted.resources_list_changed = requested.resources_list_changed;
         // rmcp gives no request here: over HTTP, a named token's request reaches this with the
@@ -289,23 +319,26 @@ impl ServerHandler for MetaServer {
                 }
                 changed = changes.recv() => match changed {
                     Ok(changed) => changed,
-                    Err(broadcast::error::RecvError::Lagged(_)) => Changed::BOTH,
+                    Err(broadcast::error::RecvError::Lagged(_)) => Changed::ALL,
                     Err(broadcast::error::RecvError::Closed) => return Ok(()),
                 },
             };
             let sink = cx.sink();
-            let sent = match (changed.prompts, changed.resources) {
-                (true, true) => match sink.notify_prompt_list_changed().await {
-                    Ok(()) | Err(SubscriptionSendError::NotificationNotAccepted(_)) => {
-                        sink.notify_resource_list_changed().await
-                    }
-                    Err(e) => Err(e),
-                },
-                (true, false) => sink.notify_prompt_list_changed().await,
-                _ => sink.notify_resource_list_changed().await,
-            };
-            if let Err(SubscriptionSendError::SubscriptionClosed) = sent {
-                return Ok(());
+            for (kind, yes) in [
+                (Changed::TOOLS, changed.tools),
+                (Changed::PROMPTS, changed.prompts),
+                (Changed::RESOURCES, changed.resources),
+            ] {
+                let sent = match kind {
+                    _ if !yes => continue,
+                    Changed::TOOLS => sink.notify_tool_list_changed().await,
+                    Changed::PROMPTS => sink.notify_prompt_list_changed().await,
+                    _ => sink.notify_resource_list_changed().await,
+                };
+                // A kind the stream did not ask for is not sent; the others still are.
+                if let Err(SubscriptionSendError::SubscriptionClosed) = sent {
+                    return Ok(());
+                }
             }
         }
     }
@@ -508,7 +541,7 @@ impl ServerHandler for MetaServer {
         _request: Option<PaginatedRequestParams>,
         cx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let mut list = ListToolsResult::with_all_items(self.tools.to_vec());
+        let mut list = ListToolsResult::with_all_items(self.tools().to_vec());
         if let Some((ttl, scope)) = revision::fixed_list_hints(&cx) {
             list = list.with_ttl_ms(ttl).with_cache_scope(scope);
         }
@@ -526,7 +559,7 @@ impl ServerHandler for MetaServer {
         let started = crate::clock::Instant::now();
         let caller = self.caller(&cx, self.session_origin(&cx), cx.ct.clone());
         let arguments = request.arguments.unwrap_or_default();
-        let answer = Request::read(&request.name, arguments, &self.tools)?
+        let answer = Request::read(&request.name, arguments, &self.tools())?
             .run(&self.state, &caller)
             .await;
         let mut result = self.offer_logins(&answer.servers, answer.result, &cx.peer, started);
@@ -635,7 +668,7 @@ impl MetaServer {
             Some(_) => None,
             None => {
                 let arguments = request.arguments.unwrap_or_default();
-                Some(Request::read(&request.name, arguments, &self.tools)?)
+                Some(Request::read(&request.name, arguments, &self.tools())?)
             }
         };
         let (this, cx_of_call) = (self.clone(), cx.clone());
@@ -672,7 +705,8 @@ impl MetaServer {
     ) -> Option<(u64, rmcp::model::CacheScope)> {
         revision::is_stateless(cx).then(|| {
             let ttl = passthrough::list_ttl(&self.state);
-            let tokens = &self.state.settings.http_tokens;
+            let settings = self.state.settings();
+            let tokens = &settings.http_tokens;
             let scope = if tokens.iter().any(|t| Access::of(t).is_limited()) {
                 rmcp::model::CacheScope::Private
             } else {

@@ -1,8 +1,9 @@
-//! Telling clients that the upstream prompts or resources they list changed: a catalog that
-//! replaces its server's previous one may change `prompts/list`, `resources/list` or
-//! `resources/templates/list` (never `tools/list`). A 2025-11-25 session is sent
-//! `notifications/prompts/list_changed` / `notifications/resources/list_changed`; a 2026-07-28
-//! client gets the same on its `subscriptions/listen` stream, if it asked for them.
+//! Telling clients that the lists they see changed: a catalog that replaces its server's
+//! previous one may change `prompts/list`, `resources/list` or `resources/templates/list`; a
+//! config change that adds, removes or changes an alwaysLoad server changes `tools/list` (and
+//! nothing else does). A 2025-11-25 session is sent `notifications/{tools,prompts,resources}/
+//! list_changed`; a 2026-07-28 client gets the same on its `subscriptions/listen` stream, if
+//! it asked for them.
 
 use std::sync::{Arc, Weak};
 
@@ -22,14 +23,31 @@ const BACKLOG: usize = 16;
 /// Which lists changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Changed {
+    pub tools: bool,
     pub prompts: bool,
     pub resources: bool,
 }
 
 impl Changed {
     /// What a stream that fell behind is told.
-    pub(super) const BOTH: Self = Self {
+    pub(super) const ALL: Self = Self {
+        tools: true,
         prompts: true,
+        resources: true,
+    };
+    pub(super) const TOOLS: Self = Self {
+        tools: true,
+        prompts: false,
+        resources: false,
+    };
+    pub(super) const PROMPTS: Self = Self {
+        tools: false,
+        prompts: true,
+        resources: false,
+    };
+    pub(super) const RESOURCES: Self = Self {
+        tools: false,
+        prompts: false,
         resources: true,
     };
 }
@@ -78,7 +96,8 @@ impl ListChanges {
                     break;
                 };
                 let now = Lists::of(&passthrough.routes(&state, &Access::default()));
-                let changed = last.as_ref().map_or(Changed::BOTH, |last| Changed {
+                let changed = last.as_ref().map_or(Changed::ALL, |last| Changed {
+                    tools: false,
                     prompts: last.prompts != now.prompts,
                     resources: last.resources != now.resources,
                 });
@@ -103,6 +122,11 @@ impl ListChanges {
         self.streams.subscribe()
     }
 
+    /// Tells every session and stream that `tools/list` changed.
+    pub(super) async fn tools_changed(&self) {
+        self.tell(Changed::TOOLS).await;
+    }
+
     async fn tell(&self, changed: Changed) {
         let _ = self.streams.send(changed);
         let sessions = {
@@ -111,6 +135,9 @@ impl ListChanges {
             sessions.clone()
         };
         for peer in sessions {
+            if changed.tools {
+                let _ = peer.notify_tool_list_changed().await;
+            }
             if changed.prompts {
                 let _ = peer.notify_prompt_list_changed().await;
             }

@@ -42,7 +42,7 @@ pub(in crate::server) fn offer(
     {
         return false;
     }
-    let Some(config) = state.settings.server(server).cloned() else {
+    let Some(config) = state.settings().server(server).cloned() else {
         return false;
     };
     if !state.logins.offer(server) {

@@ -1,7 +1,9 @@
 //! The protocol edge: what one client session talks to (`handler`), the two revisions it
 //! speaks (`revision`), the two transports (`stdio`, `http`), start-up and shutdown (`start`),
-//! and what a session says around the tools: the instructions, login offers.
+//! the config file followed while serving (`config_file`), and what a session says around the
+//! tools: the instructions, login offers.
 
+mod config_file;
 mod handler;
 pub(in crate::server) mod http;
 mod input_required;

@@ -26,7 +26,8 @@ pub enum StartError {
 /// approvals they share, then following both), loads the library from the catalogs, starts the
 /// freshness watcher, connects alwaysLoad servers, fixes `tools/list` and the `initialize`
 /// instructions; checks that servers with a catalog can be started, saves the search index if
-/// it was built or updated, and indexes servers without one, all in the background.
+/// it was built or updated, and indexes servers without one, all in the background; then follows
+/// the config file.
 /// `many_clients`: `serve --http`, whose clients share the upstream connections.
 pub(super) async fn start(
     settings: Settings,
@@ -64,7 +65,7 @@ pub(super) async fn start(
         state.manager.serve_many_clients();
     }
     for (server, reason) in state.catalogs.unavailable() {
-        if state.settings.servers.iter().any(|s| s.name == server) {
+        if state.settings().servers.iter().any(|s| s.name == server) {
             tracing::warn!(server, "cannot be started: {reason}");
         }
     }
@@ -73,7 +74,16 @@ pub(super) async fn start(
         tokio::spawn(shared::follow(state.clone(), store));
     }
     if let Some(approvals) = approvals {
-        tokio::spawn(approvals.run());
+        let state = state.clone();
+        let servers = move || {
+            state
+                .settings()
+                .servers
+                .iter()
+                .map(|s| s.name.clone())
+                .collect()
+        };
+        tokio::spawn(approvals.run(servers));
     }
     state.catalogs.embed_at_start();
     state.learn();
@@ -82,6 +92,7 @@ pub(super) async fn start(
     tokio::task::spawn_blocking(move || checking.catalogs.check_launches());
     state.catalogs.save_index_in_background();
     let server = MetaServer::start(state.clone()).await;
+    tokio::spawn(super::config_file::follow(server.clone()));
     let missing: Vec<String> = missing
         .into_iter()
         .filter(|s| !state.catalogs.library().catalogs.contains_key(s))

@@ -53,7 +53,7 @@ pub(in crate::server) async fn check(
         return Ok(());
     }
     let hints = hints(state, entry);
-    match policy::judge(&state.settings, &entry.server, &entry.qualified, hints) {
+    match policy::judge(&state.settings(), &entry.server, &entry.qualified, hints) {
         Verdict::Allow => Ok(()),
         Verdict::Deny(why) => Err(Refusal::new(Outcome::Denied, why)),
         Verdict::Confirm { key } => confirm(state, caller, entry, arguments, &key).await,
@@ -99,7 +99,7 @@ async fn confirm(
 ) -> Result<(), Refusal> {
     let qualified = &entry.qualified;
     let cannot_ask = |why: &str| {
-        let allow = policy::server_key(&state.settings, &entry.server, "destructive");
+        let allow = policy::server_key(&state.settings(), &entry.server, "destructive");
         Refusal::new(
             Outcome::Denied,
             format!(
@@ -123,8 +123,8 @@ async fn confirm(
         }
         User::Nobody => return Err(cannot_ask("no client is connected to ask")),
     };
-    let server = state
-        .settings
+    let settings = state.settings();
+    let server = settings
         .server(&entry.server)
         .map_or(entry.server.as_str(), |s| s.key.as_str());
     let message = format!(

@@ -157,11 +157,11 @@ pub(in crate::server) async fn run(state: &State, who: &Who, soft: usize, args: 
     let access = &who.access;
     // Never waits for the model: until the tool vectors are attached, hits are BM25's.
     let library = state.catalogs.library();
+    let settings = state.settings();
     let scope = Scope {
         library: &library,
         trust: &state.trust,
-        servers: state
-            .settings
+        servers: settings
             .servers
             .iter()
             .map(|s| s.name.as_str())

@@ -18,9 +18,9 @@ pub(in crate::server) fn activate(
     access: &Access,
 ) -> (Vec<String>, Vec<String>) {
     let (configured, missing): (Vec<String>, Vec<String>) = (skill.servers.iter())
-        .filter(|s| state.settings.server(s).is_none() || access.sees_server(s))
+        .filter(|s| state.settings().server(s).is_none() || access.sees_server(s))
         .cloned()
-        .partition(|s| state.settings.server(s).is_some());
+        .partition(|s| state.settings().server(s).is_some());
     state.catalogs.boost(configured.iter().cloned());
     for server in &configured {
         let manager = state.manager.clone();
@@ -72,7 +72,7 @@ pub(in crate::server) fn run(state: &State, skill: &Skill, access: &Access) -> R
         text.push_str(&format!(
             "\nThis skill needs servers that are not configured: {}. Add them to {} to use it fully.\n",
             missing.join(", "),
-            state.settings.source.display()
+            state.settings().source.display()
         ));
     }
     let out = json!({"skill": skill.name, "instructions": skill.body, "servers": servers, "missingServers": missing});

@@ -237,7 +237,7 @@ impl Learner {
         for teaching in local {
             evidence.teach(teaching);
         }
-        self.prune(evidence, &state.settings, &library);
+        self.prune(evidence, &state.settings(), &library);
         evidence.bound(now);
         if *evidence != before && !*blocked {
             if let Err(e) = evidence.save(&self.dir) {

@@ -113,7 +113,7 @@ async fn a_search_then_a_call_teaches_the_query_and_a_restart_keeps_it() {
     .await;
     assert_ne!(called.is_error, Some(true));
     merge(&state).await;
-    let kept = Evidence::load(&state.settings.catalog_dir).unwrap();
+    let kept = Evidence::load(&state.settings().catalog_dir).unwrap();
     let taught: Vec<&str> = kept.tools["up__echo"]
         .queries
         .iter()
@@ -134,7 +134,7 @@ async fn a_search_then_a_call_teaches_the_query_and_a_restart_keeps_it() {
         let text = serde_json::to_string(&shown).unwrap();
         assert!(!text.contains("my words"), "{tool}: {text}");
     }
-    let instructions = crate::server::overview(&state.settings, &state.catalogs.library());
+    let instructions = crate::server::overview(&state.settings(), &state.catalogs.library());
     assert!(!instructions.contains("parrot"), "{instructions}");
     drop(state);
 
@@ -187,7 +187,7 @@ async fn no_search_a_failed_call_another_session_or_learning_off_teach_nothing()
     .await;
     merge(&state).await;
     assert!(
-        Evidence::load(&state.settings.catalog_dir)
+        Evidence::load(&state.settings().catalog_dir)
             .unwrap()
             .is_empty()
     );
@@ -205,7 +205,7 @@ async fn no_search_a_failed_call_another_session_or_learning_off_teach_nothing()
         json!({"name": "up__echo", "arguments": {}}),
     )
     .await;
-    assert!(!off.settings.catalog_dir.join(crate::learning::DIR).exists());
+    assert!(!off.settings().catalog_dir.join(crate::learning::DIR).exists());
     assert_eq!(search(&off, &me, "repeat the text").await, before);
     assert!(search(&off, &me, "parrot").await.is_empty());
 }
@@ -253,7 +253,7 @@ async fn a_limited_token_teaches_only_for_the_servers_it_sees() {
         crate::learning::Weight::Call,
     );
     merge(&state).await;
-    let kept = Evidence::load(&state.settings.catalog_dir).unwrap();
+    let kept = Evidence::load(&state.settings().catalog_dir).unwrap();
     assert_eq!(kept.tools.keys().collect::<Vec<_>>(), ["up__echo"]);
 }
 
@@ -285,7 +285,7 @@ async fn a_changed_tool_loses_what_it_learned() {
     // `echo`'s description changes; the server is listed again.
     let schema = Arc::new(json!({"type": "object"}).as_object().cloned().unwrap());
     upstream.tools.lock()[0] = Tool::new("echo", "Says the text back", schema);
-    let fresh = crate::catalog::fetch(&state.manager, state.settings.server("up").unwrap())
+    let fresh = crate::catalog::fetch(&state.manager, state.settings().server("up").unwrap())
         .await
         .unwrap();
     state.catalogs.replace_catalog(fresh).unwrap();
@@ -295,7 +295,7 @@ async fn a_changed_tool_loses_what_it_learned() {
         search(&state, &me, "parrot").await.is_empty(),
         "echo must earn it again"
     );
-    let kept = Evidence::load(&state.settings.catalog_dir).unwrap();
+    let kept = Evidence::load(&state.settings().catalog_dir).unwrap();
     assert_eq!(
         kept.tools.keys().collect::<Vec<_>>(),
         ["up__sleep"],

@@ -87,7 +87,7 @@ pub async fn render(state: &State, sessions: usize, scope: Scope<'_>) -> String 
         shared,
     );
     let mut live = 0;
-    for server in &state.settings.servers {
+    for server in &state.settings().servers {
         if scope.sees_server(&server.name) && state.manager.is_connected(&server.name).await {
             live += 1;
         }
