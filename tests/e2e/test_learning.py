@@ -2,7 +2,7 @@
 SDK over the reference servers: a search followed by a successful call is kept and moves later
 searches (after a restart too), with learning off nothing moves; a script's search and call
 teach like the client's, a details read half as much; a changed tool, or a server that leaves
-the config, loses what it learned; a token limited to one server teaches nothing for the
+the config (at a restart or while serving), loses what it learned; a token limited to one server teaches nothing for the
 others; replicas sharing a Valkey store learn from each other and forget together. BM25 only
 (META_SERVER_EMBEDDINGS=off) so the rankings do not depend on model assets."""
 import asyncio
@@ -182,3 +182,16 @@ async def test_a_server_that_leaves_the_config_loses_what_it_learned(tmp_path):
     async with meta_client(without) as c:
         await hits(c, "current time")
         wait_until(lambda: list(evidence(catalogs)) == ["time__get_current_time"], "everything's evidence to go")
+
+
+async def test_a_server_removed_while_serving_loses_what_it_learned(tmp_path):
+    entries = server_entries(tmp_path)
+    cfg = write_config(tmp_path, {"everything": entries["everything"], "time": entries["time"]})
+    run_cli(cfg, "index")
+    catalogs = tmp_path / "catalogs"
+    async with meta_client(cfg) as c:
+        assert "everything__echo" in await hits(c, ASKED)
+        assert not (await c.call_tool("call_tool", {"name": "everything__echo", "arguments": {"message": "hi"}})).is_error
+        wait_until(lambda: "everything__echo" in evidence(catalogs), "the call to be kept")
+        run_cli(cfg, "remove", "everything")
+        wait_until(lambda: "everything__echo" not in evidence(catalogs), "the removed server's evidence to go")

@@ -205,7 +205,12 @@ async fn no_search_a_failed_call_another_session_or_learning_off_teach_nothing()
         json!({"name": "up__echo", "arguments": {}}),
     )
     .await;
-    assert!(!off.settings().catalog_dir.join(crate::learning::DIR).exists());
+    assert!(
+        !off.settings()
+            .catalog_dir
+            .join(crate::learning::DIR)
+            .exists()
+    );
     assert_eq!(search(&off, &me, "repeat the text").await, before);
     assert!(search(&off, &me, "parrot").await.is_empty());
 }
