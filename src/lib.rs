@@ -29,3 +29,4 @@ pub mod store;
 pub mod surrogates;
 pub mod trust;
 pub mod upstream;
+pub mod verbatim;

@@ -131,6 +131,7 @@ mod tests {
                 cwd: None,
             },
             always_load: false,
+            prefix: true,
             idle_timeout: crate::config::DEFAULT_IDLE_TIMEOUT,
             call_timeout: crate::config::DEFAULT_CALL_TIMEOUT,
             tools: Default::default(),

@@ -4,11 +4,13 @@ use std::time::SystemTime;
 
 use crate::config::ServerConfig;
 use crate::upstream::{Manager, UpstreamError};
+use crate::verbatim;
 
 use super::{Catalog, FORMAT, RawTool, config_fingerprint, tools_hash};
 
 /// Connects `server` (if needed), pages through its whole `tools/list` (and its prompts,
-/// resources and resource templates) and returns its catalog.
+/// resources and resource templates) and returns its catalog: every object with every field
+/// the server sent (see [`verbatim`]).
 pub async fn fetch(manager: &Manager, server: &ServerConfig) -> Result<Catalog, UpstreamError> {
     let (list, conn) = manager.list_tools(&server.name).await?;
     let offers = manager.list_offers(&server.name).await?;
@@ -16,7 +18,7 @@ pub async fn fetch(manager: &Manager, server: &ServerConfig) -> Result<Catalog, 
     let tools: Vec<RawTool> = list
         .items
         .iter()
-        .map(|t| RawTool::from(serde_json::to_value(t).expect("tool serializes")))
+        .map(|t| RawTool::from(verbatim::take(t)))
         .collect();
     Ok(Catalog {
         format: FORMAT,

@@ -106,6 +106,18 @@ fn carries_payload(meta: &tracing::Metadata<'_>) -> bool {
         .any(|(target, most)| meta.target().starts_with(target) && meta.level() > most)
 }
 
+/// Whether a log line is rmcp's `response error`: an error a handler answered a request with,
+/// in Rust's debug form. meta-server says in words what a user needs of those (an upstream's
+/// request it could not relay, once per server, see `upstream/relay.rs`; the client gets its
+/// own errors), so the line waits for -vv.
+fn is_handler_error(meta: &tracing::Metadata<'_>) -> bool {
+    meta.is_event()
+        && meta.target().starts_with("rmcp::service")
+        && *meta.level() == Level::WARN
+        && meta.fields().field("error").is_some()
+        && meta.fields().field("id").is_some()
+}
+
 /// Logs go to stderr only: stdout belongs to the MCP protocol. Message payloads (tool
 /// arguments, results) are left out at every level unless [`PAYLOADS_ENV`] is `1`.
 pub fn init_logging(cli: &Cli) {
@@ -119,6 +131,7 @@ pub fn init_logging(cli: &Cli) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("META_SERVER_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let payloads = std::env::var_os(PAYLOADS_ENV).is_some_and(|v| v == "1");
+    let verbose = cli.verbose;
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(|| RedactedStderr)
@@ -126,6 +139,9 @@ pub fn init_logging(cli: &Cli) {
         .with_target(false)
         .finish()
         .with(filter_fn(move |meta| payloads || !carries_payload(meta)))
+        .with(filter_fn(move |meta| {
+            verbose > 1 || !is_handler_error(meta)
+        }))
         .init();
 }
 

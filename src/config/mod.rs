@@ -368,6 +368,9 @@ pub struct ServerConfig {
     pub description: Option<String>,
     pub transport: TransportConfig,
     pub always_load: bool,
+    /// Whether its tools and prompts are named `<server>__<name>` (`prefix`, default true);
+    /// without, they are also listed and called under their own names.
+    pub prefix: bool,
     pub idle_timeout: Duration,
     pub call_timeout: Duration,
     /// `allowTools` / `denyTools`, compiled.
@@ -478,6 +481,7 @@ impl ServerConfig {
                 cwd: None,
             },
             always_load: false,
+            prefix: true,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             call_timeout: DEFAULT_CALL_TIMEOUT,
             tools: ToolFilter::default(),
@@ -736,6 +740,7 @@ mod tests {
                 headers: BTreeMap::from([("Authorization".into(), "Bearer ${TOKEN}".into())]),
             },
             always_load: false,
+            prefix: true,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             call_timeout: DEFAULT_CALL_TIMEOUT,
             tools: ToolFilter::default(),

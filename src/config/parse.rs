@@ -126,6 +126,8 @@ struct Entry {
     headers: StrMap,
     description: Option<Str>,
     always_load: Flag,
+    /// Absent or null: true.
+    prefix: Option<Flag>,
     /// Read for its type only: entries with `"disabled": true` are left out before this.
     #[serde(rename = "disabled")]
     _disabled: Flag,
@@ -570,6 +572,7 @@ fn server(
         description: entry.description.map(|d| d.0),
         transport,
         always_load: entry.always_load.0,
+        prefix: entry.prefix.is_none_or(|p| p.0),
         idle_timeout: entry
             .idle_timeout_secs
             .map_or(defaults.idle_timeout, |n| Duration::from_secs(n.0)),
@@ -691,6 +694,24 @@ mod tests {
             panic!()
         };
         assert_eq!(cwd.as_deref(), Some("${PROJECT_DIR:-.}"));
+    }
+
+    #[test]
+    fn prefix_is_on_unless_turned_off() {
+        let s = parse_str(
+            r#"{"mcpServers": {"a": {"command": "x"}, "b": {"command": "x", "prefix": false},
+                "c": {"command": "x", "prefix": null}, "d": {"command": "x", "prefix": true}}}"#,
+        )
+        .unwrap();
+        let prefixed: Vec<bool> = s.servers.iter().map(|s| s.prefix).collect();
+        assert_eq!(prefixed, [true, false, true, true]);
+        let s = parse_str(r#"{"mcpServers": {"a": {"command": "x", "prefix": "no"}}}"#).unwrap();
+        assert!(s.servers.is_empty());
+        assert!(
+            s.skipped[0].reason.contains("prefix") && s.skipped[0].reason.contains("true or false"),
+            "{}",
+            s.skipped[0].reason
+        );
     }
 
     #[test]

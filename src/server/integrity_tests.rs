@@ -136,7 +136,7 @@ proptest! {
             let Value::Object(arguments) = arguments else { unreachable!() };
             let arguments: JsonObject = arguments;
             let request = Request::read(name, arguments, definitions()).unwrap();
-            runtime.block_on(request.run(&server.state, &caller)).result
+            runtime.block_on(request.run(&server.state, &caller)).result.expect("meta-tools answer with results")
         };
         for detail in ["name", "summary", "full"] {
             for query in ["add numbers", "read file", "calc"] {

@@ -103,6 +103,7 @@ fn call_in(name: &str, arguments: Value, introduced: Introduced) -> CallToolResu
     rig.runtime
         .block_on(request.run(&rig.server.state, &caller))
         .result
+        .expect("meta-tools answer with results")
 }
 
 /// The output schema a successful result of `tool` (through `call_tool` for `meta__` tools)

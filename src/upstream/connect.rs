@@ -15,13 +15,12 @@ use rmcp::ErrorData as McpError;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequest, ElicitRequestParams, ElicitResult,
     ElicitationCapability, FormElicitationCapability, Implementation, InputRequest,
-    ProgressNotificationParam, ProtocolVersion, ResourceUpdatedNotificationParam,
-    UrlElicitationCapability,
+    ProtocolVersion, ResourceUpdatedNotificationParam, UrlElicitationCapability,
 };
 #[expect(deprecated, reason = "relayed for 2025-11-25 servers")]
 use rmcp::model::{
     CreateMessageRequest, CreateMessageRequestParams, CreateMessageResult, ListRootsRequest,
-    ListRootsResult, LoggingMessageNotificationParam,
+    ListRootsResult,
 };
 use rmcp::service::{
     ClientInitializeError, NotificationContext, RequestContext, RoleClient,
@@ -38,6 +37,7 @@ use super::attribution;
 use super::child::ChildTransport;
 use super::diagnose;
 use super::http::{Ordered, Upstream};
+use super::inbox::Handover;
 use super::progress::ProgressRoutes;
 use super::relay::{self, Origin, Relays, Target};
 use super::revision::Start;
@@ -55,21 +55,14 @@ const STDERR_LINES: usize = 5;
 pub struct UpstreamClient {
     server: String,
     events: Option<Events>,
-    progress: ProgressRoutes,
     relays: Relays,
 }
 
 impl UpstreamClient {
-    pub(super) fn new(
-        server: String,
-        events: Option<Events>,
-        progress: ProgressRoutes,
-        relays: Relays,
-    ) -> Self {
+    pub(super) fn new(server: String, events: Option<Events>, relays: Relays) -> Self {
         Self {
             server,
             events,
-            progress,
             relays,
         }
     }
@@ -87,7 +80,9 @@ impl UpstreamClient {
         ) -> Result<T, rmcp::service::ServiceError>,
     ) -> Result<T, McpError> {
         let asked = async {
-            let (target, _waiting) = self.relays.target_for(&self.server, ask)?;
+            let target = self.relays.target_for(&self.server, ask);
+            let (target, _waiting) =
+                target.inspect_err(|refused| relay::tell(ask, &refused.message))?;
             match target {
                 Target::Peer(peer, _open) => relay::answer(&self.server, ask, request(peer).await),
                 Target::Input(inputs) => {
@@ -193,27 +188,6 @@ impl ClientHandler for UpstreamClient {
         self.on_tool_list_changed(cx).await;
     }
 
-    /// A log message reaches the client its requests would (see `relay.rs`), if that client
-    /// asked for logs at its level; `logger` names the server.
-    async fn on_logging_message(
-        &self,
-        mut params: LoggingMessageNotificationParam,
-        _cx: NotificationContext<RoleClient>,
-    ) {
-        let Some((peer, level)) = self.relays.log_to() else {
-            return;
-        };
-        let wanted = *level.lock();
-        if wanted.is_none_or(|wanted| (params.level as u8) < (wanted as u8)) {
-            return;
-        }
-        params.logger = Some(match params.logger.take() {
-            Some(logger) => format!("{}/{logger}", self.server),
-            None => self.server.clone(),
-        });
-        let _ = peer.notify_logging_message(params).await;
-    }
-
     /// Goes to the subscribers of the URI (see `subscriptions.rs`).
     async fn on_resource_updated(
         &self,
@@ -223,13 +197,7 @@ impl ClientHandler for UpstreamClient {
         self.relays.resource_updated(params.uri);
     }
 
-    async fn on_progress(
-        &self,
-        params: ProgressNotificationParam,
-        _cx: NotificationContext<RoleClient>,
-    ) {
-        self.progress.deliver(params);
-    }
+    // Progress and log messages are taken off the wire in order (see `inbox.rs`).
 }
 
 /// The last few lines a child wrote to stderr, for error messages.
@@ -318,7 +286,12 @@ async fn open_once(
     let lifecycle = start.lifecycle();
     let progress = ProgressRoutes::default();
     let relays = Relays::new(opener, roots);
-    let client = UpstreamClient::new(server.clone(), events, progress.clone(), relays.clone());
+    let client = UpstreamClient::new(server.clone(), events, relays.clone());
+    let handover = Handover {
+        server: server.clone(),
+        progress: progress.clone(),
+        relays: relays.clone(),
+    };
     let stderr = StderrTail::default();
     let after = config.call_timeout;
     // What the transport refused (a message over the limit, a redirect to another origin).
@@ -357,7 +330,11 @@ async fn open_once(
             (
                 tokio::time::timeout(
                     after,
-                    serve_client_with_lifecycle(client, transport, lifecycle),
+                    serve_client_with_lifecycle(
+                        client,
+                        handover.wrap(wire::Outgoing(transport)),
+                        lifecycle,
+                    ),
                 )
                 .await,
                 pid,
@@ -391,20 +368,32 @@ async fn open_once(
                     let auth = rmcp::transport::AuthClient::new(upstream, manager);
                     let ordered = Ordered::new(auth, limit, faults.clone());
                     let transport = StreamableHttpClientTransport::with_client(ordered, http);
-                    let serve = serve_client_with_lifecycle(client, transport, lifecycle);
+                    let serve = serve_client_with_lifecycle(
+                        client,
+                        handover.wrap(wire::Outgoing(transport)),
+                        lifecycle,
+                    );
                     tokio::time::timeout(after, serve).await
                 }
                 Some(mut auth) => {
                     auth.http_client = upstream.http;
                     let ordered = Ordered::new(auth, limit, faults.clone());
                     let transport = StreamableHttpClientTransport::with_client(ordered, http);
-                    let serve = serve_client_with_lifecycle(client, transport, lifecycle);
+                    let serve = serve_client_with_lifecycle(
+                        client,
+                        handover.wrap(wire::Outgoing(transport)),
+                        lifecycle,
+                    );
                     tokio::time::timeout(after, serve).await
                 }
                 None => {
                     let plain = Ordered::new(upstream, limit, faults.clone());
                     let transport = StreamableHttpClientTransport::with_client(plain, http);
-                    let serve = serve_client_with_lifecycle(client, transport, lifecycle);
+                    let serve = serve_client_with_lifecycle(
+                        client,
+                        handover.wrap(wire::Outgoing(transport)),
+                        lifecycle,
+                    );
                     tokio::time::timeout(after, serve).await
                 }
             };
@@ -433,8 +422,11 @@ async fn open_once(
                 Ok(Ok(transport)) => transport,
             };
             // The legacy HTTP+SSE transport predates 2026-07-28: never probed.
-            let serve =
-                serve_client_with_lifecycle(client, transport, Start::Initialize.lifecycle());
+            let serve = serve_client_with_lifecycle(
+                client,
+                handover.wrap(wire::Outgoing(transport)),
+                Start::Initialize.lifecycle(),
+            );
             (tokio::time::timeout(after, serve).await, None)
         }
     };

@@ -156,6 +156,28 @@ impl UpstreamError {
     }
 }
 
+/// Characters of an upstream error's `data`, as JSON, that are passed on with it.
+const DATA_CHARS: usize = 4_000;
+
+/// A server's own JSON-RPC error, as it may be passed on: code kept; message redacted and
+/// capped as every error text is; `data` redacted, and left out past [`DATA_CHARS`] (the
+/// message says so).
+pub(super) fn rejection(mut error: rmcp::ErrorData, redactor: &Redactor) -> rmcp::ErrorData {
+    let mut message = wire::shorten(&redactor.apply(&error.message), DETAIL_CHARS);
+    if let Some(data) = error.data.take() {
+        let text = redactor.apply(&data.to_string());
+        match serde_json::from_str(&text) {
+            Ok(data) if text.chars().count() <= DATA_CHARS => error.data = Some(data),
+            _ => message.push_str(&format!(
+                " (its error data, {} characters, was left out)",
+                text.chars().count()
+            )),
+        }
+    }
+    error.message = message.into();
+    error
+}
+
 fn login_message(server: &str, scope: Option<&str>, step_up: bool) -> String {
     match (step_up, scope) {
         (true, Some(scope)) => format!(
@@ -172,5 +194,42 @@ fn stderr_note(stderr: &str) -> String {
         String::new()
     } else {
         format!("; its last stderr lines: {stderr}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_servers_error_keeps_its_code_and_data_without_secrets_or_bulk() {
+        let redactor = Redactor::new(["s3cr3t-token-value".to_owned()]);
+        let error = rmcp::ErrorData::new(
+            rmcp::model::ErrorCode(-32000),
+            "quota exceeded for s3cr3t-token-value",
+            Some(json!({"retryAfterSeconds": 30, "key": "s3cr3t-token-value"})),
+        );
+        let passed = rejection(error, &redactor);
+        assert_eq!(passed.code.0, -32000);
+        assert!(!passed.message.contains("s3cr3t"), "{}", passed.message);
+        let data = passed.data.expect("data kept");
+        assert_eq!(data["retryAfterSeconds"], 30);
+        assert!(!data.to_string().contains("s3cr3t"), "{data}");
+
+        let bulky = rmcp::ErrorData::new(
+            rmcp::model::ErrorCode(-32603),
+            "failed",
+            Some(json!({"dump": "x".repeat(100_000)})),
+        );
+        let passed = rejection(bulky, &redactor);
+        assert_eq!(passed.data, None);
+        assert!(
+            passed
+                .message
+                .starts_with("failed (its error data, 100011 characters, was left out)"),
+            "{}",
+            passed.message
+        );
     }
 }

@@ -1,22 +1,25 @@
 //! What upstreams offer besides tools: listing their prompts, resources and resource templates
 //! for the catalog, and forwarding `prompts/get`, `resources/read` and `completion/complete`
-//! to them on the connection (started on first use) that tool calls take.
+//! to them on the connection (started on first use) that tool calls take; their results come
+//! back without the upstream's protocol stamps (`envelope.rs`).
 
 use std::future::Future;
 use std::sync::Arc;
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    CompleteRequestParams, CompleteResult, ErrorCode, GetPromptRequestParams, GetPromptResponse,
-    GetPromptResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult,
+    ClientRequest, CompleteRequestParams, CompleteResult, ErrorCode, GetPromptRequest,
+    GetPromptRequestParams, GetPromptResult, PaginatedRequestParams, ReadResourceRequest,
+    ReadResourceRequestParams, ReadResourceResult, ServerResult,
 };
 use rmcp::service::ServiceError;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::envelope;
 use super::listing::{self, Page};
 use super::mrtr::{self, Round};
+use super::once;
 use super::{Connection, InFlight, Manager, Origin, Slot, UpstreamError};
 
 /// A server's prompts, resources and resource templates as it sent them. A kind it does not
@@ -63,8 +66,9 @@ impl Manager {
         })
     }
 
-    /// One kind's whole list as JSON values: empty when not `declared` or answered -32601,
-    /// `None` when it failed, an error when it went past the listing bounds.
+    /// One kind's whole list as JSON values, each with every field the server sent: empty
+    /// when not `declared` or answered -32601, `None` when it failed, an error when it went
+    /// past the listing bounds.
     async fn list_kind<P, F>(
         &self,
         slot: &Slot,
@@ -91,15 +95,18 @@ impl Manager {
             })
             .await;
         match listed {
-            Ok(Ok(items)) => Ok(Some(
-                items
-                    .iter()
-                    .map(|item| serde_json::to_value(item).expect("an MCP object serializes"))
-                    .collect(),
-            )),
+            Ok(Ok(items)) => Ok(Some(items.iter().map(crate::verbatim::take).collect())),
             Ok(Err(overrun)) => Err(overrun.of(&slot.config.name, what)),
             Err(e) => {
-                tracing::warn!(server = %slot.config.name, "{what} failed, recorded as unknown: {e}");
+                // Listed again on each connection (the catalog is stale without them): said once.
+                let server = &slot.config.name;
+                if once::first(&format!("{server} {what}")) {
+                    tracing::warn!(
+                        "{e}; what it lists there stays out of what clients see until it answers, and meta-server asks again each time it connects the server (said once)"
+                    );
+                } else {
+                    tracing::debug!(server, "{what} failed again: {e}");
+                }
                 Ok(None)
             }
         }
@@ -114,22 +121,26 @@ impl Manager {
         origin: &Origin,
     ) -> Result<Answer<GetPromptResult>, UpstreamError> {
         let what = format!("prompts/get {}", params.name);
-        self.forward(server, &what, Some(origin), |conn| async move {
-            mrtr::rounds(&conn, |answers, state| {
+        let answer = self.forward(server, &what, Some(origin), |conn| async move {
+            mrtr::rounds(server, origin, conn.relays.roots(), |answers, state| {
                 let mut params = params.clone();
                 (params.input_responses, params.request_state) = (answers, state);
-                let peer = conn.peer.clone();
+                let (conn, origin) = (conn.clone(), origin.clone());
                 async move {
-                    Ok(match peer.get_prompt_once(params).await? {
-                        GetPromptResponse::Complete(result) => Round::Done(result),
-                        GetPromptResponse::InputRequired(asked) => Round::Asked(asked),
+                    let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params));
+                    Ok(match mrtr::send(&conn, &origin, request).await? {
+                        ServerResult::GetPromptResult(result) => Round::Done(result),
+                        ServerResult::InputRequiredResult(asked) => Round::Asked(asked),
                         _ => return Err(ServiceError::UnexpectedResponse),
                     })
                 }
             })
             .await
-        })
-        .await
+        });
+        Ok(answer.await?.map(|mut result| {
+            envelope::strip(&mut result.meta);
+            result
+        }))
     }
 
     /// Forwards one `resources/read` within the server's call timeout.
@@ -141,22 +152,27 @@ impl Manager {
         origin: &Origin,
     ) -> Result<Answer<ReadResourceResult>, UpstreamError> {
         let what = format!("resources/read {}", params.uri);
-        self.forward(server, &what, Some(origin), |conn| async move {
-            mrtr::rounds(&conn, |answers, state| {
+        let answer = self.forward(server, &what, Some(origin), |conn| async move {
+            mrtr::rounds(server, origin, conn.relays.roots(), |answers, state| {
                 let mut params = params.clone();
                 (params.input_responses, params.request_state) = (answers, state);
-                let peer = conn.peer.clone();
+                let (conn, origin) = (conn.clone(), origin.clone());
                 async move {
-                    Ok(match peer.read_resource_once(params).await? {
-                        ReadResourceResponse::Complete(result) => Round::Done(result),
-                        ReadResourceResponse::InputRequired(asked) => Round::Asked(asked),
+                    let request =
+                        ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params));
+                    Ok(match mrtr::send(&conn, &origin, request).await? {
+                        ServerResult::ReadResourceResult(result) => Round::Done(result),
+                        ServerResult::InputRequiredResult(asked) => Round::Asked(asked),
                         _ => return Err(ServiceError::UnexpectedResponse),
                     })
                 }
             })
             .await
-        })
-        .await
+        });
+        Ok(answer.await?.map(|mut result| {
+            envelope::strip(&mut result.meta);
+            result
+        }))
     }
 
     /// Forwards one `completion/complete` within the server's call timeout.
@@ -165,10 +181,13 @@ impl Manager {
         server: &str,
         params: CompleteRequestParams,
     ) -> Result<Answer<CompleteResult>, UpstreamError> {
-        self.forward(server, "completion/complete", None, |conn| async move {
+        let answer = self.forward(server, "completion/complete", None, |conn| async move {
             conn.peer.complete(params).await
-        })
-        .await
+        });
+        Ok(answer.await?.map(|mut result| {
+            envelope::strip(&mut result.meta);
+            result
+        }))
     }
 
     /// Connects `server` if needed and runs `request` on it, bounded like a tool call, as a

@@ -259,14 +259,16 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Ordered<C> {
     }
 }
 
-/// An event's data as rmcp will read it: lone surrogate escapes as U+FFFD, and a reply that
-/// still is not JSON-RPC as an error reply to its request (see [`wire::decode`]).
+/// An event's data as rmcp will read it: lone surrogate escapes as U+FFFD, a list reply's
+/// items carrying themselves, and a reply that still is not JSON-RPC as an error reply to its
+/// request (see [`wire::decode`]).
 fn readable(data: String) -> String {
     let mut bytes = data.into_bytes();
     if crate::surrogates::replace_lone(&mut bytes) {
         tracing::debug!("an upstream event held lone surrogate escapes; read as U+FFFD");
     }
-    if serde_json::from_slice::<ServerJsonRpcMessage>(&bytes).is_err()
+    let read = serde_json::from_slice::<ServerJsonRpcMessage>(&bytes);
+    if !read.is_ok_and(|message| !wire::is_list_reply(&message))
         && let Some(message) = wire::decode(&mut bytes)
         && let Ok(text) = serde_json::to_string(&message)
     {

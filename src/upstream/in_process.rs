@@ -18,10 +18,12 @@ use tokio::io::DuplexStream;
 use tokio::sync::Mutex;
 
 use super::connect::{StderrTail, UpstreamClient};
+use super::inbox::Handover;
 use super::progress::ProgressRoutes;
 use super::relay::{Origin, Relays};
 use super::{Connection, Events, Manager, UpstreamError};
 use crate::config::ServerConfig;
+use rmcp::transport::async_rw::AsyncRwTransport;
 
 /// Starts the server named by the first argument on the given end of a pipe.
 pub type Serve = Arc<dyn Fn(&str, DuplexStream) + Send + Sync>;
@@ -37,14 +39,16 @@ pub(super) async fn open(
     serve(&config.name, theirs);
     let progress = ProgressRoutes::default();
     let relays = Relays::new(opener, roots);
-    let client = UpstreamClient::new(
-        config.name.clone(),
-        events,
-        progress.clone(),
-        relays.clone(),
-    );
+    let client = UpstreamClient::new(config.name.clone(), events, relays.clone());
+    let (read, write) = tokio::io::split(ours);
+    let handover = Handover {
+        server: config.name.clone(),
+        progress: progress.clone(),
+        relays: relays.clone(),
+    };
+    let transport = handover.wrap(AsyncRwTransport::new_client(read, write));
     let service = client
-        .serve(ours)
+        .serve(transport)
         .await
         .map_err(|e| UpstreamError::Initialize {
             server: config.name.clone(),

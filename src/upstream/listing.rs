@@ -1,6 +1,6 @@
 //! Every listing of an upstream (`tools/list`, `prompts/list`, `resources/list`,
 //! `resources/templates/list`), followed page by page within the server's [`ListBounds`]:
-//! pages, bytes of all pages together, and no cursor given twice. A server that always
+//! pages, bytes of all pages together (as sent), and no cursor given twice. A server that always
 //! returns a `nextCursor` is stopped there with an [`Overrun`], instead of being listed until
 //! memory runs out; its other requests, and other servers, are not touched.
 
@@ -129,7 +129,7 @@ where
             params
         });
         let answer = list(params).await?;
-        bytes = bytes.saturating_add(crate::budget::json_len(&answer));
+        bytes = bytes.saturating_add(crate::verbatim::sent_len(&answer));
         if bytes > bounds.max_bytes {
             return Ok(Err(Overrun::Bytes {
                 max: bounds.max_bytes,

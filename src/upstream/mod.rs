@@ -7,16 +7,19 @@ mod attribution;
 mod child;
 mod connect;
 mod diagnose;
+mod envelope;
 mod error;
 mod features;
 pub mod guardian;
 mod http;
 #[cfg(test)]
 pub(crate) mod in_process;
+mod inbox;
 mod inputs;
 mod listen;
 mod listing;
 mod mrtr;
+mod once;
 mod progress;
 mod relay;
 mod revision;
@@ -36,9 +39,9 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
-    ClientRequest, JsonObject, ProtocolVersion, RequestId, ServerResult, Tool,
+    ClientRequest, JsonObject, ProtocolVersion, RequestId, RequestMetaObject, ServerResult, Tool,
 };
-use rmcp::service::{Peer, PeerRequestOptions, RoleClient, RunningService, ServiceError};
+use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
@@ -85,12 +88,6 @@ impl Connection {
         self.peer.peer_info()
     }
 
-    /// The handler of this connection's upstream requests; `None` once it is closed.
-    async fn client(&self) -> Option<UpstreamClient> {
-        let service = self.service.lock().await;
-        service.as_ref().map(|s| s.service().clone())
-    }
-
     fn touch(&self) {
         *self.last_used.lock() = Instant::now();
     }
@@ -129,6 +126,11 @@ struct Slot {
     config: ServerConfig,
     /// Held while connecting, so concurrent first calls share one connection.
     conn: Mutex<Option<Arc<Connection>>>,
+    /// A remote server's second connection, at 2025-11-25, for the calls of 2025-11-25
+    /// sessions while `conn` speaks 2026-07-28 (see [`Manager::connect_for`]).
+    legacy: Mutex<Option<Arc<Connection>>>,
+    /// The server refused `initialize`: it speaks 2026-07-28 only.
+    modern_only: std::sync::atomic::AtomicBool,
     /// The `WWW-Authenticate` challenge of the last request the server refused for want of a
     /// login (or of scope); cleared by the next request it accepts.
     challenge: StdMutex<Option<String>>,
@@ -144,6 +146,8 @@ impl Slot {
         Self {
             config: config.clone(),
             conn: Mutex::new(None),
+            legacy: Mutex::new(None),
+            modern_only: Default::default(),
             challenge: StdMutex::new(None),
             redactor: Redactor::new(config.secrets()),
             revision: StdMutex::new(None),
@@ -293,9 +297,16 @@ impl Manager {
         };
         let mut closed = Vec::new();
         for slot in dropped {
-            let conn = slot.conn.lock().await.take();
-            if let Some(conn) = conn {
+            let conns = [
+                slot.conn.lock().await.take(),
+                slot.legacy.lock().await.take(),
+            ];
+            let mut any = false;
+            for conn in conns.into_iter().flatten() {
                 conn.close().await;
+                any = true;
+            }
+            if any {
                 closed.push(slot.config.name.clone());
             }
         }
@@ -307,9 +318,97 @@ impl Manager {
         self.connect_for(server, &Origin::Detached).await
     }
 
-    /// The live connection to `server`; a new one is opened for `opener`'s call, whose
-    /// client then answers the server's `roots/list` outside calls (see `relay.rs`).
+    /// The live connection to `server` for `opener`'s call; a new one is opened for it,
+    /// whose client then answers the server's `roots/list` outside calls (see `relay.rs`).
+    ///
+    /// A 2025-11-25 session's call to a remote server whose connection speaks 2026-07-28 goes
+    /// over a second connection at 2025-11-25, if the server takes one: a server of both
+    /// revisions may serve each differently (its sampling, elicitation and subscriptions), and
+    /// in front of it meta-server is that server to each client. A stdio server keeps one
+    /// connection (a second would be a second process); its calls are bridged, as are those of
+    /// a server of 2026-07-28 only.
     async fn connect_for(
+        &self,
+        server: &str,
+        opener: &Origin,
+    ) -> Result<Arc<Connection>, UpstreamError> {
+        let conn = self.connect_main(server, opener).await?;
+        let slot = self.slot(server)?;
+        let speaks_initialize = conn
+            .server_info()
+            .is_none_or(|i| i.protocol_version.has_initialize());
+        if !matches!(opener, Origin::Client { .. })
+            || speaks_initialize
+            || !matches!(
+                slot.config.transport,
+                crate::config::TransportConfig::Http { .. }
+            )
+            || slot.modern_only.load(Ordering::Relaxed)
+        {
+            return Ok(conn);
+        }
+        Ok(self.legacy_for(&slot, opener).await.unwrap_or(conn))
+    }
+
+    /// The slot's 2025-11-25 connection, opened for `opener` if need be; `None` when the
+    /// server does not take one (or cannot be reached for it now).
+    async fn legacy_for(&self, slot: &Arc<Slot>, opener: &Origin) -> Option<Arc<Connection>> {
+        let mut guard = slot.legacy.lock().await;
+        if let Some(conn) = guard.as_ref() {
+            conn.touch();
+            return Some(conn.clone());
+        }
+        let server = &slot.config.name;
+        // No events: the main connection reports list changes and keeps the catalog.
+        let opened = connect::open(
+            &slot.config,
+            None,
+            true,
+            (opener.clone(), self.roots(slot)),
+            revision::Start::Initialize,
+        )
+        .await
+        .map_err(|e| e.redacted(&slot.redactor));
+        let conn = match opened {
+            Ok(conn)
+                if conn
+                    .server_info()
+                    .is_some_and(|i| i.protocol_version.has_initialize()) =>
+            {
+                Arc::new(conn)
+            }
+            Ok(conn) => {
+                conn.close().await;
+                return None;
+            }
+            Err(e @ UpstreamError::Initialize { .. }) => {
+                tracing::debug!(
+                    server,
+                    "no 2025-11-25 connection, its calls are bridged: {e}"
+                );
+                slot.modern_only.store(true, Ordering::Relaxed);
+                return None;
+            }
+            Err(e) => {
+                tracing::debug!(server, "no 2025-11-25 connection now: {e}");
+                return None;
+            }
+        };
+        tracing::debug!(
+            server,
+            "a second connection, at 2025-11-25, for 2025-11-25 sessions"
+        );
+        *guard = Some(conn.clone());
+        tokio::spawn(reap_when_idle(
+            Arc::downgrade(slot),
+            Arc::downgrade(&conn),
+            slot.config.idle_timeout,
+        ));
+        Some(conn)
+    }
+
+    /// The slot's main connection, opened for `opener` if need be.
+    async fn connect_main(
         &self,
         server: &str,
         opener: &Origin,
@@ -358,7 +457,7 @@ impl Manager {
         *guard = Some(conn.clone());
         drop(guard);
         if let Some(events) = &self.events {
-            listen::follow_tool_changes(server, &conn.peer, events);
+            listen::follow_list_changes(server, &conn.peer, events);
             let _ = events.send(Event::Connected(server.to_owned()));
         }
         tokio::spawn(reap_when_idle(
@@ -435,7 +534,9 @@ impl Manager {
     /// Forwards one `tools/call` of `origin`, within the server's call timeout. The
     /// upstream's progress for this call goes to `progress` and its requests for the client
     /// to `origin` (see `relay.rs`) while the call lives; dropping the returned future cancels
-    /// the upstream request.
+    /// the upstream request. The result comes without the upstream's protocol stamps
+    /// (`envelope.rs`); the JSON-RPC error the server may answer with instead is its answer
+    /// too (message and data redacted and capped, see [`error::rejection`]).
     pub async fn call_tool(
         &self,
         server: &str,
@@ -443,7 +544,7 @@ impl Manager {
         arguments: Option<JsonObject>,
         progress: Option<ProgressSender>,
         origin: &Origin,
-    ) -> Result<CallToolResult, UpstreamError> {
+    ) -> Result<Answer<CallToolResult>, UpstreamError> {
         let slot = self.slot(server)?;
         let conn = self.connect_for(server, origin).await?;
         let _busy = InFlight::new(&conn);
@@ -477,12 +578,16 @@ impl Manager {
                     .await;
             }
             let mut rounds_without_input = 0;
+            params.input_responses = mrtr::first_answers(origin);
             for _ in 0..mrtr::MAX_ROUNDS {
                 let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
-                let handle = conn
-                    .peer
-                    .send_request_with_option(request, PeerRequestOptions::no_options())
-                    .await?;
+                // The upstream is asked for progress only when the caller wants it.
+                let mut options = mrtr::options(&conn, origin);
+                if progress.is_some() {
+                    let meta = options.meta.get_or_insert_with(RequestMetaObject::new);
+                    meta.extend(wire::wants_progress());
+                }
+                let handle = conn.peer.send_request_with_option(request, options).await?;
                 // Declared in this order so the route is gone before the cancel goes out:
                 // progress the upstream sends after it saw the cancel never reaches the caller.
                 let mut abandoned = CancelOnDrop::new(&conn.peer, handle.id.clone());
@@ -491,14 +596,23 @@ impl Manager {
                     .map(|to| conn.progress.register(handle.progress_token.clone(), to));
                 let response = handle.await_response().await;
                 abandoned.disarm();
-                let asked = match response? {
-                    ServerResult::CallToolResult(result) => return Ok(result),
+                let asked = match response {
+                    Err(ServiceError::McpError(error)) => return Ok(Err(error)),
+                    response => response?,
+                };
+                let asked = match asked {
+                    ServerResult::CallToolResult(result) => return Ok(Ok(result)),
                     ServerResult::InputRequiredResult(asked) => asked,
                     _ => return Err(ServiceError::UnexpectedResponse),
                 };
-                let client = conn.client().await.ok_or(ServiceError::TransportClosed)?;
-                let (answers, state) =
-                    mrtr::answer(&client, &conn.peer, asked, &mut rounds_without_input).await?;
+                let (answers, state) = mrtr::answer(
+                    server,
+                    origin,
+                    conn.relays.roots(),
+                    asked,
+                    &mut rounds_without_input,
+                )
+                .await?;
                 params.input_responses = answers;
                 params.request_state = state;
             }
@@ -506,9 +620,14 @@ impl Manager {
                 max_rounds: mrtr::MAX_ROUNDS,
             })
         };
-        let mut result = self
+        let answer = self
             .bounded(&slot, &conn, &format!("tools/call {tool}"), call)
             .await?;
+        let mut result = match answer {
+            Ok(result) => result,
+            Err(error) => return Ok(Err(error::rejection(error, &slot.redactor))),
+        };
+        envelope::strip(&mut result.meta);
         // A server that swallowed our refusal still lets the caller know why it got nothing.
         if let Some(refused) = caller.refused() {
             let said = result.content.iter().any(|c| {
@@ -521,7 +640,7 @@ impl Manager {
                     .push(rmcp::model::ContentBlock::text(refused));
             }
         }
-        Ok(result)
+        Ok(Ok(result))
     }
 
     /// Runs one request with the server's timeout; drops the connection if it died.
@@ -609,9 +728,16 @@ impl Manager {
     pub async fn roots_changed(&self, client: ClientId) {
         let slots: Vec<Arc<Slot>> = self.slots.read().values().cloned().collect();
         for slot in slots {
-            let conn = slot.conn.lock().await.clone();
+            let conns = [
+                slot.conn.lock().await.clone(),
+                slot.legacy.lock().await.clone(),
+            ];
             let given = |c: &Arc<Connection>| c.relays.roots().asks_client();
-            if let Some(conn) = conn.filter(|c| c.relays.opened_by(client) && given(c)) {
+            for conn in conns
+                .into_iter()
+                .flatten()
+                .filter(|c| c.relays.opened_by(client) && given(c))
+            {
                 let sent = conn.peer.notify_roots_list_changed().await;
                 if let Err(e) = sent {
                     tracing::debug!(server = %slot.config.name, error = %e, "roots/list_changed not sent");
@@ -624,8 +750,11 @@ impl Manager {
     pub async fn disconnect(&self, server: &str) {
         let slot = self.slots.read().get(server).cloned();
         if let Some(slot) = slot {
-            let conn = slot.conn.lock().await.take();
-            if let Some(conn) = conn {
+            let conns = [
+                slot.conn.lock().await.take(),
+                slot.legacy.lock().await.take(),
+            ];
+            for conn in conns.into_iter().flatten() {
                 conn.close().await;
             }
         }
@@ -635,14 +764,16 @@ impl Manager {
     pub async fn disconnect_if_idle(&self, server: &str) {
         let slot = self.slots.read().get(server).cloned();
         if let Some(slot) = slot {
-            let mut guard = slot.conn.lock().await;
-            if guard
-                .as_ref()
-                .is_some_and(|c| c.in_flight.load(Ordering::SeqCst) == 0)
-                && let Some(conn) = guard.take()
-            {
-                drop(guard);
-                conn.close().await;
+            for held in [&slot.conn, &slot.legacy] {
+                let mut guard = held.lock().await;
+                if guard
+                    .as_ref()
+                    .is_some_and(|c| c.in_flight.load(Ordering::SeqCst) == 0)
+                    && let Some(conn) = guard.take()
+                {
+                    drop(guard);
+                    conn.close().await;
+                }
             }
         }
     }
@@ -689,9 +820,11 @@ impl Drop for CancelOnDrop<'_> {
 
 /// Removes `conn` from its slot unless a newer connection has replaced it.
 async fn forget(slot: &Slot, conn: &Arc<Connection>) {
-    let mut guard = slot.conn.lock().await;
-    if guard.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn)) {
-        *guard = None;
+    for held in [&slot.conn, &slot.legacy] {
+        let mut guard = held.lock().await;
+        if guard.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn)) {
+            *guard = None;
+        }
     }
 }
 

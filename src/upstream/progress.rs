@@ -1,7 +1,8 @@
 //! Relaying an upstream's `notifications/progress` for one call to whoever made the call.
-//! rmcp gives every upstream request its own progress token; a route maps that token to the
-//! caller's channel for as long as the call lives, and progress for any other token (unknown,
-//! finished or cancelled calls) is dropped.
+//! rmcp gives every upstream request its own progress token, which goes out only on a call
+//! whose caller wants progress (`wire::Outgoing`); a route maps that token to the caller's
+//! channel for as long as the call lives, and progress for any other token (unknown, finished
+//! or cancelled calls) is dropped.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use tokio::sync::mpsc;
 /// than letting a flooding upstream grow memory or stall its connection.
 pub type ProgressSender = mpsc::Sender<ProgressNotificationParam>;
 
-/// The live routes of one connection, shared with its `ClientHandler`.
+/// The live routes of one connection, shared with its transport (see `inbox.rs`).
 #[derive(Clone, Default)]
 pub(super) struct ProgressRoutes(Arc<Mutex<HashMap<ProgressToken, ProgressSender>>>);
 

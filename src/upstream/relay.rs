@@ -417,6 +417,16 @@ impl Drop for InCall {
     }
 }
 
+/// Says in the log, in words, that an upstream's sampling or elicitation request was refused:
+/// once per process for each server and reason (servers ask on every connection). A refused
+/// roots request is not said here: the server is given its configured roots (`list_roots`).
+pub(super) fn tell(ask: Ask, refusal: &str) {
+    if matches!(ask, Ask::Roots) || !super::once::first(refusal) {
+        return;
+    }
+    tracing::warn!("{refusal}; it was told no (said once)");
+}
+
 fn refusal(message: String) -> McpError {
     McpError::new(ErrorCode::INVALID_REQUEST, message, None)
 }
@@ -480,7 +490,7 @@ mod tests {
 
     /// A 2026-07-28 call of `id` that declared no capabilities.
     fn stateless(id: ClientId) -> Origin {
-        let (inputs, _) = Inputs::new(rmcp::model::ClientCapabilities::default());
+        let (inputs, _) = Inputs::new(rmcp::model::ClientCapabilities::default(), None);
         Origin::Stateless {
             id,
             inputs,
@@ -534,7 +544,7 @@ mod tests {
             let caps = rmcp::model::ClientCapabilities::builder()
                 .enable_sampling()
                 .build();
-            let (inputs, asks) = Inputs::new(caps);
+            let (inputs, asks) = Inputs::new(caps, None);
             (
                 Origin::Stateless {
                     id,

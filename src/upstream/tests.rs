@@ -36,7 +36,7 @@ async fn an_idle_upstream_stops_after_its_idle_timeout_and_restarts_on_the_next_
             &Origin::Detached,
         )
     };
-    echo().await.unwrap();
+    echo().await.unwrap().expect("a result");
     assert!(manager.is_connected("up").await);
 
     tokio::time::sleep(IDLE - Duration::from_secs(1)).await;
@@ -49,7 +49,7 @@ async fn an_idle_upstream_stops_after_its_idle_timeout_and_restarts_on_the_next_
         "the upstream saw it close"
     );
 
-    echo().await.unwrap();
+    echo().await.unwrap().expect("a result");
     assert!(
         manager.is_connected("up").await,
         "the next call starts it again"
@@ -69,7 +69,7 @@ async fn a_call_in_flight_keeps_its_upstream_past_the_idle_timeout() {
         None,
         &Origin::Detached,
     );
-    let result = call.await.unwrap();
+    let result = call.await.unwrap().expect("a result, not an error");
     assert_eq!(
         result.content[0].as_text().map(|t| t.text.as_str()),
         Some(format!("slept {long}s").as_str()),

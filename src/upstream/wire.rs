@@ -1,8 +1,11 @@
-//! What every upstream transport (stdio, legacy SSE, streamable HTTP) does with what it reads:
+//! What every upstream transport (stdio, legacy SSE, streamable HTTP) does with what it sends:
+//! a progress token only where its caller wants progress ([`Outgoing`]); and with what it reads:
 //! one message is at most `maxMessageMb`, read no further past it; lone surrogate escapes
 //! read as U+FFFD; a reply that still cannot be read fails its request at once instead of
-//! leaving it to the timeout. And why a transport gave up, for the error that reports it.
+//! leaving it to the timeout; the items of a list reply carry themselves as sent (see
+//! [`crate::verbatim`]). And why a transport gave up, for the error that reports it.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -10,11 +13,58 @@ use parking_lot::Mutex;
 use std::task::{Context, Poll, ready};
 
 use futures::Stream;
-use rmcp::model::{CustomResult, ErrorData, RequestId, ServerJsonRpcMessage, ServerResult, Tool};
+use rmcp::model::{
+    ClientJsonRpcMessage, CustomResult, ErrorData, GetMeta, MetaObject, RequestId,
+    RequestMetaObject, ServerJsonRpcMessage, ServerResult, Tool,
+};
+use rmcp::service::RoleClient;
+use rmcp::transport::Transport;
 use serde_json::Value;
 use tokio_util::bytes::Bytes;
 
 use crate::surrogates::replace_lone;
+use crate::verbatim;
+
+/// The `_meta` key of a request whose caller wants the upstream's progress: meta-server's own,
+/// taken out before the request goes out (see [`Outgoing`]).
+const WANTS_PROGRESS: &str = "meta-server/wantsProgress";
+
+/// What marks a request as one whose caller wants progress (rmcp's request options `meta`).
+pub fn wants_progress() -> RequestMetaObject {
+    let mut meta = MetaObject::new();
+    meta.0.insert(WANTS_PROGRESS.to_owned(), Value::Bool(true));
+    meta.into()
+}
+
+/// A client transport whose requests carry a progress token only where their caller wants
+/// progress ([`wants_progress`]): rmcp gives every request one, lists included, which asks
+/// servers for progress nobody reads.
+pub struct Outgoing<T>(pub T);
+
+impl<T: Transport<RoleClient>> Transport<RoleClient> for Outgoing<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        mut item: ClientJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        if let ClientJsonRpcMessage::Request(request) = &mut item {
+            let meta = &mut request.request.get_meta_mut().0.0;
+            if meta.shift_remove(WANTS_PROGRESS).is_none() {
+                meta.shift_remove("progressToken");
+            }
+        }
+        self.0.send(item)
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<ServerJsonRpcMessage>> + Send {
+        self.0.receive()
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.0.close()
+    }
+}
 
 /// Why a connection's transport gave up on it (or refused a request), told to whoever
 /// reports the failure; the first reason is kept.
@@ -57,7 +107,8 @@ pub fn shorten(text: &str, max_chars: usize) -> String {
 }
 
 /// One message as read (a stdio line, an SSE event's data), in place: lone surrogate escapes
-/// become U+FFFD escapes (same length). A reply that is still not a JSON-RPC message becomes
+/// become U+FFFD escapes (same length). The items of a list reply carry themselves as the
+/// server sent them ([`carrying_items`]). A reply that is still not a JSON-RPC message becomes
 /// an error reply to its request when its id can be read, so the call fails now; anything
 /// else unreadable is dropped (`None`).
 pub fn decode(message: &mut [u8]) -> Option<ServerJsonRpcMessage> {
@@ -67,7 +118,7 @@ pub fn decode(message: &mut [u8]) -> Option<ServerJsonRpcMessage> {
     };
     replace_lone(message);
     let error = match serde_json::from_slice::<ServerJsonRpcMessage>(message) {
-        Ok(parsed) => return Some(without_malformed_tools(parsed)),
+        Ok(parsed) => return Some(without_malformed_tools(carrying_items(parsed, message))),
         Err(e) => e,
     };
     // Bytes that are not UTF-8 inside strings: read as U+FFFD too.
@@ -75,7 +126,10 @@ pub fn decode(message: &mut [u8]) -> Option<ServerJsonRpcMessage> {
     if let std::borrow::Cow::Owned(text) = &lossy
         && let Ok(parsed) = serde_json::from_str::<ServerJsonRpcMessage>(text)
     {
-        return Some(parsed);
+        return Some(without_malformed_tools(carrying_items(
+            parsed,
+            text.as_bytes(),
+        )));
     }
     let reply = serde_json::from_str::<Value>(&lossy)
         .ok()
@@ -93,6 +147,48 @@ pub fn decode(message: &mut [u8]) -> Option<ServerJsonRpcMessage> {
         ),
         Some(id),
     ))
+}
+
+/// The key of the items of a list reply (`tools`, `prompts`, `resources`,
+/// `resourceTemplates`); `None` for any other message.
+fn listed_items(message: &ServerJsonRpcMessage) -> Option<&'static str> {
+    let ServerJsonRpcMessage::Response(reply) = message else {
+        return None;
+    };
+    Some(match &reply.result {
+        ServerResult::ListToolsResult(_) => "tools",
+        ServerResult::ListPromptsResult(_) => "prompts",
+        ServerResult::ListResourcesResult(_) => "resources",
+        ServerResult::ListResourceTemplatesResult(_) => "resourceTemplates",
+        // A tool list with malformed tools (see `without_malformed_tools`).
+        ServerResult::CustomResult(CustomResult(result))
+            if result.get("tools").is_some_and(Value::is_array) =>
+        {
+            "tools"
+        }
+        _ => return None,
+    })
+}
+
+/// Whether `message` is a list reply, whose items [`decode`] makes carry themselves.
+pub fn is_list_reply(message: &ServerJsonRpcMessage) -> bool {
+    listed_items(message).is_some()
+}
+
+/// `message`, read from `text`: when it is a list reply, each item carries itself as the
+/// server sent it, for the catalog (rmcp's types keep only the fields they know); any other
+/// message as it is.
+fn carrying_items(message: ServerJsonRpcMessage, text: &[u8]) -> ServerJsonRpcMessage {
+    let Some(key) = listed_items(&message) else {
+        return message;
+    };
+    let Ok(mut value) = serde_json::from_slice::<Value>(text) else {
+        return message;
+    };
+    if let Some(Value::Array(items)) = value.get_mut("result").and_then(|r| r.get_mut(key)) {
+        items.iter_mut().for_each(verbatim::carry);
+    }
+    serde_json::from_value(value).unwrap_or(message)
 }
 
 /// A reply that reads as a custom result only because entries of its `tools` array are not
@@ -310,6 +406,45 @@ mod tests {
         let names: Vec<_> = list.tools.iter().map(|t| t.name.to_string()).collect();
         assert_eq!(names, ["ok", "also_ok"]);
         assert_eq!(list.next_cursor.as_deref(), Some("2"));
+    }
+
+    #[test]
+    fn listed_items_keep_every_field_their_server_sent() {
+        let tool = serde_json::json!({"name": "click", "inputSchema": {"type": "object"},
+            "annotations": {"readOnlyHint": false, "category": "input"},
+            "execution": {"taskSupport": "forbidden"}});
+        let prompt = serde_json::json!({"name": "k8s-diagnose", "arguments": [
+            {"name": "namespace", "required": false, "default": "all"}]});
+        let reply = |key: &str, item: &Value| {
+            let text = serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {key: [item]}});
+            decode(&mut text.to_string().into_bytes()).expect("read")
+        };
+        let ServerJsonRpcMessage::Response(tools) = reply("tools", &tool) else {
+            panic!("a reply")
+        };
+        let ServerResult::ListToolsResult(list) = tools.result else {
+            panic!("a tool list")
+        };
+        assert_eq!(verbatim::take(&list.tools[0]), tool);
+        let ServerJsonRpcMessage::Response(prompts) = reply("prompts", &prompt) else {
+            panic!("a reply")
+        };
+        let ServerResult::ListPromptsResult(list) = prompts.result else {
+            panic!("a prompt list")
+        };
+        assert_eq!(verbatim::take(&list.prompts[0]), prompt);
+        // A malformed tool beside it is still skipped, the others still whole.
+        let text = serde_json::json!({"jsonrpc": "2.0", "id": 2, "result": {"tools": [tool, {"name": 5}]}});
+        let ServerJsonRpcMessage::Response(reply) =
+            decode(&mut text.to_string().into_bytes()).unwrap()
+        else {
+            panic!("a reply")
+        };
+        let ServerResult::ListToolsResult(list) = reply.result else {
+            panic!("a tool list")
+        };
+        assert_eq!(list.tools.len(), 1);
+        assert_eq!(verbatim::take(&list.tools[0]), tool);
     }
 
     #[tokio::test]

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from contextlib import asynccontextmanager, contextmanager
@@ -408,3 +409,65 @@ def test_idle_sessions_end(tmp_path):
             time.sleep(1.5)  # a request keeps the session alive: leave it idle between looks
             return post(url, listing, headers)[0] == 404
         wait_until(ended, "the idle session to end")
+
+
+def sse_events(response: http.client.HTTPResponse):
+    """(id, parsed data) of each SSE event of `response` as it arrives; empty data as None."""
+    event_id, data = None, []
+    while line := response.readline():
+        line = line.decode().rstrip("\r\n")
+        if line.startswith("id:"):
+            event_id = line[3:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].strip())
+        elif line == "" and (event_id or data):
+            text = "\n".join(data)
+            yield event_id, json.loads(text) if text else None
+            event_id, data = None, []
+
+
+def test_a_stream_dropped_mid_call_resumes_after_last_event_id(tmp_path):
+    """A 2025-11-25 client whose POST stream breaks mid-call reconnects with GET and
+    Last-Event-ID: the events it missed (progress) and the call's result come on the new
+    stream, none twice (rmcp's per-stream event cache, see docs/passthrough.md)."""
+    cfg = write_config(tmp_path, {"everything": server_entries(tmp_path)["everything"]})
+    with http_server(cfg) as (_, url):
+        sid = initialize(url)
+        host, path = url.removeprefix("http://").split("/", 1)
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                   "Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
+        call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                "params": {"name": "call_tool", "_meta": {"progressToken": "slow"},
+                           "arguments": {"name": "everything__trigger-long-running-operation",
+                                         "arguments": {"duration": 4, "steps": 4}}}}
+        conn = http.client.HTTPConnection(host, timeout=60)
+        conn.request("POST", "/" + path, body=json.dumps(call), headers=headers)
+        response = conn.getresponse()
+        assert response.status == 200 and response.getheader("content-type") == "text/event-stream"
+        seen = []
+        for event_id, message in sse_events(response):
+            seen.append(event_id)
+            if message and message.get("method") == "notifications/progress":
+                break
+        # The client's connection breaks after the first progress (not a cancellation).
+        conn.sock.shutdown(socket.SHUT_RDWR)
+        conn.close()
+        resumed = http.client.HTTPConnection(host, timeout=60)
+        resumed.request("GET", "/" + path, headers={**headers, "Accept": "text/event-stream",
+                                                     "Last-Event-ID": seen[-1]})
+        stream = resumed.getresponse()
+        assert stream.status == 200, stream.read()
+        later, result = [], None
+        for event_id, message in sse_events(stream):
+            later.append(event_id)
+            if message and message.get("id") == 5:
+                result = message
+                break
+        resumed.close()
+    assert result and "result" in result, result
+    assert "Long running operation completed" in json.dumps(result["result"]), result
+    assert not set(later) & set(seen), f"replayed twice: {seen} then {later}"
+    # rmcp's event ids are <index>/<stream>: the same stream, from the event after the last seen.
+    stream, last = seen[-1].split("/")[1], int(seen[-1].split("/")[0])
+    assert [i.split("/")[1] for i in later] == [stream] * len(later), later
+    assert int(later[0].split("/")[0]) == last + 1, later

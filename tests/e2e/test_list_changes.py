@@ -131,3 +131,54 @@ async def test_a_2026_07_28_client_hears_updates_on_its_listen_stream(indexed, t
             assert not r.is_error, text_of(r)
             event = await asyncio.wait_for(sub.__anext__(), 60)
             assert isinstance(event, ResourceUpdated) and event.uri == uri, event
+
+
+@pytest.fixture
+def modern(tmp_path):
+    """The 2026-07-28-only fixture, whose prompt list changes on demand (on its listen stream)."""
+    python = str(Path(__file__).parents[2] / ".peers" / "py" / "bin" / "python")
+    fixture = str(Path(__file__).with_name("fixtures") / "modern_server.py")
+    cfg = write_config(tmp_path, {"modern": {"command": python, "args": [fixture], "env": {"MODERN_CHANGES": "1"}}})
+    run_cli(cfg, "index")
+    return cfg
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_2026_07_28_upstream_s_prompt_list_change_reaches_clients_of_both_revisions(modern, mode):
+    """A 2026-07-28 server says its prompts changed only on a subscriptions/listen stream, which
+    meta-server holds open for it; both kinds of clients are told and list the new prompt. (The
+    first prompt added may also be found by the re-listing of the server's stale catalog on
+    connect; the second only by what the server said.)"""
+    told = asyncio.Queue()
+
+    async def on_message(message):
+        if getattr(message, "method", None) == "notifications/prompts/list_changed":
+            told.put_nowait(message)
+
+    async def add(c, name):
+        r = await c.call_tool("call_tool", {"name": "modern__add_prompt", "arguments": {"name": name}})
+        assert text_of(r) == f"added {name}", text_of(r)
+
+    async def prompts(c):
+        return [p.name for p in (await c.list_prompts()).prompts]
+
+    options = {"message_handler": on_message} if mode == "legacy" else {}
+    async with client(modern, "stdio", mode, **options) as c:
+        assert await prompts(c) == []
+        await add(c, "haiku")
+        for _ in range(600):
+            if await prompts(c) == ["modern__haiku"]:
+                break
+            await asyncio.sleep(0.1)
+        while not told.empty():
+            told.get_nowait()
+        if mode == "legacy":
+            await add(c, "limerick")
+            await asyncio.wait_for(told.get(), 60)
+        else:
+            from mcp.shared.subscriptions import PromptsListChanged
+            async with c.listen(prompts_list_changed=True) as sub:
+                await add(c, "limerick")
+                event = await asyncio.wait_for(sub.__anext__(), 60)
+                assert isinstance(event, PromptsListChanged), event
+        assert await prompts(c) == ["modern__haiku", "modern__limerick"]

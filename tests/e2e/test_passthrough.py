@@ -117,6 +117,7 @@ async def test_unknown_prompts_and_uris_and_upstream_refusals_are_clear_errors(e
         # -32002 is 2025-11-25's resource-not-found; 2026-07-28 makes it -32602.
         assert missing.value.error.code == (-32002 if mode == "legacy" else -32602)
         assert "resources/list" in missing.value.error.message
+        assert missing.value.error.data == {"uri": "demo://resource/elsewhere/1"}, "SEP-2164"
         assert children(me) == [], "nothing is started for what no server offers"
 
         with pytest.raises(MCPError) as refused:

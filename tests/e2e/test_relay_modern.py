@@ -228,6 +228,34 @@ async def test_a_2026_07_28_upstreams_own_input_request_reaches_the_client(askin
                                                 "this is not a question of meta-server's):", "> Your name?"]]
 
 
+async def test_a_2026_07_28_upstreams_round_reaches_the_client_as_the_server_asked_it(asking):
+    """Driven by hand: the client gets the upstream's round under the server's own keys, with
+    meta-server's own requestState (new each round) standing for the server's, which goes back
+    to the server with the retry; answers in a first request reach the server too."""
+    arguments = {"name": "modern__ask_name", "arguments": {}}
+    grace = {"name": {"action": "accept", "content": {"name": "Grace"}}}
+    async with client(asking, "stdio") as c:
+        asked = await c.session.call_tool("call_tool", arguments, allow_input_required=True)
+        assert isinstance(asked, types.InputRequiredResult), asked
+        assert list(asked.input_requests) == ["name"], "the server's own key"
+        assert asked.request_state and asked.request_state != "asked-for-name", "meta-server's own"
+        again = await c.session.call_tool("call_tool", arguments, request_state=asked.request_state,
+                                          allow_input_required=True)
+        assert isinstance(again, types.InputRequiredResult) and list(again.input_requests) == ["name"]
+        assert again.request_state != asked.request_state, "each round has its own state"
+        with pytest.raises(MCPError) as spent:
+            await c.session.call_tool("call_tool", arguments, input_responses=grace,
+                                      request_state=asked.request_state, allow_input_required=True)
+        assert "names no call waiting" in str(spent.value)
+        r = await c.session.call_tool("call_tool", arguments, input_responses=grace,
+                                      request_state=again.request_state, allow_input_required=True)
+        assert isinstance(r, types.CallToolResult), r
+        assert "hello Grace; state asked-for-name" in text_of(r), "the server's state came back to it"
+        early = {"name": {"action": "accept", "content": {"name": "Ada"}}}
+        r = await c.session.call_tool("call_tool", arguments, input_responses=early, allow_input_required=True)
+        assert isinstance(r, types.CallToolResult) and "hello Ada; state None" in text_of(r), r
+
+
 @pytest.mark.parametrize("mode", [MODE, "legacy"])
 async def test_a_prompt_that_asks_reaches_the_client_of_either_revision(asking, mode):
     """prompts/get takes the same path as a tool call: an InputRequiredResult for a 2026-07-28

@@ -1,5 +1,6 @@
 //! `alwaysLoad` servers: connected at start-up, their tools listed in `tools/list` under
-//! qualified names after the three meta-tools (but those quarantined, see [`crate::trust`]).
+//! qualified names (own names with `prefix: false`) after the three meta-tools (but those
+//! quarantined, see [`crate::trust`]).
 //! Fixed for the life of the process, so the client's prompt cache stays valid; a change needs
 //! a restart. A qualified name longer than model providers accept (64 characters) is listed
 //! shortened (see [`listed_name`]).
@@ -10,18 +11,17 @@ use rmcp::model::Tool;
 use serde_json::Value;
 
 use super::refresh::refresh;
+use crate::config::ServerConfig;
 use crate::server::State;
 
 /// Connects every alwaysLoad server (re-listing stale catalogs), then returns their tools in
 /// server-name order, as they will be listed for the rest of the process.
 pub(in crate::server) async fn prepare(state: &Arc<State>) -> Vec<Tool> {
     let settings = state.settings();
-    let servers: Vec<&str> = settings
-        .servers
-        .iter()
+    let always: Vec<&ServerConfig> = (settings.servers.iter())
         .filter(|s| s.always_load)
-        .map(|s| s.name.as_str())
         .collect();
+    let servers: Vec<&str> = always.iter().map(|s| s.name.as_str()).collect();
     // Marked as indexing so the freshness watcher does not re-list them a second time.
     state
         .catalogs
@@ -41,13 +41,13 @@ pub(in crate::server) async fn prepare(state: &Arc<State>) -> Vec<Tool> {
     }))
     .await;
     let library = state.catalogs.library();
-    servers
+    always
         .iter()
         .flat_map(|&server| {
             library
                 .entries
                 .values()
-                .filter(move |e| e.server == server)
+                .filter(move |e| e.server == server.name)
                 // Unapproved text never enters the fixed prefix; call_tool refuses the tool.
                 .filter(|e| {
                     let held = state.trust.quarantine_of(&library, e);
@@ -56,7 +56,7 @@ pub(in crate::server) async fn prepare(state: &Arc<State>) -> Vec<Tool> {
                     }
                     held.is_none()
                 })
-                .filter_map(|e| listed(e.def.value(), &e.qualified))
+                .filter_map(|e| listed(e.def.value(), &e.qualified, server.prefix))
         })
         .collect()
 }
@@ -66,8 +66,16 @@ const MAX_NAME_CHARS: usize = 64;
 /// Where a shortened tool's `_meta` keeps its qualified name.
 const QUALIFIED_KEY: &str = "meta-server/qualifiedName";
 
-/// The catalog tool as an MCP tool under its listed name; `None` if it does not parse.
-fn listed(mut raw: Value, qualified: &str) -> Option<Tool> {
+/// The catalog tool as an MCP tool under its listed name (its own name, as its server sent
+/// it, when the server is not `prefixed`); `None` if it does not parse.
+fn listed(mut raw: Value, qualified: &str, prefixed: bool) -> Option<Tool> {
+    if !prefixed {
+        return serde_json::from_value(raw)
+            .inspect_err(|e| {
+                tracing::warn!(tool = qualified, "cannot list this alwaysLoad tool: {e}")
+            })
+            .ok();
+    }
     let name = listed_name(qualified);
     let fields = raw.as_object_mut()?;
     if name != qualified {
@@ -78,6 +86,8 @@ fn listed(mut raw: Value, qualified: &str) -> Option<Tool> {
             .insert(QUALIFIED_KEY.into(), qualified.into());
     }
     fields.insert("name".into(), name.into());
+    // Every field of the catalog's tool goes out in tools/list, not only those rmcp knows.
+    crate::verbatim::carry(&mut raw);
     serde_json::from_value(raw)
         .inspect_err(|e| tracing::warn!(tool = qualified, "cannot list this alwaysLoad tool: {e}"))
         .ok()
@@ -110,15 +120,33 @@ mod tests {
     #[test]
     fn listed_tools_take_the_qualified_name() {
         let raw = serde_json::json!({"name": "get_current_time", "inputSchema": {"type": "object"}, "x-kept": 1});
-        let tool = listed(raw, &qualified_name("time", "get_current_time")).unwrap();
+        let tool = listed(
+            raw.clone(),
+            &qualified_name("time", "get_current_time"),
+            true,
+        )
+        .unwrap();
         assert_eq!(tool.name, "time__get_current_time");
-        assert!(tool.meta.is_none());
+        let mut out = serde_json::to_value(&tool).unwrap();
+        crate::verbatim::complete(&mut out);
+        assert_eq!(
+            out,
+            serde_json::json!({"name": "time__get_current_time", "inputSchema": {"type": "object"}, "x-kept": 1}),
+            "listed with every field, under its qualified name"
+        );
         let listed = [tool];
         assert_eq!(
             resolve(&listed, "time__get_current_time").as_deref(),
             Some("time__get_current_time")
         );
         assert_eq!(resolve(&listed, "time__convert_time"), None);
+        let own = super::listed(raw, &qualified_name("time", "get_current_time"), false).unwrap();
+        assert_eq!(own.name, "get_current_time", "prefix: false");
+        assert!(own.meta.is_none());
+        assert_eq!(
+            resolve(&[own], "get_current_time").as_deref(),
+            Some("get_current_time")
+        );
     }
 
     #[test]
@@ -130,7 +158,10 @@ mod tests {
         );
         assert!(a.len() > 64);
         let raw = |name: &str| serde_json::json!({"name": name, "inputSchema": {"type": "object"}, "_meta": {"x": 1}});
-        let listed = [listed(raw("a"), &a).unwrap(), listed(raw("b"), &b).unwrap()];
+        let listed = [
+            listed(raw("a"), &a, true).unwrap(),
+            listed(raw("b"), &b, true).unwrap(),
+        ];
         for (tool, qualified) in listed.iter().zip([&a, &b]) {
             assert_eq!(tool.name.chars().count(), 64, "{}", tool.name);
             assert!(qualified.starts_with(&tool.name[..55]));

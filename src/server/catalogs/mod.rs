@@ -13,6 +13,7 @@ pub(in crate::server) mod freshness;
 mod freshness_tests;
 pub(in crate::server) mod learning;
 mod listing;
+pub(in crate::server) mod names;
 mod refresh;
 pub(in crate::server) mod reload;
 pub(in crate::server) mod shared;

@@ -25,7 +25,7 @@ use super::State;
 use super::access::Access;
 use super::audit;
 use super::caller::Caller;
-use super::catalogs::first_run;
+use super::catalogs::{first_run, names};
 use crate::audit::Subject;
 use crate::config::Settings;
 use crate::library::{Library, SEPARATOR};
@@ -37,6 +37,17 @@ use template::MatchError;
 
 /// Characters of an upstream's error message passed on.
 const ERROR_CHARS: usize = 2_000;
+/// Bytes of an upstream error's `data` (as JSON) passed on; larger data is left out.
+const ERROR_DATA_BYTES: usize = 4_096;
+/// The longest URI an error's `data` repeats.
+const DATA_URI_CHARS: usize = 2_048;
+
+/// A resource-not-found error (-32002, -32602 at 2026-07-28) whose `data` names the URI
+/// (SEP-2164), unless the URI is too long to repeat.
+pub(in crate::server) fn not_found(message: String, uri: &str) -> McpError {
+    let data = (uri.chars().count() <= DATA_URI_CHARS).then(|| serde_json::json!({"uri": uri}));
+    McpError::resource_not_found(message, data)
+}
 
 /// Views of the routes kept per library: one per named token (configured tokens are few; a
 /// bound all the same).
@@ -116,9 +127,10 @@ impl Passthrough {
         }
     }
 
-    /// `prompts/get` of a prompt by its qualified name, forwarded under its own name, with
-    /// its audit line. A configured server without a catalog (that the caller's token sees) is
-    /// listed first. The server's requests for the client go to the caller's origin.
+    /// `prompts/get` of a prompt by its listed (or qualified) name, forwarded under its own
+    /// name, with its audit line. A configured server without a catalog (that the caller's
+    /// token sees) is listed first, and so are those with `prefix: false` when no prompt has
+    /// the name. The server's requests for the client go to the caller's origin.
     pub(in crate::server) async fn get_prompt(
         &self,
         state: &Arc<State>,
@@ -155,7 +167,10 @@ impl Passthrough {
             *answered = Some(server.to_owned());
             return Err(McpError::internal_error(e.to_string(), None));
         }
-        let routes = self.routes(state, access);
+        let mut routes = self.routes(state, access);
+        if routes.prompt(&qualified).is_none() && names::list_unprefixed(state, access).await {
+            routes = self.routes(state, access);
+        }
         let Some((server, name)) = routes.prompt(&qualified) else {
             return Err(McpError::invalid_params(
                 format!(
@@ -346,9 +361,10 @@ pub(in crate::server) fn list_ttl(state: &State) -> Duration {
         .unwrap_or(crate::config::DEFAULT_IDLE_TIMEOUT)
 }
 
-/// An upstream's answer for the client: its result; its own JSON-RPC error with its code,
-/// naming the server; or why the server could not answer (-32603, saying what to do). The
-/// upstream request is dropped (and cancelled) when the client cancels.
+/// An upstream's answer for the client: its result; its own JSON-RPC error with its code and
+/// `data` (up to [`ERROR_DATA_BYTES`]), naming the server; or why the server could not answer
+/// (-32603, saying what to do). The upstream request is dropped (and cancelled) when the
+/// client cancels.
 async fn forwarded<T>(
     server: &str,
     answer: impl Future<Output = Result<Answer<T>, UpstreamError>>,
@@ -372,7 +388,12 @@ async fn forwarded<T>(
                 Some((end, _)) => format!("{}… (error cut)", &message[..end]),
             }
             .into();
-            error.data = None;
+            // What the server said with it (a URI not found, the capabilities it needs) is
+            // kept, within a bound.
+            let size = error.data.as_ref().map(|d| d.to_string().len());
+            if size.is_some_and(|size| size > ERROR_DATA_BYTES) {
+                error.data = None;
+            }
             Err(error)
         }
         Err(e) => Err(McpError::internal_error(e.to_string(), None)),
@@ -383,11 +404,40 @@ async fn forwarded<T>(
 mod tests {
     use std::collections::BTreeMap;
 
+    use rmcp::model::ErrorCode;
     use serde_json::json;
 
     use super::*;
     use crate::catalog::Catalog;
     use crate::config::Settings;
+
+    #[tokio::test]
+    async fn an_upstream_error_keeps_its_code_and_data_within_a_bound() {
+        let said = |data| {
+            let error = McpError::new(ErrorCode(-32021), "needs sampling", data);
+            async move { Ok::<Answer<()>, UpstreamError>(Err(error)) }
+        };
+        let never = CancellationToken::new();
+        let data = json!({"requiredCapabilities": {"sampling": {}}});
+        let kept = forwarded("s", said(Some(data.clone())), &never)
+            .await
+            .unwrap_err();
+        assert_eq!((kept.code, kept.data), (ErrorCode(-32021), Some(data)));
+        assert_eq!(kept.message, "server \"s\": needs sampling");
+        let huge = json!({"blob": "x".repeat(ERROR_DATA_BYTES)});
+        let cut = forwarded("s", said(Some(huge)), &never).await.unwrap_err();
+        assert_eq!((cut.code, cut.data), (ErrorCode(-32021), None));
+    }
+
+    #[test]
+    fn not_found_names_the_uri_unless_it_is_too_long() {
+        let e = not_found("gone".into(), "test://x");
+        assert_eq!(e.data, Some(json!({"uri": "test://x"})));
+        assert_eq!(
+            not_found("gone".into(), &"u".repeat(DATA_URI_CHARS + 1)).data,
+            None
+        );
+    }
 
     fn catalog(server: &str, uri: &str) -> Catalog {
         let resource = json!({"uri": uri, "name": uri});

@@ -1,15 +1,17 @@
 //! Which server answers what: the prompts, resources and resource templates of the catalogs
 //! as clients see them, and the server behind each prompt name and URI.
 //!
-//! Rules (docs/access.md): a prompt is listed as `<server>__<prompt>`. A resource URI is kept
-//! as its server wrote it. A server claims the URIs it lists and those its resource templates
-//! match, and a URI belongs to the first server in the config file that claims it: a later
-//! server's entry for it (a listed URI, or the same `uriTemplate`) is left out and reported
-//! once, and a later template is never told it. A URI no server lists goes to the first server
-//! with a template that matches it ([`UriTemplate`]). A template claims nothing unless it
-//! fixes the scheme of its URIs (and, for web URLs, their host): a catch-all such as `{+uri}`
-//! is left out. URIs meta-server serves itself (skills, stored results), and templates within
-//! them, are never a server's.
+//! Rules (docs/access.md): a prompt is listed as `<server>__<prompt>`, or under its own name
+//! for a server with `prefix: false` (found by both names; an own name another server's prompt
+//! has is left out and reported once). A resource URI is kept as its server wrote it. A server
+//! claims the URIs it lists and those its resource templates match, and a URI belongs to the
+//! first server in the config file that claims it: a later server's entry for it (a listed
+//! URI, or the same `uriTemplate`) is left out and reported once, and a later template is
+//! never told it. A URI no server lists goes to the first server with a template that matches
+//! it ([`UriTemplate`]). A template claims nothing unless it fixes the scheme of its URIs
+//! (and, for web URLs, their host): a catch-all such as `{+uri}` is left out. URIs
+//! meta-server serves itself (skills, stored results), and templates within them, are never a
+//! server's.
 //!
 //! The routes are built over every configured server; a named token's view leaves out the
 //! entries of the servers it does not see, while their claims still hold: a URI a hidden
@@ -52,7 +54,7 @@ impl OwnSpaces {
 /// An entry of a server's catalog left out of the lists, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(in crate::server) struct LeftOut {
-    /// The URI or `uriTemplate`.
+    /// The URI, `uriTemplate` or own prompt name.
     pub uri: String,
     /// The server whose entry is left out.
     pub server: String,
@@ -156,11 +158,25 @@ impl Routes {
             };
             for mut prompt in parsed::<Prompt>(name, "prompt", catalog.prompts.as_deref()) {
                 let qualified = qualified_name(name, &prompt.name);
-                if routes.by_prompt.contains_key(&qualified) {
+                let own_name = prompt.name.clone();
+                let to = (name.clone(), own_name.clone());
+                if server.prefix {
+                    if routes.by_prompt.contains_key(&qualified) {
+                        continue;
+                    }
+                    prompt.name = qualified.clone();
+                    routes.by_prompt.insert(qualified, to);
+                } else if let Some((by, _)) = routes.by_prompt.get(&own_name) {
+                    leave(&own_name, Why::ClaimedBy(by.clone()));
                     continue;
+                } else {
+                    // Listed under its own name, and found under its qualified one too.
+                    routes
+                        .by_prompt
+                        .entry(qualified)
+                        .or_insert_with(|| to.clone());
+                    routes.by_prompt.insert(own_name, to);
                 }
-                let own_name = std::mem::replace(&mut prompt.name, qualified.clone());
-                routes.by_prompt.insert(qualified, (name.clone(), own_name));
                 routes.prompts.push(prompt);
                 routes.prompt_servers.push(name.clone());
             }
@@ -302,7 +318,8 @@ fn fixes_origin(start: &str, whole: bool) -> bool {
 }
 
 /// The entries of one kind in `server`'s catalog that parse, screened (cleaned of hidden
-/// characters, their flags said in their descriptions, see [`crate::catalog::screen`]); the
+/// characters, their flags said in their descriptions, see [`crate::catalog::screen`]) and
+/// each carrying its every field for the lists clients get (see [`crate::verbatim`]); the
 /// others, and those whose name or URI hides characters, are skipped with a warning, as such
 /// tools are.
 fn parsed<T: DeserializeOwned>(server: &str, kind: &str, items: Option<&[Value]>) -> Vec<T> {
@@ -322,7 +339,9 @@ fn parsed<T: DeserializeOwned>(server: &str, kind: &str, items: Option<&[Value]>
                 );
                 return None;
             };
-            match serde_json::from_value(screened.item) {
+            let mut item = screened.item;
+            crate::verbatim::carry(&mut item);
+            match serde_json::from_value(item) {
                 Ok(parsed) => Some(parsed),
                 Err(e) => {
                     tracing::warn!(server, "skipping a {kind} in the catalog: {e}");
@@ -414,6 +433,44 @@ mod tests {
         assert_eq!(
             routes.prompts()[0].arguments.as_ref().unwrap()[0].name,
             "code"
+        );
+    }
+
+    #[test]
+    fn prompts_of_an_unprefixed_server_keep_their_own_names_and_answer_to_both() {
+        let mut servers: Vec<ServerConfig> = ["alpha", "own", "zeta"]
+            .iter()
+            .map(|s| ServerConfig::catalog_only(s))
+            .collect();
+        servers[1].prefix = false;
+        servers[2].prefix = false;
+        let prompts = |server: &str, names: Value| catalog(server, names, json!([]), json!([]));
+        let catalogs = [
+            prompts("alpha", json!([{"name": "review"}])),
+            prompts(
+                "own",
+                json!([{"name": "review"}, {"name": "alpha__review"}]),
+            ),
+            prompts("zeta", json!([{"name": "review"}, {"name": "mine"}])),
+        ];
+        let catalogs = catalogs
+            .into_iter()
+            .map(|c| (c.server.clone(), c))
+            .collect();
+        let servers: Vec<&ServerConfig> = servers.iter().collect();
+        let (routes, left_out) = Routes::build(&servers, &catalogs, OWN);
+        let names: Vec<&str> = routes.prompts().iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["alpha__review", "review", "mine"]);
+        assert_eq!(routes.prompt("review"), Some(("own", "review")));
+        assert_eq!(routes.prompt("own__review"), Some(("own", "review")));
+        assert_eq!(routes.prompt("zeta__mine"), Some(("zeta", "mine")));
+        assert_eq!(routes.prompt("alpha__review"), Some(("alpha", "review")));
+        assert_eq!(
+            left_out,
+            [
+                left("alpha__review", "own", Why::ClaimedBy("alpha".into())),
+                left("review", "zeta", Why::ClaimedBy("own".into())),
+            ]
         );
     }
 

@@ -64,7 +64,7 @@ pub struct MetaServer {
     /// This session, to whose client an upstream's requests during its calls go.
     client: ClientId,
     /// The 2026-07-28 calls of this process waiting for their client's input.
-    waiting: Arc<Waiting<CallToolResult>>,
+    waiting: Arc<Waiting<Result<CallToolResult, McpError>>>,
     waiting_prompts: Arc<Waiting<Result<GetPromptResult, McpError>>>,
     waiting_reads: Arc<Waiting<Option<Result<ReadResourceResult, McpError>>>>,
     /// Who is told that the upstream prompts or resources changed.
@@ -562,7 +562,8 @@ impl ServerHandler for MetaServer {
         let answer = Request::read(&request.name, arguments, &self.tools())?
             .run(&self.state, &caller)
             .await;
-        let mut result = self.offer_logins(&answer.servers, answer.result, &cx.peer, started);
+        // A tool called by its own name answers with its server's JSON-RPC error as it is.
+        let mut result = self.offer_logins(&answer.servers, answer.result?, &cx.peer, started);
         // An upstream's result read from a 2025-11-25 server has no `resultType`; rmcp drops
         // it again for a 2025-11-25 client.
         result.result_type.get_or_insert(ResultType::COMPLETE);
@@ -642,7 +643,9 @@ impl MetaServer {
             let id = ClientId::next();
             run(Origin::Stateless { id, inputs, log }, cancelled)
         };
-        waiting.start(made, capabilities, &cx.ct, run).await
+        waiting
+            .start(made, capabilities, answers, &cx.ct, run)
+            .await
     }
 
     /// Where the requests of a 2025-11-25 session's upstreams go: its client.
@@ -676,7 +679,7 @@ impl MetaServer {
             let caller = this.caller(&cx_of_call, origin, cancelled);
             match read {
                 Some(read) => read.run(&this.state, &caller).await.result,
-                None => reply::error("a retry cannot start a call"),
+                None => Ok(reply::error("a retry cannot start a call")),
             }
         };
         let (state, answers) = (request.request_state, request.input_responses);
@@ -684,7 +687,8 @@ impl MetaServer {
             .stateless(&self.waiting, &cx, asked, state, answers, run)
             .await?;
         Ok(match turn {
-            Turn::Done(mut result) => {
+            Turn::Done(result) => {
+                let mut result = result?;
                 // An upstream's result read from a 2025-11-25 server has no `resultType`,
                 // which a 2026-07-28 client needs.
                 result.result_type.get_or_insert(ResultType::COMPLETE);

@@ -6,10 +6,11 @@
 //! the result, or more questions.
 //!
 //! The rule: a `requestState` is an opaque handle to a call held in memory by the meta-server
-//! process that made it (`<process id>.<128 random bits>`), not the call's state itself. It is
-//! good only in that process, for the principal that made the call and a retry of the same
-//! request, until the call's result is taken, and for [`RETRY_WINDOW`] after each
-//! `InputRequiredResult` (the call itself stays bounded by the server's `timeoutSecs`).
+//! process that made it (`<process id>.<128 random bits>`), not the call's state itself (the
+//! upstream's own state stays with the held call). It is good only in that process, for the
+//! principal that made the call and a retry of the same request, for one turn (each
+//! `InputRequiredResult` gets a new one), and for [`RETRY_WINDOW`] after it (the call itself
+//! stays bounded by the server's `timeoutSecs`).
 //! Anywhere else (another replica, a restarted process, after the window) the retry gets an
 //! error that says so and that the call must be made again; a load balancer in front of
 //! several replicas must send a retry where its first request went.
@@ -27,7 +28,9 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use rand::Rng;
 use rmcp::ErrorData as McpError;
-use rmcp::model::{ClientCapabilities, InputRequiredResult, InputResponses};
+use rmcp::model::{
+    ClientCapabilities, InputRequest, InputRequests, InputRequiredResult, InputResponses,
+};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -245,9 +248,33 @@ impl<T> Drop for Held<T> {
 struct Rounds<T> {
     asks: mpsc::Receiver<PendingInput>,
     /// Asked and not yet answered, by the key the client answers with.
-    open: BTreeMap<String, PendingInput>,
+    open: BTreeMap<String, oneshot::Sender<Value>>,
+    /// The questions of `open`, by the same keys.
+    questions: BTreeMap<String, InputRequest>,
+    /// A 2026-07-28 upstream's round put to the client: its input requests as the server
+    /// asked them, and where the retry's `inputResponses` go.
+    round: Option<(
+        Option<InputRequests>,
+        oneshot::Sender<Option<InputResponses>>,
+    )>,
     next_key: u64,
     done: oneshot::Receiver<T>,
+}
+
+impl<T> Rounds<T> {
+    /// Takes `pending` in: an upstream's request under a key of meta-server's, a round as it
+    /// is.
+    fn take(&mut self, pending: PendingInput) {
+        match pending {
+            PendingInput::Ask { request, answer } => {
+                self.next_key += 1;
+                let key = format!("input-{}", self.next_key);
+                self.questions.insert(key.clone(), *request);
+                self.open.insert(key, answer);
+            }
+            PendingInput::Round { requests, answer } => self.round = Some((requests, answer)),
+        }
+    }
 }
 
 impl<T: Send + 'static> Waiting<T> {
@@ -273,13 +300,14 @@ impl<T: Send + 'static> Waiting<T> {
         self: &Arc<Self>,
         made: Made,
         capabilities: ClientCapabilities,
+        first: Option<InputResponses>,
         cancelled: &CancellationToken,
         run: impl FnOnce(Inputs, CancellationToken) -> F,
     ) -> Result<Turn<T>, McpError>
     where
         F: Future<Output = T> + Send + 'static,
     {
-        let (inputs, asks) = Inputs::new(capabilities);
+        let (inputs, asks) = Inputs::new(capabilities, first);
         let (finish, done) = oneshot::channel();
         let cancel = CancellationToken::new();
         let call = run(inputs, cancel.clone());
@@ -295,12 +323,18 @@ impl<T: Send + 'static> Waiting<T> {
             rounds: tokio::sync::Mutex::new(Rounds {
                 asks,
                 open: BTreeMap::new(),
+                questions: BTreeMap::new(),
+                round: None,
                 next_key: 0,
                 done,
             }),
         });
-        let state = format!("{}.{:032x}", self.process, rand::rng().random::<u128>());
-        self.turn(&state, &held, cancelled).await
+        self.turn(&self.fresh_state(), &held, cancelled).await
+    }
+
+    /// A `requestState` never given before: this process's id and 128 random bits.
+    fn fresh_state(&self) -> String {
+        format!("{}.{:032x}", self.process, rand::rng().random::<u128>())
     }
 
     /// Hands a retry's answers to the call `state` names and waits for its next turn.
@@ -325,9 +359,16 @@ impl<T: Send + 'static> Waiting<T> {
             let Ok(mut rounds) = held.rounds.try_lock() else {
                 return Err(busy());
             };
-            for (key, answer) in answers.unwrap_or_default() {
-                if let Some(pending) = rounds.open.remove(&key) {
-                    let _ = pending.answer.send(answer);
+            // An upstream's round gets the retry's answers as they are, whatever they hold
+            // (the server asks again for what is missing).
+            if let Some((_, round)) = rounds.round.take() {
+                let _ = round.send(answers);
+            } else {
+                for (key, answer) in answers.unwrap_or_default() {
+                    rounds.questions.remove(&key);
+                    if let Some(pending) = rounds.open.remove(&key) {
+                        let _ = pending.send(answer);
+                    }
                 }
             }
         }
@@ -368,26 +409,41 @@ impl<T: Send + 'static> Waiting<T> {
         let mut asking = true;
         loop {
             // An upstream that gave up on a question no longer needs its answer.
-            rounds.open.retain(|_, p| !p.answer.is_closed());
-            while let Ok(pending) = rounds.asks.try_recv() {
-                rounds.next_key += 1;
-                rounds
-                    .open
-                    .insert(format!("input-{}", rounds.next_key), pending);
+            rounds.open.retain(|_, answer| !answer.is_closed());
+            let open = &rounds.open;
+            rounds.questions.retain(|key, _| open.contains_key(key));
+            if rounds
+                .round
+                .as_ref()
+                .is_some_and(|(_, answer)| answer.is_closed())
+            {
+                rounds.round = None;
             }
-            if !rounds.open.is_empty() {
-                let requests = (rounds.open.iter())
-                    .map(|(key, p)| (key.clone(), p.request.clone()))
-                    .collect();
+            while let Ok(pending) = rounds.asks.try_recv() {
+                rounds.take(pending);
+            }
+            // A round is put alone: its keys are the server's.
+            let asked = match &rounds.round {
+                Some((requests, _)) => Some(requests.clone()),
+                None if !rounds.questions.is_empty() => Some(Some(rounds.questions.clone())),
+                None => None,
+            };
+            if let Some(requests) = asked {
+                // Each turn's state is new; the one before it is spent.
+                let next = self.fresh_state();
                 {
                     let mut place = held.place.lock();
                     if place.is_none() {
                         *place = Some(self.parked.admit(&held.made)?);
                     }
                 }
-                self.held.lock().insert(state.to_owned(), held.clone());
-                self.expire_later(state, turn);
-                let asked = InputRequiredResult::new(Some(requests), Some(state.to_owned()));
+                {
+                    let mut waiting = self.held.lock();
+                    waiting.remove(state);
+                    waiting.insert(next.clone(), held.clone());
+                }
+                self.expire_later(&next, turn);
+                let asked = InputRequiredResult::new(requests, Some(next));
                 return Ok(Turn::Input(asked));
             }
             tokio::select! {
@@ -398,10 +454,7 @@ impl<T: Send + 'static> Waiting<T> {
                     });
                 }
                 pending = rounds.asks.recv(), if asking => match pending {
-                    Some(pending) => {
-                        rounds.next_key += 1;
-                        rounds.open.insert(format!("input-{}", rounds.next_key), pending);
-                    }
+                    Some(pending) => rounds.take(pending),
                     None => asking = false,
                 },
                 () = cancelled.cancelled() => {
@@ -487,7 +540,7 @@ mod tests {
             format!("{first} {second}")
         };
         let caps = ClientCapabilities::default();
-        asked(waiting.start(made("ada"), caps, cancel, run).await)
+        asked(waiting.start(made("ada"), caps, None, cancel, run).await)
     }
 
     #[tokio::test]
@@ -500,19 +553,24 @@ mod tests {
             first.input_requests.unwrap().keys().collect::<Vec<_>>(),
             ["input-1"]
         );
-        // A retry without the answer is asked the same again.
+        // A retry without the answer is asked the same again, under a new state.
         let again = asked(waiting.resume(&state, &made("ada"), None, &cancel).await);
         assert_eq!(
             again.input_requests.unwrap().keys().collect::<Vec<_>>(),
             ["input-1"]
         );
+        let spent = refusal(waiting.resume(&state, &made("ada"), None, &cancel).await);
+        assert!(spent.contains("names no call waiting"), "{spent}");
+        let state = again.request_state.unwrap();
         let answers = |key: &str, value: &str| Some([(key.to_owned(), Value::from(value))].into());
         let second = asked(
             waiting
                 .resume(&state, &made("ada"), answers("input-1", "a"), &cancel)
                 .await,
         );
-        assert_eq!(second.request_state.as_deref(), Some(state.as_str()));
+        let spent = state;
+        let state = second.request_state.clone().unwrap();
+        assert_ne!(state, spent, "each turn has a state of its own");
         assert_eq!(
             second.input_requests.unwrap().keys().collect::<Vec<_>>(),
             ["input-2"]
@@ -526,6 +584,41 @@ mod tests {
         }
         let ended = refusal(waiting.resume(&state, &made("ada"), None, &cancel).await);
         assert!(ended.contains("its call ended"), "{ended}");
+    }
+
+    #[tokio::test]
+    async fn an_upstream_round_reaches_the_client_as_asked_and_its_retry_goes_back_whole() {
+        let waiting = Waiting::new(Arc::default());
+        let cancel = CancellationToken::new();
+        let run = |inputs: Inputs, _| async move {
+            let first = inputs.first_answers();
+            let asked = [("user_name".to_owned(), question())].into();
+            let round_one = inputs.round(Some(asked)).await.unwrap();
+            // A round that carries only the server's state.
+            let round_two = inputs.round(None).await.unwrap();
+            format!("{first:?} {round_one:?} {round_two:?}")
+        };
+        let caps = ClientCapabilities::default();
+        let early = Some([("early".to_owned(), Value::from(1))].into());
+        let one = asked(waiting.start(made("ada"), caps, early, &cancel, run).await);
+        assert_eq!(
+            one.input_requests.unwrap().keys().collect::<Vec<_>>(),
+            ["user_name"],
+            "the server's own key"
+        );
+        // Whatever the retry holds goes back: the server judges it.
+        let odd = Some([("user_name".to_owned(), Value::from(12345))].into());
+        let state = one.request_state.unwrap();
+        let two = asked(waiting.resume(&state, &made("ada"), odd, &cancel).await);
+        assert!(two.input_requests.is_none(), "a round of state alone");
+        let state = two.request_state.unwrap();
+        match waiting.resume(&state, &made("ada"), None, &cancel).await {
+            Ok(Turn::Done(done)) => assert_eq!(
+                done,
+                r#"Some({"early": Number(1)}) Some({"user_name": Number(12345)}) None"#
+            ),
+            _ => panic!("the call did not end"),
+        }
     }
 
     #[tokio::test]
@@ -571,7 +664,7 @@ mod tests {
         };
         let caps = ClientCapabilities::default();
         match waiting
-            .start(made, caps, &CancellationToken::new(), run)
+            .start(made, caps, None, &CancellationToken::new(), run)
             .await
         {
             Ok(Turn::Input(asked)) => Ok(asked),
@@ -647,13 +740,13 @@ mod tests {
     #[tokio::test]
     async fn a_retry_may_order_the_request_keys_its_own_way() {
         let waiting = Waiting::new(Arc::default());
-        let asked = park(&waiting, "ada", 3).await.unwrap();
-        let state = asked.request_state.unwrap();
+        let first = park(&waiting, "ada", 3).await.unwrap();
+        let state = first.request_state.unwrap();
         // The same request, its keys in another order: the same call.
         let cancel = CancellationToken::new();
         let same = made_with("ada", 3);
-        let again = waiting.resume(&state, &same, None, &cancel).await;
-        assert!(matches!(again, Ok(Turn::Input(_))));
+        let again = asked(waiting.resume(&state, &same, None, &cancel).await);
+        let state = again.request_state.unwrap();
         let other = made_with("ada", 4);
         let said = refusal(waiting.resume(&state, &other, None, &cancel).await);
         assert!(said.contains("a retry must repeat the request"), "{said}");
@@ -678,7 +771,7 @@ mod tests {
             how.to_owned()
         };
         let caps = ClientCapabilities::default();
-        let first = asked(waiting.start(made("ada"), caps, &cancel, run).await);
+        let first = asked(waiting.start(made("ada"), caps, None, &cancel, run).await);
         tokio::time::sleep(RETRY_WINDOW + Duration::from_secs(1)).await;
         let how = how.await.expect("the call ended itself, not aborted");
         assert_ne!(how, "answered");
@@ -705,7 +798,7 @@ mod tests {
         });
         assert!(
             waiting
-                .start(made("ada"), caps, &cancel, run)
+                .start(made("ada"), caps, None, &cancel, run)
                 .await
                 .is_err()
         );

@@ -16,6 +16,7 @@ mod revision;
 pub(in crate::server) mod start;
 mod stdio;
 mod subscriptions;
+mod whole;
 
 pub use handler::MetaServer;
 pub use http::{

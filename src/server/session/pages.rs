@@ -8,7 +8,8 @@ use serde::Serialize;
 
 /// Items in one page.
 pub(super) const PAGE_ITEMS: usize = 1_000;
-/// Bytes of one page's items as JSON (a page has at least one item, whatever its size).
+/// Bytes of one page's items as JSON, as clients get them (a page has at least one item,
+/// whatever its size).
 pub(super) const PAGE_BYTES: usize = 1 << 20;
 
 /// The page of the `len` `items` that `cursor` names (the first without one), and the cursor
@@ -34,7 +35,7 @@ pub(super) fn page<'a, T: Serialize + Clone + 'a>(
     let mut page = Vec::new();
     let mut bytes = 0;
     for item in items.skip(start).take(PAGE_ITEMS) {
-        bytes += crate::budget::json_len(item);
+        bytes += crate::verbatim::sent_len(item);
         if bytes > PAGE_BYTES && !page.is_empty() {
             break;
         }

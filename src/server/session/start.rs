@@ -5,7 +5,8 @@ use crate::audit::AuditError;
 use crate::config::Settings;
 use crate::search::SearchError;
 use crate::server::State;
-use crate::server::catalogs::{freshness, shared};
+use crate::server::catalogs::{freshness, names, shared};
+use crate::server::tools::definitions::definitions;
 use crate::server::tools::load_library;
 use crate::store::{StoreError, Valkey};
 use crate::trust::shared::Follow;
@@ -18,6 +19,8 @@ pub enum StartError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
+    Names(#[from] names::Clash),
+    #[error(transparent)]
     Audit(#[from] AuditError),
 }
 
@@ -25,9 +28,9 @@ pub enum StartError {
 /// shared store if one is configured (taking the catalogs other replicas listed and the
 /// approvals they share, then following both), loads the library from the catalogs, starts the
 /// freshness watcher, connects alwaysLoad servers, fixes `tools/list` and the `initialize`
-/// instructions; checks that servers with a catalog can be started, saves the search index if
-/// it was built or updated, and indexes servers without one, all in the background; then follows
-/// the config file.
+/// instructions, and refuses own names (`prefix: false`) that clash; checks that servers with
+/// a catalog can be started, saves the search index if it was built or updated, and indexes
+/// servers without one, all in the background; then follows the config file.
 /// `many_clients`: `serve --http`, whose clients share the upstream connections.
 pub(super) async fn start(
     settings: Settings,
@@ -92,6 +95,19 @@ pub(super) async fn start(
     tokio::task::spawn_blocking(move || checking.catalogs.check_launches());
     state.catalogs.save_index_in_background();
     let server = MetaServer::start(state.clone()).await;
+    // With the catalogs of alwaysLoad servers as listed now: own names must not clash.
+    let meta_tools: Vec<&str> = definitions().iter().map(|t| t.name.as_ref()).collect();
+    let settings = state.settings();
+    let clash = names::check(
+        &settings.source,
+        &settings.servers,
+        &state.catalogs.library(),
+        &meta_tools,
+    );
+    if let Err(clash) = clash {
+        state.stop().await;
+        return Err(clash.into());
+    }
     tokio::spawn(super::config_file::follow(server.clone()));
     let missing: Vec<String> = missing
         .into_iter()

@@ -26,7 +26,8 @@ pub async fn serve_stdio(settings: Settings) -> Result<(), StdioError> {
     // A JavaScript client writes a string cut mid-emoji with a lone surrogate escape, which
     // rmcp would drop with the whole request, unanswered.
     let stdin = crate::surrogates::WellFormedLines::new(stdin);
-    let transport = AsyncRwTransport::new_server(stdin, stdout);
+    // Listed objects go out with every field their server sent.
+    let transport = super::whole::Whole(AsyncRwTransport::new_server(stdin, stdout));
     let running = server
         .serve(transport)
         .await

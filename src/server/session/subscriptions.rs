@@ -127,12 +127,12 @@ async fn subscribe(
     let routes = passthrough.routes(state, access);
     let found = passthrough::off_the_workers(&routes, uri, Routes::resource);
     let Some(server) = found.await? else {
-        return Err(McpError::resource_not_found(
+        return Err(passthrough::not_found(
             format!(
                 "no server lists {}; resources/list and resources/templates/list show the resources",
                 crate::echo::echo(uri)
             ),
-            None,
+            uri,
         ));
     };
     (state.manager.subscribe(&server, uri, origin).await)

@@ -1,11 +1,14 @@
 //! `call_tool`: validate arguments against the tool's schema, connect its server if needed,
 //! forward the call and pass the upstream result through. [`dispatch`] is the one path of
-//! every tool call: the client's own and those of a `meta__run_script` script.
+//! every tool call: the client's own and those of a `meta__run_script` script. A server that
+//! answers the call with a JSON-RPC error has it said in an error result the model reads, or,
+//! to a client that called the tool by its own name, passed on as it is ([`Called`]).
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use rmcp::ErrorData;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -18,8 +21,7 @@ use crate::config::RESERVED_SERVER;
 use crate::learning::Weight;
 use crate::server::State;
 use crate::server::caller::Caller;
-use crate::server::catalogs::first_run;
-use crate::server::catalogs::learning;
+use crate::server::catalogs::{first_run, learning, names};
 use crate::upstream::UpstreamError;
 
 /// `call_tool` arguments; alwaysLoad tools listed by their own name are these too.
@@ -36,12 +38,46 @@ const MAX_SCHEMA_ERRORS: usize = 10;
 /// Upstream progress waiting to be relayed; more is dropped (progress is advisory).
 const PROGRESS_BACKLOG: usize = 64;
 
-pub(in crate::server) async fn run(state: &Arc<State>, caller: &Caller, args: Args) -> Reply {
+/// How a tool call ended for its caller: a result, or the JSON-RPC error its server answered
+/// `tools/call` with.
+pub(in crate::server) enum Called {
+    Result(Reply),
+    /// The server's own error (code, message, data), for a client that called the tool by
+    /// its own name; and the error result that says it, for the model (`call_tool`, scripts).
+    Rejected {
+        error: ErrorData,
+        reply: Reply,
+    },
+}
+
+impl Called {
+    /// The result the model reads.
+    pub fn reply(&self) -> &Reply {
+        match self {
+            Self::Result(reply) | Self::Rejected { reply, .. } => reply,
+        }
+    }
+
+    pub fn into_reply(self) -> Reply {
+        match self {
+            Self::Result(reply) | Self::Rejected { reply, .. } => reply,
+        }
+    }
+}
+
+impl From<Reply> for Called {
+    fn from(reply: Reply) -> Self {
+        Self::Result(reply)
+    }
+}
+
+pub(in crate::server) async fn run(state: &Arc<State>, caller: &Caller, args: Args) -> Called {
     if definitions().iter().any(|t| t.name == args.name) {
         return reply::error(format!(
             "\"{}\" is a meta-tool: call it directly, not through call_tool",
             args.name
-        ));
+        ))
+        .into();
     }
     dispatch(
         state,
@@ -52,7 +88,7 @@ pub(in crate::server) async fn run(state: &Arc<State>, caller: &Caller, args: Ar
     .await
 }
 
-/// Calls tool `name` (qualified): the token's access, first run, allow/deny, argument
+/// Calls tool `name` (qualified, or a tool's own name with `prefix: false`): the token's access, first run, allow/deny, argument
 /// validation, call policy, lazy connect, timeouts, progress relay and result handling; one
 /// audit line for it, and what a successful call teaches search.
 pub(in crate::server) async fn dispatch(
@@ -60,15 +96,16 @@ pub(in crate::server) async fn dispatch(
     caller: &Caller,
     name: &str,
     arguments: Map<String, Value>,
-) -> Reply {
+) -> Called {
     let started = crate::clock::Instant::now();
+    let name = &names::resolve(state, &caller.who.access, name).await;
     let recorded = (state.audit.as_ref())
         .filter(|log| log.with_arguments())
         .map(|_| arguments.clone());
-    let (reply, outcome) = attempt(state, caller, name, arguments).await;
+    let (called, outcome) = attempt(state, caller, name, arguments).await;
     // A successful call of a tool a search showed teaches that search (`learning.rs`).
     if matches!(outcome, Outcome::Ok) {
-        learning::selected(state, &caller.who, [name], Weight::Call);
+        learning::selected(state, &caller.who, [name.as_str()], Weight::Call);
     }
     if let Some(log) = &state.audit {
         crate::server::audit::call(
@@ -77,39 +114,44 @@ pub(in crate::server) async fn dispatch(
             name,
             recorded.as_ref(),
             outcome,
-            &reply,
+            called.reply(),
             started,
         );
     }
-    reply
+    called
 }
 
-/// [`dispatch`] without the audit line: the result and how the call ended.
+/// [`dispatch`] without the audit line: how the call ended, for its caller and the log.
 async fn attempt(
     state: &Arc<State>,
     caller: &Caller,
     name: &str,
     arguments: Map<String, Value>,
-) -> (Reply, Outcome) {
+) -> (Called, Outcome) {
     // A tool the caller's token may not see is unknown to it, and its server is not started.
     if !caller.who.access.sees(name) {
-        return (unknown(state, caller, name), Outcome::Denied);
+        return (unknown(state, caller, name).into(), Outcome::Denied);
     }
     let Some((server, _)) = name.split_once(crate::library::SEPARATOR) else {
-        return (unknown(state, caller, name), Outcome::Error);
+        return (unknown(state, caller, name).into(), Outcome::Error);
     };
     // A configured server without a catalog is listed first (a script's calls included); the
     // library it returns is the one snapshot the tool and its quarantine are judged by.
     let library = match first_run::ensure(state, server).await {
         Ok(library) => library,
-        Err(failed) => return (reply::foreign_error(failed.to_string()), Outcome::Error),
+        Err(failed) => {
+            return (
+                reply::foreign_error(failed.to_string()).into(),
+                Outcome::Error,
+            );
+        }
     };
     let Some(entry) = library.get(name).cloned() else {
-        return (unknown(state, caller, name), Outcome::Error);
+        return (unknown(state, caller, name).into(), Outcome::Error);
     };
     if let Some(held) = state.trust.quarantine_of(&library, &entry) {
         return (
-            reply::error(held.refusal(&entry.qualified, &entry.qualified)),
+            reply::error(held.refusal(&entry.qualified, &entry.qualified)).into(),
             Outcome::Quarantined,
         );
     }
@@ -132,11 +174,11 @@ async fn attempt(
                 problems.join("\n"),
                 entry.qualified
             );
-            return (reply::error(message), Outcome::Error);
+            return (reply::error(message).into(), Outcome::Error);
         }
     }
     if let Err(refused) = policy::check(state, caller, &entry, &arguments).await {
-        return (refused.reply, refused.outcome);
+        return (refused.reply.into(), refused.outcome);
     }
     if let Some(skill) = &entry.skill {
         return ended(skill::run(state, skill, &caller.who.access));
@@ -160,19 +202,33 @@ async fn attempt(
         loop {
             tokio::select! {
                 result = &mut call => match result {
-                    Ok(result) => break result,
+                    Ok(Ok(result)) => {
+                        // Progress sent before the answer goes out before it.
+                        while let Ok(mut update) = progress.try_recv() {
+                            if let Some((peer, token)) = &caller.progress_to {
+                                update.progress_token = token.clone();
+                                let _ = peer.notify_progress(update).await;
+                            }
+                        }
+                        break result;
+                    }
+                    Ok(Err(error)) => {
+                        state.metrics.tool_call(&entry.server, caller.principal.as_deref(), false, started.elapsed());
+                        let reply = reply::foreign_error(rejected(&entry.server, &entry.def.name, &error));
+                        return (Called::Rejected { error, reply }, Outcome::Error);
+                    }
                     Err(e) => {
                         state.metrics.tool_call(&entry.server, caller.principal.as_deref(), false, started.elapsed());
                         let outcome = match e {
                             UpstreamError::Timeout { .. } | UpstreamError::ConnectTimeout { .. } => Outcome::Timeout,
                             _ => Outcome::Error,
                         };
-                        return (reply::foreign_error(e.to_string()), outcome);
+                        return (reply::foreign_error(e.to_string()).into(), outcome);
                     }
                 },
                 () = caller.cancelled.cancelled() => {
                     state.metrics.tool_call(&entry.server, caller.principal.as_deref(), false, started.elapsed());
-                    return (reply::error("cancelled by the client"), Outcome::Error);
+                    return (reply::error("cancelled by the client").into(), Outcome::Error);
                 }
                 Some(mut update) = progress.recv() => {
                     if let Some((peer, token)) = &caller.progress_to {
@@ -198,13 +254,26 @@ async fn attempt(
 }
 
 /// A result and how the call that made it ended, as far as the result says: `ok` or `error`.
-fn ended(reply: Reply) -> (Reply, Outcome) {
+fn ended(reply: Reply) -> (Called, Outcome) {
     let outcome = if reply.is_error == Some(true) {
         Outcome::Error
     } else {
         Outcome::Ok
     };
-    (reply, outcome)
+    (reply.into(), outcome)
+}
+
+/// What the model reads of `server`'s JSON-RPC error for a call of `tool`: its message, code
+/// and data.
+fn rejected(server: &str, tool: &str, error: &ErrorData) -> String {
+    let data = match &error.data {
+        Some(data) => format!(", data: {data}"),
+        None => String::new(),
+    };
+    format!(
+        "server \"{server}\" answered tools/call {tool} with an error: {} (JSON-RPC error {}{data})",
+        error.message, error.code.0
+    )
 }
 
 /// The error result for a tool `caller` does not know, with the names it may mean.
@@ -229,5 +298,5 @@ fn boxed<'a>(
     name: &'a str,
     arguments: Map<String, Value>,
 ) -> Pin<Box<dyn Future<Output = Reply> + Send + 'a>> {
-    Box::pin(dispatch(state, caller, name, arguments))
+    Box::pin(async move { dispatch(state, caller, name, arguments).await.into_reply() })
 }

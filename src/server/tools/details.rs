@@ -11,6 +11,7 @@ use crate::library::Library;
 use crate::server::State;
 use crate::server::access::Access;
 use crate::server::caller::Introduced;
+use crate::server::catalogs::names;
 use crate::trust::Kind;
 
 /// `get_tool_details` arguments.
@@ -77,6 +78,7 @@ pub(in crate::server) fn run(
     let mut tools: Vec<(String, Value)> = Vec::new();
     let mut not_found = Vec::new();
     for name in args.names {
+        let name = names::qualify(&state.settings().servers, &library, &name).unwrap_or(name);
         let Some(entry) = library.get(&name).filter(|_| access.sees(&name)) else {
             not_found.push(NotFound {
                 suggestions: access.suggestions(&library, &name, 3),
@@ -106,10 +108,16 @@ pub(in crate::server) fn run(
             "inputSchema".into(),
             Value::Object(entry.def.input_schema()),
         );
-        let raw = entry.def.value();
-        for key in ["outputSchema", "annotations"] {
-            if let Some(v) = raw.get(key).filter(|v| !v.is_null()) {
-                tool.insert(key.into(), v.clone());
+        // Every other field as its server sent it (hidden characters removed), known or not:
+        // the schema of its result and its annotations first.
+        if let Value::Object(mut raw) = entry.def.value() {
+            for key in ["outputSchema", "annotations"] {
+                if let Some(v) = raw.shift_remove(key).filter(|v| !v.is_null()) {
+                    tool.insert(key.into(), v);
+                }
+            }
+            for (key, value) in raw {
+                tool.entry(key).or_insert(value);
             }
         }
         let flags = super::search::flags(&library, &state.trust, entry);

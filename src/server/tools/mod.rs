@@ -81,5 +81,5 @@ pub async fn call(
         name: name.to_owned(),
         arguments: Some(arguments),
     };
-    call::run(state, &caller, args).await
+    call::run(state, &caller, args).await.into_reply()
 }

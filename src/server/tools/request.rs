@@ -16,13 +16,13 @@ use crate::library::SEPARATOR;
 use crate::server::State;
 use crate::server::access::Access;
 use crate::server::caller::Caller;
-use crate::server::catalogs::learning;
-use crate::server::catalogs::{RefreshError, first_run, resolve_listed};
+use crate::server::catalogs::{RefreshError, first_run, learning, names, resolve_listed};
 
 /// A meta-tool's answer, and the servers its call was about (a login one of them needs can
-/// be offered with it).
+/// be offered with it). The answer is the server's own JSON-RPC error when the client called
+/// a tool by its own name and its server answered with one.
 pub(in crate::server) struct Answer {
-    pub result: CallToolResult,
+    pub result: Result<CallToolResult, McpError>,
     pub servers: Vec<String>,
 }
 
@@ -30,8 +30,11 @@ pub(in crate::server) struct Answer {
 pub(in crate::server) enum Request {
     Search(search::Args),
     Details(details::Args),
-    /// `call_tool`, or an alwaysLoad tool called by its own name.
+    /// `call_tool`.
     Tool(call::Args),
+    /// A tool of `tools/list` called by its own name (an alwaysLoad tool): what its server
+    /// answers goes to the client as it is, a JSON-RPC error included.
+    Own(call::Args),
     /// A meta-tool that cannot read its arguments, and why.
     Unreadable {
         tool: String,
@@ -52,7 +55,7 @@ impl Request {
             GET_TOOL_DETAILS => reply::parse_args(name, arguments).map(Self::Details),
             CALL_TOOL => reply::parse_args(name, arguments).map(Self::Tool),
             tool if let Some(qualified) = resolve_listed(listed, tool) => {
-                Ok(Self::Tool(call::Args {
+                Ok(Self::Own(call::Args {
                     name: qualified,
                     arguments: Some(arguments),
                 }))
@@ -76,13 +79,29 @@ impl Request {
     /// Runs the call for `caller` and shapes its result on its route. Servers without a
     /// catalog that a search or description is about are listed first (first run; a tool
     /// call lists its own on its path, which a script's calls take too).
-    pub(in crate::server) async fn run(self, state: &Arc<State>, caller: &Caller) -> Answer {
+    pub(in crate::server) async fn run(mut self, state: &Arc<State>, caller: &Caller) -> Answer {
+        self.qualify(state, &caller.who.access).await;
         let servers = self.servers();
         let result = match self.prepare(state, &caller.who.access, &servers).await {
-            Err(failed) => reply::error(failed.to_string()),
+            Err(failed) => Ok(reply::error(failed.to_string())),
             Ok(()) => self.answer(state, caller).await,
         };
         Answer { result, servers }
+    }
+
+    /// Own names of tools (of servers with `prefix: false`) replaced by their qualified names,
+    /// so every later step sees one name per tool.
+    async fn qualify(&mut self, state: &Arc<State>, access: &Access) {
+        match self {
+            Self::Tool(args) => args.name = names::resolve(state, access, &args.name).await,
+            Self::Details(args) => {
+                for name in &mut args.names {
+                    *name = names::resolve(state, access, name).await;
+                }
+            }
+            // Already qualified from the session's tools/list.
+            Self::Own(_) | Self::Search(_) | Self::Unreadable { .. } => {}
+        }
     }
 
     /// The servers this call is about: those of the tools it calls or describes, or the one a
@@ -92,7 +111,7 @@ impl Request {
         let mut servers: Vec<String> = match self {
             Self::Search(args) => args.server.iter().cloned().collect(),
             Self::Details(args) => args.names.iter().filter_map(|n| server_of(n)).collect(),
-            Self::Tool(args) => server_of(&args.name).into_iter().collect(),
+            Self::Tool(args) | Self::Own(args) => server_of(&args.name).into_iter().collect(),
             Self::Unreadable { .. } => Vec::new(),
         };
         servers.sort_unstable();
@@ -110,7 +129,7 @@ impl Request {
         access: &Access,
         servers: &[String],
     ) -> Result<(), RefreshError> {
-        if matches!(self, Self::Tool(_) | Self::Unreadable { .. }) {
+        if matches!(self, Self::Tool(_) | Self::Own(_) | Self::Unreadable { .. }) {
             return Ok(());
         }
         let seen = servers.iter().filter(|s| access.sees_server(s));
@@ -121,8 +140,10 @@ impl Request {
         }
     }
 
-    /// Runs the call on its route and shapes its result.
-    async fn answer(self, state: &Arc<State>, caller: &Caller) -> CallToolResult {
+    /// Runs the call on its route and shapes its result; a tool called by its own name may
+    /// answer with its server's JSON-RPC error instead.
+    async fn answer(self, state: &Arc<State>, caller: &Caller) -> Result<CallToolResult, McpError> {
+        let own = matches!(self, Self::Own(_));
         let soft = |route: &Route| state.limits(route, caller.client_limit).soft;
         let meta = || Route::CallTool {
             server: RESERVED_SERVER.to_owned(),
@@ -151,17 +172,20 @@ impl Request {
                 learning::selected(state, &caller.who, shown, Weight::Details);
                 (GET_TOOL_DETAILS.to_owned(), route, result)
             }
-            Self::Tool(args) => {
-                let result = call::run(state, caller, args).await;
+            Self::Tool(args) | Self::Own(args) => {
+                let result = match call::run(state, caller, args).await {
+                    call::Called::Rejected { error, .. } if own => return Err(error),
+                    called => called.into_reply(),
+                };
                 // Results are shaped on their server's route; errors before that here.
                 if result.is_error != Some(true) {
-                    return result;
+                    return Ok(result);
                 }
                 (CALL_TOOL.to_owned(), meta(), result)
             }
         };
         let result = state.shape(&tool, route, caller, result).await;
-        definitions::conform(&tool, result)
+        Ok(definitions::conform(&tool, result))
     }
 }
 

@@ -76,7 +76,11 @@ async fn call(state: &Arc<State>, caller: &Caller, tool: &str, arguments: Value)
     };
     let arguments: JsonObject = arguments;
     let request = Request::read(tool, arguments, crate::server::definitions()).unwrap();
-    request.run(state, caller).await.result
+    request
+        .run(state, caller)
+        .await
+        .result
+        .expect("a tool result, not a JSON-RPC error")
 }
 
 /// The names of the hits of a search for `query`.

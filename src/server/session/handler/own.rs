@@ -7,7 +7,7 @@ use rmcp::model::{ReadResourceResult, Resource, ResourceContents, ResourceTempla
 use crate::library::Library;
 use crate::result::Owner;
 use crate::server::State;
-use crate::server::passthrough::OwnSpaces;
+use crate::server::passthrough::{self, OwnSpaces};
 use crate::server::tools::reply;
 
 /// URI scheme of skills as resources.
@@ -47,12 +47,12 @@ pub(super) fn read_skill(
         .iter()
         .find(|s| s.name == name)
         .ok_or_else(|| {
-            McpError::resource_not_found(
+            passthrough::not_found(
                 format!(
                     "no skill \"{}\"; resources/list shows the skills",
                     reply::echo(name)
                 ),
-                None,
+                uri,
             )
         })?;
     let mut contents = ResourceContents::text(skill.text.clone(), uri.to_owned());
@@ -82,17 +82,17 @@ pub(super) async fn read_stored(
     owner: &Owner,
 ) -> Result<ReadResourceResult, McpError> {
     let id = crate::result::resource_id(uri).ok_or_else(|| {
-        McpError::resource_not_found(
+        passthrough::not_found(
             format!(
                 "unknown resource {}; resources/list and resources/templates/list show the resources, and stored results look like {}r-<32 hex digits>",
                 reply::echo(uri),
                 crate::result::RESOURCE_PREFIX
             ),
-            None,
+            uri,
         )
     })?;
     match state.results.read_resource(id, owner).await {
         Ok(contents) => Ok(ReadResourceResult::new(vec![contents])),
-        Err(e) => Err(McpError::resource_not_found(e.to_string(), None)),
+        Err(e) => Err(passthrough::not_found(e.to_string(), uri)),
     }
 }

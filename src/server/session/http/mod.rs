@@ -9,6 +9,7 @@ mod conn;
 mod listen;
 mod metrics_page;
 mod rebinding;
+mod resume;
 mod sessions;
 
 use std::fmt;
@@ -313,10 +314,14 @@ impl HttpServer {
         };
         // Outermost last: request counting, the request deadline, Host and Origin, then the
         // token (not for /healthz), then the session cap, then the body, then a named token's
-        // listen stream narrowed to what it sees. So nothing of a body is read for a foreign
-        // page, a request without the token or one over the session cap.
+        // listen stream narrowed to what it sees, then a resumed stream's Last-Event-ID. So
+        // nothing of a body is read for a foreign page, a request without the token or one over
+        // the session cap. Innermost, the response's listed objects are completed (see
+        // `whole.rs`).
         let mut router = axum::Router::new()
             .route_service(PATH, service)
+            .layer(middleware::from_fn(super::whole::whole_bodies))
+            .layer(middleware::from_fn(resume::after_last_event))
             .layer(middleware::from_fn_with_state(
                 listens,
                 listen::within_access,
