@@ -78,6 +78,7 @@ pub fn synthetic(n: usize) -> Vec<ToolDoc> {
                 description: description.join(" "),
                 params: format!("{noun}_id {} limit", rng.pick(WORDS)),
                 server_text: server,
+                learned: String::new(),
             }
         })
         .collect()
@@ -98,6 +99,28 @@ const QUERIES: &[&str] = &[
     "sync calendar events",
 ];
 
+/// `synthetic(n)` with five learned queries for every fifth tool: at 10k tools, 10,000 learned
+/// queries, the most meta-server keeps.
+pub fn synthetic_learned(n: usize) -> Vec<ToolDoc> {
+    let mut rng = Seeded(7);
+    let mut docs = synthetic(n);
+    for doc in docs.iter_mut().step_by(5) {
+        let queries: Vec<String> = (0..5)
+            .map(|_| {
+                let words = [
+                    rng.pick(VERBS),
+                    rng.pick(WORDS),
+                    rng.pick(NOUNS),
+                    rng.pick(WORDS),
+                ];
+                words.join(" ")
+            })
+            .collect();
+        doc.learned = queries.join("\n");
+    }
+    docs
+}
+
 #[divan::bench(args = [1_000, 10_000])]
 fn build_index(bencher: divan::Bencher, n: usize) {
     let docs = synthetic(n);
@@ -107,6 +130,17 @@ fn build_index(bencher: divan::Bencher, n: usize) {
 #[divan::bench(args = [1_000, 10_000, 100_000], sample_count = 200)]
 fn query_top8(bencher: divan::Bencher, n: usize) {
     let index = SearchIndex::build(synthetic(n)).unwrap();
+    let mut i = 0;
+    bencher.bench_local(|| {
+        i += 1;
+        index.search(QUERIES[i % QUERIES.len()], 8, None).unwrap()
+    });
+}
+
+/// [`query_top8`] over an index whose tools learned queries ([`synthetic_learned`]).
+#[divan::bench(args = [1_000, 10_000], sample_count = 200)]
+fn query_top8_learned(bencher: divan::Bencher, n: usize) {
+    let index = SearchIndex::build(synthetic_learned(n)).unwrap();
     let mut i = 0;
     bencher.bench_local(|| {
         i += 1;
@@ -129,6 +163,29 @@ fn replace_server(bencher: divan::Bencher, n: usize) {
         .bench_local_refs(|index| {
             index
                 .replace_server("server3", server.clone())
+                .unwrap()
+                .expect("incremental")
+        });
+}
+
+/// Ten tools' learned queries changed in a catalog of `n` tools (a merge of what sessions
+/// taught): only those tools are re-indexed. Each sample starts from a fresh build (not timed).
+#[divan::bench(args = [1_000, 10_000], sample_count = 20)]
+fn replace_learned_tools(bencher: divan::Bencher, n: usize) {
+    let docs = synthetic(n);
+    let changed: Vec<ToolDoc> = docs
+        .iter()
+        .step_by(n / 10)
+        .map(|d| ToolDoc {
+            learned: "send the weekly invoice to the customer".into(),
+            ..d.clone()
+        })
+        .collect();
+    bencher
+        .with_inputs(|| SearchIndex::build(docs.clone()).unwrap())
+        .bench_local_refs(|index| {
+            index
+                .replace_tools(changed.clone())
                 .unwrap()
                 .expect("incremental")
         });

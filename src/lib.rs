@@ -16,6 +16,7 @@ pub mod clock;
 pub mod config;
 pub mod echo;
 pub mod hidden;
+pub mod learning;
 pub mod library;
 pub mod policy;
 pub mod redact;

@@ -8,6 +8,7 @@ mod get;
 mod import;
 mod index;
 mod install;
+mod learned;
 mod list;
 mod measure;
 mod remove;
@@ -77,6 +78,7 @@ pub enum Command {
     Call(call::Args),
     Auth(auth::Args),
     Tools(tools::Args),
+    Learned(learned::Args),
     Measure(measure::Args),
     Import(import::Args),
     Install(install::Args),
@@ -212,6 +214,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         | Command::Call(_)
         | Command::Auth(_)
         | Command::Tools(_)
+        | Command::Learned(_)
         | Command::Measure(_) => {}
     }
     let settings = Settings::load(&config, cli.catalog_dir.clone())?;
@@ -263,6 +266,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Command::Call(args) => call::run(settings, args).await,
             Command::Auth(args) => auth::run(settings, args).await,
             Command::Tools(args) => tools::run(settings, args).await,
+            Command::Learned(args) => learned::run(settings, args).await,
             Command::Measure(args) => measure::run(settings, args),
             Command::Eval(_)
             | Command::Add(_)

@@ -68,6 +68,8 @@ pub const EMBED_DIR_ENV: &str = "META_SERVER_EMBED_DIR";
 /// Environment variable turning hybrid search `off` (BM25 only) or `on` (wins over
 /// `metaServer.search.embeddings`).
 pub const EMBEDDINGS_ENV: &str = "META_SERVER_EMBEDDINGS";
+/// Turns search that learns from use on or off (`on`/`off`), over `metaServer.learning`.
+pub const LEARNING_ENV: &str = "META_SERVER_LEARNING";
 
 /// Errors in reading or checking the configuration.
 #[derive(Debug, thiserror::Error)]
@@ -125,6 +127,10 @@ pub struct Settings {
     /// Hybrid search (BM25 fused with tool vectors) when the build and the assets allow it:
     /// `META_SERVER_EMBEDDINGS`, else `metaServer.search.embeddings`, else on.
     pub embeddings: bool,
+    /// Search learns from use (`META_SERVER_LEARNING`, else `metaServer.learning`, else on):
+    /// queries followed by a call of a tool they found are kept beside the catalogs and
+    /// searched (docs/learning.md).
+    pub learning: bool,
     /// Result budgets and the result store.
     pub results: ResultSettings,
     /// The shared store of `serve` replicas (`metaServer.store`, `META_SERVER_STORE_URL`);
@@ -261,6 +267,9 @@ impl Settings {
         if let Some(on) = embeddings_from_env()? {
             settings.embeddings = on;
         }
+        if let Some(on) = switch_from_env(LEARNING_ENV)? {
+            settings.learning = on;
+        }
         if let Some(url) = std::env::var(ENV_STORE_URL).ok().filter(|u| !u.is_empty()) {
             settings.store = Some(StoreSettings {
                 url,
@@ -315,17 +324,20 @@ pub fn default_skills_dirs() -> Vec<PathBuf> {
 /// The default catalog directory: `$XDG_DATA_HOME/meta-server/catalogs` or the platform equivalent.
 /// `META_SERVER_EMBEDDINGS` read as a switch: `None` when unset or empty.
 pub fn embeddings_from_env() -> Result<Option<bool>, ConfigError> {
-    let Some(value) = std::env::var_os(EMBEDDINGS_ENV).filter(|v| !v.is_empty()) else {
+    switch_from_env(EMBEDDINGS_ENV)
+}
+
+/// The variable `var` read as a switch (`on`/`off`, `true`/`false`, `1`/`0`, `yes`/`no`):
+/// `None` when unset or empty.
+fn switch_from_env(var: &'static str) -> Result<Option<bool>, ConfigError> {
+    let Some(value) = std::env::var_os(var).filter(|v| !v.is_empty()) else {
         return Ok(None);
     };
     let value = value.to_string_lossy().to_lowercase();
     match value.as_str() {
         "off" | "false" | "0" | "no" => Ok(Some(false)),
         "on" | "true" | "1" | "yes" => Ok(Some(true)),
-        _ => Err(ConfigError::Switch {
-            var: EMBEDDINGS_ENV,
-            value,
-        }),
+        _ => Err(ConfigError::Switch { var, value }),
     }
 }
 

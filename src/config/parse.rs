@@ -53,6 +53,7 @@ struct Global {
     /// [`Store`], read by [`read`].
     store: Option<Value>,
     trust: Option<Str>,
+    learning: Option<Flag>,
     /// [`PolicyBlock`], read by [`read`].
     policy: Option<Value>,
     /// [`AuditBlock`], read by [`read`].
@@ -445,6 +446,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
             .and_then(|e| e.dir)
             .map_or_else(default_embed_dir, |dir| base.join(dir.0)),
         embeddings: search.and_then(|s| s.embeddings).is_none_or(|on| on.0),
+        learning: global.learning.is_none_or(|on| on.0),
         results: ResultSettings {
             max_result_tokens: defaults.max_result_tokens,
             hard_result_tokens: global.hard_result_tokens.map(|n| n.0),
@@ -975,10 +977,17 @@ mod tests {
         let s = parse_str(
             r#"{"metaServer": {"indexConcurrency": 2, "resultMemoryMb": 1, "tokenizer": "estimate",
                 "skillsDirs": ["skills"], "embeddings": {"dir": "e"}, "maxResultTokens": 5,
-                "search": {"embeddings": false}},
+                "search": {"embeddings": false}, "learning": false},
                 "mcpServers": {"s": {"command": "x"}}}"#,
         )
         .unwrap();
+        assert!(!s.learning);
+        assert!(
+            parse_str(r#"{"mcpServers": {}}"#).unwrap().learning,
+            "on by default"
+        );
+        let e = invalid(r#"{"metaServer": {"learning": "off"}, "mcpServers": {}}"#);
+        assert!(e.contains("metaServer.learning"), "{e}");
         assert_eq!(s.index_concurrency, 2);
         assert_eq!(s.results.memory_bytes, 1 << 20);
         assert_eq!(s.results.tokenizer, Tokenizer::Estimate);

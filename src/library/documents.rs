@@ -9,6 +9,7 @@ use super::{Entry, qualified_name};
 use crate::catalog::{Catalog, ToolDef};
 use crate::checksum::{self, Checksum, hex};
 use crate::config::{SKILL_SERVER, ServerConfig};
+use crate::learning::Learned;
 use crate::search::ToolDoc;
 use crate::skills::Skill;
 
@@ -23,14 +24,16 @@ pub(super) struct Parts {
 
 impl Parts {
     /// The entries of the configured servers' catalogs, the built-in tools and the skills,
-    /// with the search documents of the sources (server names) that `docs_of` accepts. A
-    /// catalog's tools are taken from `defs` when they were read already.
+    /// with the search documents of the sources (server names) that `docs_of` accepts (with
+    /// their tools' `learned` queries). A catalog's tools are taken from `defs` when they were
+    /// read already.
     pub(super) fn assemble(
         servers: &[ServerConfig],
         catalogs: &BTreeMap<String, Catalog>,
         mut defs: BTreeMap<String, Vec<ToolDef>>,
         builtin: Option<&Catalog>,
         skills: &[Arc<Skill>],
+        learned: &Learned,
         docs_of: impl Fn(&str) -> bool,
     ) -> Self {
         let mut entries = BTreeMap::new();
@@ -41,13 +44,21 @@ impl Parts {
                     .remove(&server.name)
                     .unwrap_or_else(|| catalog.tool_defs());
                 let docs = docs_of(&server.name).then_some(&mut docs);
-                add_catalog(&mut entries, docs, server, tools);
+                add_catalog(&mut entries, docs, server, tools, learned);
             }
         }
         if let Some(builtin) = builtin {
             let tools = builtin.tool_defs().into_iter();
             let docs = docs_of(&builtin.server).then_some(&mut docs);
-            add(&mut entries, docs, &builtin.server, BUILTIN_ABOUT, tools);
+            let none = Learned::default();
+            add(
+                &mut entries,
+                docs,
+                &builtin.server,
+                BUILTIN_ABOUT,
+                tools,
+                &none,
+            );
         }
         let with_docs = docs_of(SKILL_SERVER);
         for skill in skills {
@@ -65,6 +76,7 @@ impl Parts {
                 SKILL_SERVER,
                 &about,
                 std::iter::once(def),
+                &Learned::default(),
             );
             if new && let Some(entry) = entries.get_mut(&qualified).and_then(Arc::get_mut) {
                 entry.skill = Some(skill.clone());
@@ -84,10 +96,11 @@ fn about(server: &ServerConfig) -> String {
 }
 
 /// The checksum of what a server's documents are made of: its catalog file (`file`), its
-/// description and its allow and deny lists.
-pub(super) fn server_source(server: &ServerConfig, file: &Checksum) -> String {
+/// description, its allow and deny lists, and its tools' learned queries (`learned`).
+pub(super) fn server_source(server: &ServerConfig, file: &Checksum, learned: &Learned) -> String {
     let (allow, deny) = server.tools.globs();
-    let inputs = serde_json::json!([server.name, about(server), allow, deny, hex(file)]);
+    let learned = learned.source(&server.name);
+    let inputs = serde_json::json!([server.name, about(server), allow, deny, hex(file), learned]);
     hex(&checksum::of(inputs.to_string().as_bytes()))
 }
 
@@ -114,20 +127,23 @@ pub(super) fn add_catalog(
     docs: Option<&mut Vec<ToolDoc>>,
     server: &ServerConfig,
     tools: Vec<ToolDef>,
+    learned: &Learned,
 ) {
     let tools = tools
         .into_iter()
         .filter(|def| server.tools.allows(&def.name));
-    add(entries, docs, &server.name, &about(server), tools);
+    add(entries, docs, &server.name, &about(server), tools, learned);
 }
 
-/// Adds one server's tools as entries, and as search documents to `docs` if given.
+/// Adds one server's tools as entries, and as search documents to `docs` if given, with the
+/// queries each learned (if it is still the tool it learned them as).
 fn add(
     entries: &mut BTreeMap<String, Arc<Entry>>,
     mut docs: Option<&mut Vec<ToolDoc>>,
     server: &str,
     about: &str,
     tools: impl Iterator<Item = ToolDef>,
+    learned: &Learned,
 ) {
     for def in tools {
         let qualified = qualified_name(server, &def.name);
@@ -155,6 +171,10 @@ fn add(
                     .collect::<Vec<_>>()
                     .join(" "),
                 server_text: format!("{server} {about}"),
+                learned: learned
+                    .of_tool(qualified, || crate::learning::fingerprint(&def))
+                    .map(|t| t.text())
+                    .unwrap_or_default(),
             });
         }
         let entry = Entry::new(qualified.clone(), server.to_owned(), def);

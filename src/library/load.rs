@@ -11,6 +11,7 @@ use super::Library;
 use super::documents::{Parts, builtin_source, server_source, skills_source};
 use crate::catalog::{Catalog, CatalogError, ToolDef};
 use crate::config::{SKILL_SERVER, Settings};
+use crate::learning::{Evidence, Learned};
 use crate::search::{SavedError, SearchError, SearchIndex, SearchOptions, ToolDoc};
 use crate::skills::Skill;
 
@@ -35,15 +36,29 @@ impl Library {
     /// `builtin`, the catalog of tools meta-server serves itself (the server's `meta` tools).
     /// The search index is the one saved beside the catalogs when there is one, with the
     /// servers whose catalog or config changed since re-indexed; a saved index that cannot be
-    /// used is a warning and a rebuild (see [`Self::save_index`]).
+    /// used is a warning and a rebuild (see [`Self::save_index`]). Tools' documents hold the
+    /// queries they learned from use (unless `metaServer.learning` is off).
     pub fn load(
         settings: &Settings,
         builtin: Option<&Catalog>,
     ) -> Result<(Self, LoadReport), SearchError> {
         let mut report = LoadReport::default();
         let options = SearchOptions::default();
+        let learned = Arc::new(if settings.learning {
+            match Evidence::load(&settings.catalog_dir) {
+                Ok(evidence) => Learned::of(&evidence),
+                Err(e) => {
+                    report
+                        .warnings
+                        .push(format!("{e}; search does not use what it learned"));
+                    Learned::default()
+                }
+            }
+        } else {
+            Learned::default()
+        });
         // The saved index and the skills are read while the catalogs are.
-        let (reads, (skills, saved)) = read_catalogs(settings, || {
+        let (reads, (skills, saved)) = read_catalogs(settings, &learned, || {
             let skills = crate::skills::discover(&settings.skills_dirs);
             let saved = SearchIndex::open_saved(&index_dir(&settings.catalog_dir), &options);
             (skills, saved)
@@ -99,6 +114,7 @@ impl Library {
                 std::mem::take(&mut defs),
                 builtin.as_ref(),
                 &skills,
+                &learned,
                 |server| changed.contains(server),
             );
             if changed.is_empty() {
@@ -135,10 +151,19 @@ impl Library {
                 index,
                 sources,
                 saved: AtomicBool::new(saved),
+                learned,
                 semantic: OnceLock::new(),
             },
-            None => Self::build_from(&settings.servers, catalogs, defs, builtin, skills, options)?
-                .with_sources(sources),
+            None => Self::build_from(
+                &settings.servers,
+                catalogs,
+                defs,
+                builtin,
+                skills,
+                options,
+                learned,
+            )?
+            .with_sources(sources),
         };
         Ok((library, report))
     }
@@ -173,10 +198,14 @@ impl Library {
 /// [`server_source`]) and its tools.
 type CatalogRead = Result<Option<(Catalog, String, Vec<ToolDef>)>, CatalogError>;
 
-/// Each configured server's catalog file with its source's hash and tools, in config order, read
-/// on a few threads while the calling thread runs `meanwhile`: parsing is most of what
-/// start-up does with a saved index.
-fn read_catalogs<T>(settings: &Settings, meanwhile: impl FnOnce() -> T) -> (Vec<CatalogRead>, T) {
+/// Each configured server's catalog file with its source's hash (its tools' `learned` queries
+/// included) and tools, in config order, read on a few threads while the calling thread runs
+/// `meanwhile`: parsing is most of what start-up does with a saved index.
+fn read_catalogs<T>(
+    settings: &Settings,
+    learned: &Learned,
+    meanwhile: impl FnOnce() -> T,
+) -> (Vec<CatalogRead>, T) {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
     let chunk = settings.servers.len().div_ceil(threads).max(1);
     std::thread::scope(|scope| {
@@ -191,7 +220,7 @@ fn read_catalogs<T>(settings: &Settings, meanwhile: impl FnOnce() -> T) -> (Vec<
                             let read = Catalog::read_server(&settings.catalog_dir, &s.name)?;
                             Ok(read.map(|(catalog, sum)| {
                                 let tools = catalog.tool_defs();
-                                (catalog, server_source(s, &sum), tools)
+                                (catalog, server_source(s, &sum, learned), tools)
                             }))
                         })
                         .collect::<Vec<_>>()

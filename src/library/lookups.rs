@@ -26,9 +26,14 @@ impl Library {
         {
             match semantic.embedder.embed_query(query) {
                 Ok(v) => {
-                    return self
-                        .index
-                        .search_hybrid(query, &v, &semantic.vectors, limit, server);
+                    return self.index.search_hybrid(
+                        query,
+                        &v,
+                        &semantic.vectors,
+                        Some(&semantic.learned).filter(|l| !l.is_empty()),
+                        limit,
+                        server,
+                    );
                 }
                 Err(e) => tracing::warn!("query not embedded, BM25 only: {e}"),
             }

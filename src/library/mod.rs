@@ -3,10 +3,12 @@
 //! ([`Library::with_catalog`]) that the server swaps in.
 //!
 //! `load` reads it from the catalog dir, `documents` turns catalogs into entries and search
-//! documents, `vectors` adds the tool vectors of hybrid search, `lookups` answers searches.
+//! documents, `vectors` adds the tool vectors of hybrid search, `learned` the queries tools
+//! learned from use, `lookups` answers searches.
 
 mod documents;
 mod entry;
+mod learned;
 mod load;
 mod lookups;
 mod vectors;
@@ -18,6 +20,7 @@ use std::sync::{Arc, OnceLock};
 use crate::catalog::{Catalog, ToolDef};
 use crate::checksum;
 use crate::config::ServerConfig;
+use crate::learning::Learned;
 use crate::search::{SearchError, SearchIndex, SearchOptions, ToolDoc};
 use crate::skills::Skill;
 use documents::{Parts, add_catalog, server_source};
@@ -40,6 +43,9 @@ pub struct Library {
     sources: BTreeMap<String, String>,
     /// Whether the saved index is this library's.
     saved: AtomicBool,
+    /// The queries tools learned from use, searched in their documents (empty when learning
+    /// is off).
+    learned: Arc<Learned>,
     /// The model and the tool vectors once [`Self::embed`] has run; until then BM25 only.
     semantic: OnceLock<Semantic>,
 }
@@ -69,11 +75,41 @@ impl Library {
         skills: Vec<Arc<Skill>>,
         options: SearchOptions,
     ) -> Result<Self, SearchError> {
-        Self::build_from(servers, catalogs, BTreeMap::new(), builtin, skills, options)
+        let learned = Arc::default();
+        Self::build_from(
+            servers,
+            catalogs,
+            BTreeMap::new(),
+            builtin,
+            skills,
+            options,
+            learned,
+        )
     }
 
-    /// Like [`Self::build_with`], with the tools of some catalogs already read (`defs`, by
-    /// server name).
+    /// Like [`Self::build_with`], with the queries tools `learned` from use in their
+    /// documents.
+    pub fn build_learned(
+        servers: &[ServerConfig],
+        catalogs: BTreeMap<String, Catalog>,
+        builtin: Option<Catalog>,
+        options: SearchOptions,
+        learned: Arc<Learned>,
+    ) -> Result<Self, SearchError> {
+        let none = BTreeMap::new();
+        Self::build_from(
+            servers,
+            catalogs,
+            none,
+            builtin,
+            Vec::new(),
+            options,
+            learned,
+        )
+    }
+
+    /// Like [`Self::build_learned`], with skills and the tools of some catalogs already read
+    /// (`defs`, by server name).
     fn build_from(
         servers: &[ServerConfig],
         catalogs: BTreeMap<String, Catalog>,
@@ -81,10 +117,18 @@ impl Library {
         builtin: Option<Catalog>,
         skills: Vec<Arc<Skill>>,
         options: SearchOptions,
+        learned: Arc<Learned>,
     ) -> Result<Self, SearchError> {
-        let parts = Parts::assemble(servers, &catalogs, defs, builtin.as_ref(), &skills, |_| {
-            true
-        });
+        let builtin_ref = builtin.as_ref();
+        let parts = Parts::assemble(
+            servers,
+            &catalogs,
+            defs,
+            builtin_ref,
+            &skills,
+            &learned,
+            |_| true,
+        );
         Ok(Self {
             entries: parts.entries,
             catalogs,
@@ -93,6 +137,7 @@ impl Library {
             index: SearchIndex::build_with(parts.docs, options)?,
             sources: BTreeMap::new(),
             saved: AtomicBool::new(false),
+            learned,
             semantic: OnceLock::new(),
         })
     }
@@ -111,26 +156,20 @@ impl Library {
         let mut catalogs = self.catalogs.clone();
         catalogs.insert(name.clone(), catalog);
         let Some(config) = servers.iter().find(|s| s.name == name) else {
-            return self.rebuilt(servers, catalogs, sources);
+            return self.rebuilt(servers, catalogs, sources, self.learned.clone());
         };
         if !sources.is_empty() {
             let text = catalogs[&name].text();
-            sources.insert(
-                name.clone(),
-                server_source(config, &checksum::of(text.as_bytes())),
-            );
+            let file = checksum::of(text.as_bytes());
+            sources.insert(name.clone(), server_source(config, &file, &self.learned));
         }
         let mut added = BTreeMap::new();
         let mut docs = Vec::new();
-        add_catalog(
-            &mut added,
-            Some(&mut docs),
-            config,
-            catalogs[&name].tool_defs(),
-        );
+        let tools = catalogs[&name].tool_defs();
+        add_catalog(&mut added, Some(&mut docs), config, tools, &self.learned);
         let Some(index) = self.index.replace_server(&name, docs)? else {
             tracing::debug!(server = %name, "search index rebuilt");
-            return self.rebuilt(servers, catalogs, sources);
+            return self.rebuilt(servers, catalogs, sources, self.learned.clone());
         };
         tracing::debug!(server = %name, "search index updated for this server only");
         let mut entries = self.entries.clone();
@@ -144,6 +183,7 @@ impl Library {
             index,
             sources,
             saved: AtomicBool::new(false),
+            learned: self.learned.clone(),
             semantic: OnceLock::new(),
         })
     }
@@ -177,10 +217,16 @@ impl Library {
                 continue;
             };
             let mut docs = Vec::new();
-            add_catalog(&mut entries, Some(&mut docs), config, catalog.tool_defs());
+            add_catalog(
+                &mut entries,
+                Some(&mut docs),
+                config,
+                catalog.tool_defs(),
+                &self.learned,
+            );
             if !sources.is_empty() {
                 let file = checksum::of(catalog.text().as_bytes());
-                sources.insert(name.clone(), server_source(config, &file));
+                sources.insert(name.clone(), server_source(config, &file, &self.learned));
             }
             replaced.push((name.clone(), docs));
         }
@@ -188,7 +234,9 @@ impl Library {
             return Ok(None);
         }
         let Some(index) = self.index.replace_servers(replaced)? else {
-            return self.rebuilt(servers, catalogs, sources).map(Some);
+            return self
+                .rebuilt(servers, catalogs, sources, self.learned.clone())
+                .map(Some);
         };
         Ok(Some(Self {
             entries,
@@ -198,22 +246,27 @@ impl Library {
             index,
             sources,
             saved: AtomicBool::new(false),
+            learned: self.learned.clone(),
             semantic: OnceLock::new(),
         }))
     }
 
+    /// This library's catalogs built again whole, with `learned` queries.
     fn rebuilt(
         &self,
         servers: &[ServerConfig],
         catalogs: BTreeMap<String, Catalog>,
         sources: BTreeMap<String, String>,
+        learned: Arc<Learned>,
     ) -> Result<Self, SearchError> {
-        Ok(Self::build_with(
+        Ok(Self::build_from(
             servers,
             catalogs,
+            BTreeMap::new(),
             self.builtin.clone(),
             self.skills.clone(),
             self.index.options().clone(),
+            learned,
         )?
         .with_sources(sources))
     }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::Library;
 use crate::config::{EMBEDDINGS_ENV, Settings};
+use crate::search::LearnedVectors;
 use crate::search::embed::{self, DocVectors, EmbedError, Embedder, VectorFile};
 
 /// The embedding model `settings` ask for, loaded from `settings.embed_dir`; `None` (BM25
@@ -39,6 +40,8 @@ pub fn embedder(settings: &Settings) -> Option<Arc<Embedder>> {
 pub(super) struct Semantic {
     pub(super) embedder: Arc<Embedder>,
     pub(super) vectors: DocVectors,
+    /// The learned queries' vectors (see `learned.rs`).
+    pub(super) learned: LearnedVectors,
 }
 
 /// What [`Library::embed`] did.
@@ -58,7 +61,9 @@ impl Library {
 
     /// Computes the tool vectors with `embedder`, reusing and updating the vector file of each
     /// catalog's server in `store` (`<store>/<server>.vectors`; built-in tools and skills in
-    /// `<store>/.<server>.vectors`), so a tool is embedded again only when its text changes. Blocking and slow for big catalogs: run it off the request path.
+    /// `<store>/.<server>.vectors`), so a tool is embedded again only when its text changes,
+    /// and the vectors of the learned queries (`<store>/.learned/queries.vectors`). Blocking
+    /// and slow for big catalogs: run it off the request path.
     /// A vector file that cannot be read or written is a warning, not an error.
     pub fn embed(
         &self,
@@ -134,7 +139,17 @@ impl Library {
             all.extend(file.vectors.into_iter().map(|(k, (_, v))| (k, v)));
         }
         let vectors = DocVectors::new(dim, self.index.keys(), &all);
-        let _ = self.semantic.set(Semantic { embedder, vectors });
+        let learned = self
+            .learned_vectors(&embedder, dim, store, None)
+            .unwrap_or_else(|e| {
+                tracing::warn!("learned queries not embedded, searched by their words only: {e}");
+                LearnedVectors::default()
+            });
+        let _ = self.semantic.set(Semantic {
+            embedder,
+            vectors,
+            learned,
+        });
         Ok(Some(stats))
     }
 }

@@ -10,6 +10,7 @@ mod confidence;
 pub mod embed;
 mod feedback;
 pub mod fusion;
+mod learned;
 pub mod metrics;
 mod names;
 mod options;
@@ -37,6 +38,7 @@ pub use confidence::{
     CONFIDENT_COVERAGE, CONFIDENT_SHARED_COVERAGE, CONFIDENT_SIMILARITY, confident,
 };
 pub use embed::DocVectors;
+pub use learned::LearnedVectors;
 pub use names::{close_qualified, closest};
 pub use options::{Combine, Fusion, SearchOptions, ServerScore, StopWords};
 pub use saved::SavedError;
@@ -62,6 +64,9 @@ pub struct ToolDoc {
     pub params: String,
     /// Server name, display key and description.
     pub server_text: String,
+    /// Queries that led to this tool before (search that learns from use), one per line;
+    /// empty for most tools. Searched, never shown.
+    pub learned: String,
 }
 
 /// A ranked result.
@@ -70,7 +75,8 @@ pub struct Hit {
     pub key: String,
     pub score: f32,
     /// Share (0..=1) of the query's weight this tool matches: the summed IDF of the query words
-    /// found in any of its fields over the summed IDF of all query words. 1 for exact names.
+    /// found in any of its fields over the summed IDF of all query words, but argument values
+    /// no tool has (a name, a number, a path: "Tokyo"). 1 for exact names.
     pub coverage: f32,
     /// How many distinct query words this tool has (in any field).
     pub words: usize,
@@ -108,6 +114,8 @@ pub struct SearchIndex {
     tables: Tables,
     /// Each server's words, for [`SearchOptions::server_evidence`] (empty when that is 0).
     servers: Arc<servers::Servers>,
+    /// Live tools with learned queries: without any, the learned field is not searched.
+    learned_docs: usize,
 }
 
 impl SearchIndex {
@@ -168,6 +176,7 @@ impl SearchIndex {
             synonyms: Arc::new(synonyms::Synonyms::new(&analyzer)),
             helpers: tables.ords_of(HELPER_SERVER),
             servers: servers::Servers::of(&tables, &options),
+            learned_docs: tables.learned_live(),
             analyzer,
             surface,
             fields,
@@ -195,13 +204,54 @@ impl SearchIndex {
         &self,
         changes: Vec<(String, Vec<ToolDoc>)>,
     ) -> Result<Option<Self>, SearchError> {
-        let removed = self.tables.removed()
-            + changes
-                .iter()
-                .map(|(server, _)| self.tables.ords_of(server).len())
-                .sum::<usize>();
-        let ordinals =
-            self.tables.keys.len() + changes.iter().map(|(_, docs)| docs.len()).sum::<usize>();
+        let removed: usize = changes
+            .iter()
+            .map(|(server, _)| self.tables.ords_of(server).len())
+            .sum();
+        let mut deletes = Vec::with_capacity(changes.len());
+        let mut docs = Vec::new();
+        let mut servers = Vec::with_capacity(changes.len());
+        for (server, server_docs) in changes {
+            deletes.push(Term::from_field_text(self.fields.server, &server));
+            docs.extend(server_docs);
+            servers.push(server);
+        }
+        self.replace(removed, deletes, docs, |tables| {
+            for server in &servers {
+                tables.remove_server(server);
+            }
+        })
+    }
+
+    /// A new version in which each of `docs` replaces the document with its key (if there is
+    /// one): the tools whose learned queries changed are re-indexed alone. `None` when a full
+    /// build is due instead (see [`Self::replace_server`]).
+    pub fn replace_tools(&self, docs: Vec<ToolDoc>) -> Result<Option<Self>, SearchError> {
+        let keys: Vec<String> = docs
+            .iter()
+            .filter(|d| self.tables.ord_of(&d.key).is_some())
+            .map(|d| d.key.clone())
+            .collect();
+        let deletes = keys
+            .iter()
+            .map(|k| Term::from_field_text(self.fields.key, k))
+            .collect();
+        self.replace(keys.len(), deletes, docs, |tables| {
+            tables.remove_keys(keys.iter().map(String::as_str));
+        })
+    }
+
+    /// The new version where the documents matching `deletes` (`removed` of them, which
+    /// `forget` drops from the tables) are replaced by `docs`; `None` when a full build is due.
+    fn replace(
+        &self,
+        removed: usize,
+        deletes: Vec<Term>,
+        mut docs: Vec<ToolDoc>,
+        forget: impl FnOnce(&mut Tables),
+    ) -> Result<Option<Self>, SearchError> {
+        let removed = self.tables.removed() + removed;
+        let ordinals = self.tables.keys.len() + docs.len();
         if self.options.decompound
             || removed * 4 > ordinals
             || self
@@ -212,13 +262,7 @@ impl SearchIndex {
             return Ok(None);
         }
         let mut tables = self.tables.clone();
-        let mut deletes = Vec::with_capacity(changes.len());
-        let mut docs = Vec::new();
-        for (server, server_docs) in changes {
-            tables.remove_server(&server);
-            deletes.push(Term::from_field_text(self.fields.server, &server));
-            docs.extend(server_docs);
-        }
+        forget(&mut tables);
         docs.sort_by(|a, b| a.key.cmp(&b.key));
         let mut analyzer = self.analyzer.clone();
         schema::commit_docs(
@@ -242,6 +286,7 @@ impl SearchIndex {
             synonyms: self.synonyms.clone(),
             helpers: tables.ords_of(HELPER_SERVER),
             servers: servers::Servers::of(&tables, &self.options),
+            learned_docs: tables.learned_live(),
             fields: self.fields.clone(),
             options: self.options.clone(),
             tables,
@@ -271,16 +316,19 @@ impl SearchIndex {
 
     /// Like [`Self::search`], fusing the BM25 ranking with the cosine ranking of `vectors`
     /// (rows in document order, see [`Self::keys`]) against `query_vector`, as
-    /// [`SearchOptions::fusion`] says. Exact names still come first.
+    /// [`SearchOptions::fusion`] says; a tool's cosine is lifted toward the query's with the
+    /// queries that led to it before (`learned`, [`SearchOptions::learned_vector`]). Exact
+    /// names still come first.
     pub fn search_hybrid(
         &self,
         query: &str,
         query_vector: &[f32],
         vectors: &DocVectors,
+        learned: Option<&LearnedVectors>,
         limit: usize,
         server: Option<&str>,
     ) -> Result<Vec<Hit>, SearchError> {
-        self.rank(query, limit, server, Some((query_vector, vectors)))
+        self.rank(query, limit, server, Some((query_vector, vectors, learned)))
     }
 
     /// Tool keys by document ordinal; removed tools are empty strings.

@@ -112,6 +112,19 @@ pub struct SearchOptions {
     /// none): the best hits' shared words, or with vectors their mean vector, lift the hits
     /// that share them (`feedback.rs`).
     pub feedback: f32,
+    /// Boost of the learned field: the queries that led to a tool before (0: not searched).
+    pub learned: f32,
+    /// Only the words of a tool's learned queries that its own text lacks are indexed: what
+    /// the queries add (a paraphrase's words), not the context words it shares with its
+    /// siblings ("in my App Configuration store"), which would match their queries too.
+    pub learned_new: bool,
+    /// In hybrid search, how far (0..=1) a tool's cosine moves toward the query's best
+    /// cosine with the queries that led to the tool before, when that is higher (0: not
+    /// used).
+    pub learned_vector: f32,
+    /// Only tools whose best learned query is within this cosine of the query's nearest
+    /// learned query are lifted (see `learned_vector`; 1 or more: every tool).
+    pub learned_margin: f32,
 }
 
 impl Default for SearchOptions {
@@ -151,6 +164,10 @@ impl Default for SearchOptions {
             server_evidence: 0.4,
             server_score: ServerScore::Doc,
             feedback: 0.0,
+            learned: 0.5,
+            learned_new: true,
+            learned_vector: 0.25,
+            learned_margin: 1.0,
         }
     }
 }
@@ -187,6 +204,8 @@ impl SearchOptions {
             surface: 0.0,
             names: false,
             server_evidence: 0.0,
+            learned: 0.0,
+            learned_vector: 0.0,
             ..Self::default()
         }
     }
@@ -267,6 +286,14 @@ impl SearchOptions {
             "max_df" => self.max_df = number()?,
             "server_evidence" => self.server_evidence = fraction()?,
             "feedback" => self.feedback = number()?,
+            "learned" => self.learned = number()?,
+            "learned_new" => {
+                self.learned_new = value
+                    .parse()
+                    .map_err(|_| format!("learned_new is true or false, got \"{value}\""))?;
+            }
+            "learned_vector" => self.learned_vector = fraction()?,
+            "learned_margin" => self.learned_margin = number()?,
             "server_score" => {
                 self.server_score = match value {
                     "cover" => ServerScore::Cover,
@@ -334,7 +361,7 @@ impl SearchOptions {
             }
             _ => {
                 return Err(format!(
-                    "unknown option \"{key}\"; options: stopwords, stem, split_case, decompound, name, title, description, params, server, combine, idf, name_len, description_len, params_len, server_len, coverage, coverage_words, phrase, synonyms, helpers, max_df, embeddings, fusion, context, even_ties, lexical_coverage, surface, names, server_evidence, server_score, feedback"
+                    "unknown option \"{key}\"; options: stopwords, stem, split_case, decompound, name, title, description, params, server, combine, idf, name_len, description_len, params_len, server_len, coverage, coverage_words, phrase, synonyms, helpers, max_df, embeddings, fusion, context, even_ties, lexical_coverage, surface, names, server_evidence, server_score, feedback, learned, learned_new, learned_vector, learned_margin"
                 ));
             }
         }
@@ -471,5 +498,6 @@ mod tests {
         assert!(!p.stem && !p.embeddings && !p.names && p.stopwords == StopWords::None);
         assert_eq!((p.coverage, p.synonyms, p.surface), (0.0, 0.0, 0.0));
         assert_eq!(p.server_evidence, 0.0);
+        assert_eq!((p.learned, p.learned_vector), (0.0, 0.0));
     }
 }

@@ -14,6 +14,8 @@ use super::{Combine, SearchIndex, tokenizer};
 const MAX_QUERY_BYTES: usize = 4096;
 /// Query words that are searched; the rest are ignored.
 const MAX_QUERY_WORDS: usize = 64;
+/// What opens or closes quoted text in a query.
+const QUOTES: [char; 5] = ['"', '\'', '`', '“', '”'];
 
 /// A query word's synonym that some tool has.
 pub(super) struct Synonym<'a> {
@@ -83,6 +85,44 @@ impl SearchIndex {
         surface
     }
 
+    /// For each distinct query word (in the order of [`Self::weights`]), whether it is written
+    /// as an argument value: a name (capitalised, not opening the query or a sentence), a
+    /// number or id (it has a digit), a path, URL or address (`/`, `\\`, `@`, `:`, or a `.`
+    /// inside it), or quoted text. Such a word says what to act on, not what to do: when no
+    /// tool has it, it does not count against a tool that covers the rest (`Hit::coverage`).
+    pub(super) fn argument_values(&self, query: &str, words: &[String]) -> Vec<bool> {
+        let end = query.floor_char_boundary(MAX_QUERY_BYTES);
+        let mut analyzer = self.analyzer.clone();
+        let mut values: Vec<String> = Vec::new();
+        let (mut quoted, mut sentence_start) = (false, true);
+        for raw in query[..end].split_whitespace() {
+            let opens = raw.starts_with(QUOTES);
+            let word = raw.trim_matches(|c: char| !c.is_alphanumeric());
+            let mut letters = word.chars();
+            let capitalised =
+                letters.next().is_some_and(char::is_uppercase) && letters.any(char::is_lowercase);
+            let value = quoted
+                || opens
+                || (capitalised && !sentence_start)
+                || word.chars().any(|c| c.is_ascii_digit())
+                || word.contains(['/', '\\', '@', ':', '.']);
+            let after_open = raw.char_indices().nth(1).map_or("", |(i, _)| &raw[i..]);
+            if opens && !after_open.ends_with(QUOTES) {
+                quoted = true;
+            } else if quoted && raw.ends_with(QUOTES) {
+                quoted = false;
+            }
+            sentence_start = raw.ends_with(['.', '?', '!', ':']);
+            if value {
+                let mut stream = analyzer.token_stream(word);
+                while let Some(token) = stream.next() {
+                    values.push(token.text.clone());
+                }
+            }
+        }
+        distinct(words).map(|w| values.contains(w)).collect()
+    }
+
     /// Distinct query words with their term id (if any tool has the word), IDF weight, and
     /// whether it counts as a word of its own in [`Hit::words`] (a lone CJK character of a
     /// longer CJK word does not: `文件` gives `文`, `文件`, `件`, one word).
@@ -140,7 +180,10 @@ impl SearchIndex {
         self.fields
             .text
             .iter()
-            .filter(|(_, boost)| *boost > 0.0)
+            // Without learned queries the field is not looked up: search is as without it.
+            .filter(|&&(field, boost)| {
+                boost > 0.0 && (field != self.fields.learned || self.learned_docs > 0)
+            })
             .map(|&(field, boost)| {
                 let tq = TermQuery::new(
                     Term::from_field_text(field, word),

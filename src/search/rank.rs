@@ -6,7 +6,7 @@ use tantivy::collector::{Count, TopDocs};
 use super::confidence::strong_words;
 use super::names::identifier_like;
 use super::stats::Stats;
-use super::{DocVectors, Fusion, Hit, SearchError, SearchIndex, fusion};
+use super::{DocVectors, Fusion, Hit, LearnedVectors, SearchError, SearchIndex, fusion};
 
 /// The least share of a query's weight one of meta-server's own tools must match to be a hit.
 const HELPER_COVERAGE: f32 = 0.5;
@@ -17,7 +17,7 @@ impl SearchIndex {
         query: &str,
         limit: usize,
         server: Option<&str>,
-        dense: Option<(&[f32], &DocVectors)>,
+        dense: Option<(&[f32], &DocVectors, Option<&LearnedVectors>)>,
     ) -> Result<Vec<Hit>, SearchError> {
         let words = self.words(query);
         let names = self.options.names;
@@ -40,6 +40,15 @@ impl SearchIndex {
         // vectors they add nothing but noise (EVAL.md, round 5).
         let synonyms = self.expansions(&words, dense.is_none());
         let total: f32 = weights.iter().map(|(_, w, _)| w).sum();
+        // What a tool's words must cover to answer the query: all its words but the argument
+        // values no tool has ("Tokyo" in "what time is it in Tokyo").
+        let values = self.argument_values(query, &words);
+        let asked: f32 = weights
+            .iter()
+            .zip(&values)
+            .filter(|((id, _, _), value)| !(**value && id.is_none()))
+            .map(|((_, w, _), _)| w)
+            .sum();
         // The query words (term id, weight, counts as a word) a tool has in any field.
         let matched = |i: u32| {
             let terms = &self.tables.doc_terms[i as usize];
@@ -52,7 +61,7 @@ impl SearchIndex {
             let (matched, words) = matched(i).fold((0.0, 0), |(weight, words), (_, w, counts)| {
                 (weight + w, words + usize::from(*counts))
             });
-            (if total > 0.0 { matched / total } else { 0.0 }, words)
+            (if asked > 0.0 { matched / asked } else { 0.0 }, words)
         };
         // Coverage for ranking: a word the tool has only a synonym of covers the synonym
         // weight's share of it (else a short query scores such a tool 0). `Hit::coverage`, and
@@ -89,11 +98,15 @@ impl SearchIndex {
             let exhaustive = (TopDocs::with_limit(pool).order_by_score(), Count);
             let o = &self.options;
             let f = &self.fields;
+            // A tool's learned queries are measured against the tools that have some, not
+            // against all of them: most have none.
+            let learned_len = self.tables.live as f32 / self.learned_docs.max(1) as f32;
             let lengths = [
                 (f.name, o.name_len),
                 (f.description, o.description_len),
                 (f.params, o.params_len),
                 (f.server_text, o.server_len),
+                (f.learned, learned_len),
             ];
             let stats = Stats {
                 searcher,
@@ -147,9 +160,9 @@ impl SearchIndex {
         } else {
             Vec::new()
         };
-        let cosine = dense.map(|(query_vector, vectors)| vectors.scores(query_vector));
+        let cosine = dense.map(|(query_vector, vectors, _)| vectors.scores(query_vector));
         let mut scored = match (&cosine, dense) {
-            (Some(cosine), Some((_, vectors))) => {
+            (Some(cosine), Some((query_vector, vectors, learned))) => {
                 // Hits report the query's own cosine; feedback only moves the ranking.
                 let mut expanded;
                 let cosine = if short && self.options.feedback > 0.0 {
@@ -165,6 +178,15 @@ impl SearchIndex {
                     });
                 }
                 let mut cosine = cosine.clone();
+                if let Some(learned) = learned {
+                    let o = &self.options;
+                    learned.lift(
+                        &mut cosine,
+                        query_vector,
+                        o.learned_vector,
+                        o.learned_margin,
+                    );
+                }
                 if let Some(context) = self.options.context {
                     fusion::server_context(&mut cosine, &self.tables.servers, context);
                 }

@@ -22,7 +22,7 @@ use crate::atomic_file::{self, Access};
 use crate::checksum;
 
 /// The saved format; a change makes earlier saves unread (they stay in their own directory).
-pub const FORMAT: u32 = 2;
+pub const FORMAT: u32 = 3;
 const MANIFEST: &str = "manifest.json";
 const TABLES: &str = "tables.bin";
 /// tantivy's list of its index's segments, and of the files it manages (which a reopened

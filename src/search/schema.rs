@@ -25,6 +25,8 @@ const WRITER_BYTES: usize = 15_000_000;
 pub(super) struct Fields {
     pub ord: Field,
     pub server: Field,
+    /// The raw key (qualified name), to delete one tool's document.
+    pub key: Field,
     pub name: Field,
     pub title: Field,
     pub description: Field,
@@ -33,6 +35,11 @@ pub(super) struct Fields {
     /// Name, title and description with their words as written (not stemmed), searched by
     /// the query words that stemming changes ([`SearchOptions::surface`]).
     pub surface: Field,
+    /// The queries that led to the tool ([`ToolDoc::learned`]).
+    pub learned: Field,
+    /// Only the learned words the tool's own text lacks are indexed
+    /// ([`SearchOptions::learned_new`]).
+    pub learned_new: bool,
     /// (field, boost) pairs searched by every query word.
     pub text: Vec<(Field, f32)>,
 }
@@ -48,6 +55,7 @@ pub(super) fn schema(options: &SearchOptions) -> (Schema, Fields) {
     );
     let ord = sb.add_u64_field("ord", FAST);
     let server = sb.add_text_field("server_raw", STRING);
+    let key = sb.add_text_field("key_raw", STRING);
     let name = sb.add_text_field("name", text.clone());
     let title = sb.add_text_field("title", text.clone());
     let description = sb.add_text_field("description", text.clone());
@@ -61,21 +69,33 @@ pub(super) fn schema(options: &SearchOptions) -> (Schema, Fields) {
                 .set_index_option(IndexRecordOption::WithFreqs),
         ),
     );
+    let learned = sb.add_text_field(
+        "learned",
+        TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer(ANALYZER)
+                .set_index_option(IndexRecordOption::WithFreqs),
+        ),
+    );
     let fields = Fields {
         ord,
         server,
+        key,
         name,
         title,
         description,
         params,
         server_text,
         surface,
+        learned,
+        learned_new: options.learned_new,
         text: vec![
             (name, options.name),
             (title, options.title),
             (description, options.description),
             (params, options.params),
             (server_text, options.server),
+            (learned, options.learned),
         ],
     };
     (sb.build(), fields)
@@ -115,10 +135,23 @@ pub(super) fn commit_docs(
                 terms.push(token.text.clone());
             }
         }
-        let ord = tables.add(&d.key, &d.server, [d.name.as_str(), d.key.as_str()], terms);
+        let learned_text = if fields.learned_new {
+            new_words(analyzer, &d.learned, &terms)
+        } else {
+            d.learned.clone()
+        };
+        let mut stream = analyzer.token_stream(&learned_text);
+        while let Some(token) = stream.next() {
+            terms.push(token.text.clone());
+        }
+        let learned = !learned_text.is_empty();
+        let names = [d.name.as_str(), d.key.as_str()];
+        let ord = tables.add(&d.key, &d.server, names, terms, learned);
         writer.add_document(doc!(
             fields.ord => u64::from(ord),
             fields.server => d.server.as_str(),
+            fields.key => d.key.as_str(),
+            fields.learned => learned_text.as_str(),
             fields.name => format!("{} {parts}", d.name),
             fields.title => d.title.as_str(),
             fields.description => d.description.as_str(),
@@ -130,6 +163,37 @@ pub(super) fn commit_docs(
     writer.commit()?;
     writer.wait_merging_threads()?;
     Ok(())
+}
+
+/// The words of `learned` (queries, one per line) whose analyzed terms are not among `own`
+/// (the tool's own terms), as written, one line per query that has any: what the queries
+/// add to what the tool says of itself.
+fn new_words(analyzer: &mut TextAnalyzer, learned: &str, own: &[String]) -> String {
+    let mut lines = Vec::new();
+    for query in learned.lines() {
+        let mut spans: Vec<(usize, usize)> = Vec::new();
+        let mut stream = analyzer.token_stream(query);
+        while let Some(token) = stream.next() {
+            let span = (token.offset_from, token.offset_to);
+            if !own.contains(&token.text) && !spans.contains(&span) {
+                spans.push(span);
+            }
+        }
+        // A word also indexed in parts (`MySQL`: `my`, `sql`, `mysql`) is kept once, whole.
+        let words: Vec<&str> = spans
+            .iter()
+            .filter(|&&(from, to)| {
+                !spans
+                    .iter()
+                    .any(|&(f, t)| f <= from && to <= t && (f, t) != (from, to))
+            })
+            .filter_map(|&(from, to)| query.get(from..to))
+            .collect();
+        if !words.is_empty() {
+            lines.push(words.join(" "));
+        }
+    }
+    lines.join("\n")
 }
 
 /// The analyzers of documents and queries ([`ANALYZER`]) and of the surface field

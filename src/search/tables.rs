@@ -19,21 +19,25 @@ pub(super) struct Tables {
     pub vocab: HashMap<String, u32>,
     /// Per term id: number of live tools containing the term in any field.
     pub df: Vec<u32>,
-    /// Sorted term ids of each tool, all fields together.
+    /// Sorted term ids of each tool, all fields together (its learned queries included).
     pub doc_terms: Vec<Vec<u32>>,
+    /// Whether each tool has learned queries (its `learned` field is not empty).
+    pub learned: Vec<bool>,
     /// Live documents.
     pub live: usize,
 }
 
 impl Tables {
     /// Records a document as the next ordinal, which it returns. `terms` are its analyzed
-    /// words in any order, duplicates allowed; `names` its exact names.
+    /// words in any order, duplicates allowed; `names` its exact names; `learned` whether it
+    /// has learned queries.
     pub fn add<'a>(
         &mut self,
         key: &str,
         server: &str,
         names: impl IntoIterator<Item = &'a str>,
         terms: impl IntoIterator<Item = String>,
+        learned: bool,
     ) -> u32 {
         let ord = self.keys.len() as u32;
         self.keys.push(key.to_owned());
@@ -67,6 +71,7 @@ impl Tables {
             self.df[id as usize] += 1;
         }
         self.doc_terms.push(ids);
+        self.learned.push(learned);
         self.live += 1;
         ord
     }
@@ -78,10 +83,39 @@ impl Tables {
             .collect()
     }
 
+    /// The ordinal of the live document `key`, if any.
+    pub fn ord_of(&self, key: &str) -> Option<u32> {
+        self.names
+            .get(&key.to_lowercase())?
+            .iter()
+            .copied()
+            .find(|&o| self.keys[o as usize] == key)
+    }
+
+    /// Live documents with learned queries.
+    pub fn learned_live(&self) -> usize {
+        (0..self.keys.len())
+            .filter(|&i| self.learned[i] && self.is_live(i as u32))
+            .count()
+    }
+
     /// Forgets every document of `server`; returns how many there were.
     pub fn remove_server(&mut self, server: &str) -> usize {
         let ords = self.ords_of(server);
-        for &ord in &ords {
+        self.remove(&ords)
+    }
+
+    /// Forgets the documents `keys` (those that are live); returns how many there were.
+    pub fn remove_keys<'a>(&mut self, keys: impl IntoIterator<Item = &'a str>) -> usize {
+        let mut ords: Vec<u32> = keys.into_iter().filter_map(|k| self.ord_of(k)).collect();
+        ords.sort_unstable();
+        ords.dedup();
+        self.remove(&ords)
+    }
+
+    /// Forgets the documents at `ords` (sorted, live).
+    fn remove(&mut self, ords: &[u32]) -> usize {
+        for &ord in ords {
             let i = ord as usize;
             for &id in &self.doc_terms[i] {
                 self.df[id as usize] -= 1;
@@ -89,6 +123,7 @@ impl Tables {
             self.doc_terms[i] = Vec::new();
             self.keys[i] = String::new();
             self.servers[i] = String::new();
+            self.learned[i] = false;
         }
         let kept = |list: &mut Vec<u32>| {
             list.retain(|o| ords.binary_search(o).is_err());
@@ -143,6 +178,8 @@ impl Tables {
         for terms in &self.doc_terms {
             out.ords(terms);
         }
+        out.len(self.learned.len());
+        out.0.extend(self.learned.iter().map(|&l| u8::from(l)));
         out.len(self.live);
         out.0
     }
@@ -173,6 +210,8 @@ impl Tables {
         for _ in 0..r.len()? {
             doc_terms.push(r.ords()?);
         }
+        let flags = r.len()?;
+        let learned: Vec<bool> = r.take(flags)?.iter().map(|&b| b == 1).collect();
         let live = r.len()?;
         let docs = keys.len();
         let ords_valid = names
@@ -183,6 +222,7 @@ impl Tables {
         if !r.0.is_empty()
             || servers.len() != docs
             || doc_terms.len() != docs
+            || learned.len() != docs
             || df.len() != vocab.len()
             || vocab.len() != terms
             || live > docs
@@ -199,6 +239,7 @@ impl Tables {
             vocab,
             df,
             doc_terms,
+            learned,
             live,
         })
     }
@@ -311,8 +352,9 @@ mod tests {
     #[test]
     fn removing_a_server_forgets_its_names_and_frequencies_but_keeps_ordinals() {
         let mut t = Tables::default();
-        t.add("a__x", "a", ["x", "a__x"], words("read file file"));
-        t.add("b__y", "b", ["y", "b__y"], words("read mail"));
+        t.add("a__x", "a", ["x", "a__x"], words("read file file"), true);
+        t.add("b__y", "b", ["y", "b__y"], words("read mail"), false);
+        assert_eq!(t.learned_live(), 1);
         assert_eq!(t.df[t.vocab["read"] as usize], 2);
         assert_eq!(t.doc_terms[0].len(), 2, "duplicates counted once");
 
@@ -324,10 +366,18 @@ mod tests {
         assert!(!t.names.contains_key("x") && !t.names.contains_key("a__x"));
         assert!(!t.squashed.contains_key("ax") && t.squashed["by"].1 == [1]);
 
-        let ord = t.add("a__z", "a", ["z"], words("file"));
+        assert_eq!(t.learned_live(), 0);
+        let ord = t.add("a__z", "a", ["z", "a__z"], words("file"), false);
         assert_eq!(ord, 2, "a new document gets a new ordinal");
         assert_eq!(t.df[t.vocab["file"] as usize], 1);
         assert_eq!(t.names["z"], [2]);
+
+        assert_eq!(t.ord_of("a__z"), Some(2));
+        assert_eq!(t.remove_keys(["a__z", "a__gone"]), 1);
+        assert_eq!(t.ord_of("a__z"), None);
+        assert_eq!(t.df[t.vocab["file"] as usize], 0);
+        let ord = t.add("a__z", "a", ["z", "a__z"], words("file"), false);
+        assert_eq!(ord, 3);
 
         let bytes = t.encode();
         let back = Tables::decode(&bytes).unwrap();

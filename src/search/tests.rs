@@ -12,6 +12,7 @@ fn doc(server: &str, name: &str, description: &str, params: &str) -> ToolDoc {
         description: description.into(),
         params: params.into(),
         server_text: server.into(),
+        learned: String::new(),
     }
 }
 
@@ -109,7 +110,7 @@ fn replacing_a_server_reindexes_it_alone_and_leaves_the_old_version_intact() {
         .collect();
     let vectors = DocVectors::new(n, after.keys(), &map);
     let hits = after
-        .search_hybrid("zzz", &vec![0.0; n], &vectors, 20, None)
+        .search_hybrid("zzz", &vec![0.0; n], &vectors, None, 20, None)
         .unwrap();
     assert_eq!(hits.len(), 8);
     assert!(hits.iter().all(|h| !h.key.is_empty()));
@@ -473,16 +474,18 @@ fn hybrid_search_finds_what_the_vectors_say_when_no_word_matches() {
         // No word of the query is in any tool: BM25 finds nothing, the vectors decide.
         assert!(idx.search("alter an hour", 3, None).unwrap().is_empty());
         let hits = idx
-            .search_hybrid("alter an hour", &q, &vectors, 3, None)
+            .search_hybrid("alter an hour", &q, &vectors, None, 3, None)
             .unwrap();
         assert_eq!(hits[0].key, "time__convert_time", "{fusion:?}");
         // The server filter applies to vector hits too.
         let hits = idx
-            .search_hybrid("alter an hour", &q, &vectors, 3, Some("fs"))
+            .search_hybrid("alter an hour", &q, &vectors, None, 3, Some("fs"))
             .unwrap();
         assert!(hits.iter().all(|h| h.key.starts_with("fs__")), "{hits:?}");
         // Exact names still come first, whatever the vectors say.
-        let hits = idx.search_hybrid("echo", &q, &vectors, 3, None).unwrap();
+        let hits = idx
+            .search_hybrid("echo", &q, &vectors, None, 3, None)
+            .unwrap();
         assert_eq!(hits[0].key, "everything__echo");
         assert!(hits[0].exact);
     }
@@ -497,7 +500,9 @@ fn hybrid_search_agreement_beats_either_signal_alone() {
     let bm25 = idx.search("file", 5, None).unwrap();
     assert_ne!(bm25[0].key, "fs__list_directory");
     let q = towards(&idx, "fs__list_directory");
-    let hits = idx.search_hybrid("file", &q, &vectors, 5, None).unwrap();
+    let hits = idx
+        .search_hybrid("file", &q, &vectors, None, 5, None)
+        .unwrap();
     assert_eq!(hits[0].key, "fs__list_directory", "{hits:?}");
     assert!(
         hits[..3].iter().all(|h| h.key.starts_with("fs__")),
@@ -520,7 +525,9 @@ fn hybrid_search_counts_the_servers_nearness_by_default() {
     ] {
         q[idx.keys().iter().position(|k| k == key).unwrap()] = c;
     }
-    let hits = idx.search_hybrid("zzz", &q, &vectors, 3, None).unwrap();
+    let hits = idx
+        .search_hybrid("zzz", &q, &vectors, None, 3, None)
+        .unwrap();
     assert_eq!(hits[0].key, "fs__write_file", "{hits:?}");
     let alone = SearchIndex::build_with(
         index_docs(),
@@ -530,7 +537,9 @@ fn hybrid_search_counts_the_servers_nearness_by_default() {
         },
     )
     .unwrap();
-    let hits = alone.search_hybrid("zzz", &q, &vectors, 3, None).unwrap();
+    let hits = alone
+        .search_hybrid("zzz", &q, &vectors, None, 3, None)
+        .unwrap();
     assert_eq!(hits[0].key, "everything__echo", "{hits:?}");
 }
 
@@ -552,7 +561,9 @@ fn vectors_decide_when_the_best_hit_covers_little_of_a_short_query() {
         for (key, c) in cosines {
             q[idx.keys().iter().position(|k| k == key).unwrap()] = c;
         }
-        let hits = idx.search_hybrid(query, &q, &vectors, 2, None).unwrap();
+        let hits = idx
+            .search_hybrid(query, &q, &vectors, None, 2, None)
+            .unwrap();
         hits[0].key.clone()
     };
     assert_eq!(ranked(SearchOptions::default()), "time__get_current_time");
@@ -1012,4 +1023,191 @@ fn feedback_lifts_the_hits_that_share_the_best_hits_words() {
     on.word_feedback(&mut lifted, &[]);
     // "email" and "inbox" are the best hit's words that another tool has too.
     assert!(lifted[1].1 > lifted[2].1, "{lifted:?}");
+}
+
+/// [`index_docs`] with `learned` queries for `key`.
+fn learned_docs(key: &str, learned: &str) -> Vec<ToolDoc> {
+    let mut docs = index_docs();
+    for d in &mut docs {
+        if d.key == key {
+            d.learned = learned.to_owned();
+        }
+    }
+    docs
+}
+
+#[test]
+fn learned_queries_find_their_tool_and_popularity_alone_ranks_nothing() {
+    let plain = index();
+    let learned = SearchIndex::build(learned_docs(
+        "everything__echo",
+        &[
+            "parrot my words",
+            "say it again",
+            "parrot back what I typed",
+            "mirror my message",
+        ]
+        .join("\n"),
+    ))
+    .unwrap();
+    assert!(keys(&plain.search("parrot my words", 5, None).unwrap()).is_empty());
+    let found = learned.search("parrot my words", 5, None).unwrap();
+    assert_eq!(keys(&found), ["everything__echo"]);
+    assert!(found[0].coverage > 0.9, "learned words cover the query");
+    // However much it learned, a tool is no hit for a query unlike its queries: the tools
+    // nobody searched for rank as before.
+    for query in [
+        "read a file",
+        "current time in Tokyo",
+        "sum of two numbers",
+        "list files",
+    ] {
+        let before = plain.search(query, 8, None).unwrap();
+        let after = learned.search(query, 8, None).unwrap();
+        assert!(
+            !keys(&after).contains(&"everything__echo"),
+            "{query}: {after:?}"
+        );
+        assert_eq!(keys(&after), keys(&before), "{query}");
+    }
+}
+
+#[test]
+fn an_index_without_learned_queries_ranks_exactly_as_with_the_field_unsearched() {
+    let with_field = index();
+    let unsearched = SearchIndex::build_with(
+        index_docs(),
+        SearchOptions {
+            learned: 0.0,
+            ..SearchOptions::default()
+        },
+    )
+    .unwrap();
+    for query in [
+        "read file",
+        "time",
+        "echo",
+        "getIssue",
+        "sum numbers",
+        "zzz",
+        "list",
+    ] {
+        assert_eq!(
+            with_field.search(query, 8, None).unwrap(),
+            unsearched.search(query, 8, None).unwrap(),
+            "{query}"
+        );
+    }
+}
+
+#[test]
+fn replacing_a_tool_s_learned_queries_reindexes_it_alone_as_a_full_build_would() {
+    let before = index();
+    let changed: Vec<ToolDoc> =
+        learned_docs("time__convert_time", "move a meeting to another city")
+            .into_iter()
+            .filter(|d| d.key == "time__convert_time")
+            .collect();
+    let after = before
+        .replace_tools(changed)
+        .unwrap()
+        .expect("one tool is incremental");
+    assert_eq!(after.len(), before.len());
+    assert_eq!(after.keys().iter().filter(|k| k.is_empty()).count(), 1);
+    let full = SearchIndex::build(learned_docs(
+        "time__convert_time",
+        "move a meeting to another city",
+    ))
+    .unwrap();
+    for query in [
+        "meeting in another city",
+        "time",
+        "convert_time",
+        "read a file",
+    ] {
+        let keys_of = |idx: &SearchIndex| {
+            idx.search(query, 8, None)
+                .unwrap()
+                .into_iter()
+                .map(|h| h.key)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(keys_of(&after), keys_of(&full), "{query}");
+    }
+    assert_eq!(
+        keys(&after.search("meeting in another city", 1, None).unwrap()),
+        ["time__convert_time"]
+    );
+    assert!(
+        before.search("meeting", 1, None).unwrap().is_empty(),
+        "the old version is intact"
+    );
+}
+
+#[test]
+fn a_tool_learns_only_the_words_its_own_text_lacks() {
+    let learned = "save my notes into a file\nsave a file";
+    let new_only = SearchIndex::build(learned_docs("fs__write_file", learned)).unwrap();
+    let every_word = SearchIndex::build_with(
+        learned_docs("fs__write_file", learned),
+        SearchOptions {
+            learned_new: false,
+            ..SearchOptions::default()
+        },
+    )
+    .unwrap();
+    let plain = index();
+    let top = |idx: &SearchIndex, q: &str| keys(&idx.search(q, 8, None).unwrap()).join(" ");
+    // "file" is the tool's own word: learning it again would lift the tool for every file
+    // query, over its siblings.
+    for query in ["file", "a file", "contents of a file"] {
+        assert_eq!(top(&new_only, query), top(&plain, query), "{query}");
+    }
+    let score = |idx: &SearchIndex| {
+        let hits = idx.search("file", 8, None).unwrap();
+        hits.iter()
+            .find(|h| h.key == "fs__write_file")
+            .unwrap()
+            .score
+    };
+    assert_eq!(score(&new_only), score(&plain));
+    assert!(
+        score(&every_word) > score(&plain),
+        "learned again, the word would count twice"
+    );
+    assert_eq!(
+        keys(&new_only.search("save my notes", 1, None).unwrap()),
+        ["fs__write_file"]
+    );
+}
+
+#[test]
+fn argument_values_no_tool_has_do_not_count_against_a_match() {
+    let idx = index();
+    let hits = idx.search("what time is it in Tokyo", 3, None).unwrap();
+    assert!(
+        keys(&hits[..2]).contains(&"time__get_current_time"),
+        "{hits:?}"
+    );
+    assert!(
+        confident(&hits),
+        "Tokyo is a place to ask about, not a missing intent: {hits:?}"
+    );
+    for query in [
+        "read the file /etc/hosts",
+        "read \"my old diary\" file",
+        "get issue 1234 of the repo",
+    ] {
+        let hits = idx.search(query, 3, None).unwrap();
+        assert!(confident(&hits), "{query}: {hits:?}");
+    }
+    // Intent words no tool has still count, capitalised or not, first or not.
+    for query in [
+        "book a flight to Paris",
+        "Translate this to French",
+        "send a Slack message",
+    ] {
+        let hits = idx.search(query, 3, None).unwrap();
+        assert!(!confident(&hits), "{query}: {hits:?}");
+    }
 }

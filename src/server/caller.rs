@@ -77,18 +77,22 @@ pub(in crate::server) struct Who {
     pub user: User,
     /// What its principal may see and call.
     pub access: Access,
+    /// Whom its searches and selections teach (`None`: nobody, a command-line call).
+    pub teacher: Option<Teacher>,
 }
 
 impl Who {
-    /// Who sent this request from `origin`, whose principal has `access`; `stateless` for a
-    /// 2026-07-28 request.
+    /// Who sent this request from `origin`, whose principal (`None` over stdio) has
+    /// `access`; `stateless` for a 2026-07-28 request.
     pub(in crate::server) fn of(
         cx: &RequestContext<RoleServer>,
         origin: &Origin,
         stateless: bool,
-        access: Access,
+        (principal, access): (Option<&str>, Access),
     ) -> Self {
-        let session = match cx.extensions.get::<http::request::Parts>() {
+        let http = cx.extensions.get::<http::request::Parts>();
+        let process = || format!("stdio-{}", std::process::id());
+        let session = match http {
             _ if stateless => None,
             Some(parts) => parts.headers.get("mcp-session-id").map(|id| {
                 format!(
@@ -97,10 +101,16 @@ impl Who {
                 )
                 .into()
             }),
-            None => Some(format!("stdio-{}", std::process::id()).into()),
+            None => Some(process().into()),
+        };
+        // Over stdio the process is the session learning counts, whatever the revision.
+        let learns_in = match http {
+            None => Some(process()),
+            Some(_) => session.as_deref().map(str::to_owned),
         };
         Self {
             client: cx.client_info().map(|c| c.name.into()),
+            teacher: Teacher::of(learns_in.as_deref(), principal),
             session,
             user: match (stateless, origin.inputs()) {
                 (false, _) => User::Session(cx.peer.clone()),
@@ -124,4 +134,36 @@ pub(in crate::server) enum User {
     /// No client at all (`meta-server call`).
     #[default]
     Nobody,
+}
+
+/// The principal of a local client (stdio): one user.
+const LOCAL: &str = "local";
+
+/// Whom a session's searches and selections teach: its key among the recent searches, and the
+/// digests of its principal and session that the evidence keeps.
+#[derive(Clone, Debug)]
+pub(in crate::server) struct Teacher {
+    pub(in crate::server) session: Arc<str>,
+    pub(in crate::server) principal: Arc<str>,
+    pub(in crate::server) session_digest: Arc<str>,
+}
+
+impl Teacher {
+    /// The teacher of a call in `session` (an MCP session or the stdio process) by
+    /// `principal` (`None` over stdio); a 2026-07-28 request has no session, and its
+    /// principal stands for one. `None` (nothing is learned) without either: a command-line
+    /// call.
+    pub(in crate::server) fn of(session: Option<&str>, principal: Option<&str>) -> Option<Self> {
+        let session: String = match (session, principal) {
+            (Some(session), _) => session.to_owned(),
+            (None, Some(principal)) => format!("principal:{principal}"),
+            (None, None) => return None,
+        };
+        let principal = principal.unwrap_or(LOCAL);
+        Some(Self {
+            session_digest: crate::learning::digest(&session).into(),
+            session: session.into(),
+            principal: crate::learning::digest(principal).into(),
+        })
+    }
 }

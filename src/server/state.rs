@@ -14,6 +14,7 @@ use crate::upstream::{CommandLookups, Events, Manager};
 
 use super::caller::Caller;
 use super::catalogs::Catalogs;
+use super::catalogs::learning::Learner;
 use super::logins::Logins;
 use super::metrics::Metrics;
 use crate::library::{Library, LoadReport};
@@ -55,6 +56,8 @@ pub struct State {
     pub catalogs: Arc<Catalogs>,
     /// Logins offered to clients.
     pub(super) logins: Logins,
+    /// What searches learn from use (`None`: `metaServer.learning` is off).
+    pub(super) learning: Option<Arc<Learner>>,
 }
 
 impl State {
@@ -97,6 +100,7 @@ impl State {
             trust: crate::trust::Trust::new(settings.trust, settings.catalog_dir.clone()),
             audit: settings.audit.clone().map(crate::audit::AuditLog::new),
             catalogs: Arc::new(Catalogs::new(live.clone(), library, receiver)),
+            learning: Learner::new(&settings),
             settings: live,
             logins: Logins::default(),
         })
@@ -116,7 +120,12 @@ impl State {
         changed: &[String],
     ) -> Result<(), crate::search::SearchError> {
         *self.budgets.write() = budgets(&settings);
-        self.catalogs.reconfigure(Arc::new(settings), changed)
+        self.catalogs.reconfigure(Arc::new(settings), changed)?;
+        // A removed server's tools lose what they learned, a changed one's are checked again.
+        if let Some(learner) = &self.learning {
+            learner.recheck();
+        }
+        Ok(())
     }
 
     /// The state of one process: the library from the catalog dir, upstreams not started,
@@ -153,10 +162,21 @@ impl State {
     }
 
     /// Ends embedding, lets listings in flight finish (see [`Catalogs::stop`]), then stops
-    /// every upstream.
-    pub async fn stop(&self) {
+    /// every upstream; what was learned and not merged yet is merged (and kept) first.
+    pub async fn stop(self: &Arc<Self>) {
+        if let Some(learner) = self.learning.clone() {
+            let state = self.clone();
+            let _ = tokio::task::spawn_blocking(move || learner.merge(&state)).await;
+        }
         self.catalogs.stop().await;
         self.manager.shutdown().await;
+    }
+
+    /// Starts merging what sessions teach (see [`Learner::run`]), if learning is on.
+    pub(super) fn learn(self: &Arc<Self>) {
+        if let Some(learner) = self.learning.clone() {
+            tokio::spawn(learner.run(Arc::downgrade(self)));
+        }
     }
 
     /// The soft and hard limits for results on `route`, for a client whose own limit is

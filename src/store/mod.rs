@@ -2,10 +2,11 @@
 //! and an owner-only temp dir), or in a Valkey/Redis server that several `serve --http` replicas
 //! share (`valkey.rs` the connection, `results.rs` chunked results, `sessions.rs` rmcp's session
 //! store, `catalogs.rs` shared catalogs and the lease that lets one replica list a server,
-//! `approvals.rs` the tool approvals of every replica).
+//! `approvals.rs` the tool approvals of every replica, `learned.rs` what search learned from use).
 
 mod approvals;
 mod catalogs;
+mod learned;
 mod local;
 mod results;
 mod sessions;
@@ -18,6 +19,7 @@ use sha2::{Digest, Sha256};
 
 pub use approvals::SharedApprovals;
 pub use catalogs::{Lease, SharedCatalog};
+pub use learned::SharedEvidence;
 pub use local::{DEFAULT_SPILL_BYTES, SpillStore};
 pub use results::SharedResults;
 pub use sessions::SharedSessions;

@@ -190,9 +190,13 @@ impl Manager {
         params: CompleteRequestParams,
     ) -> Result<Answer<CompleteResult>, UpstreamError> {
         let span = super::traced::request(server, "completion/complete", "");
-        let answer = self.forward(server, "completion/complete", None, span, |conn| async move {
-            conn.peer.complete(params).await
-        });
+        let answer = self.forward(
+            server,
+            "completion/complete",
+            None,
+            span,
+            |conn| async move { conn.peer.complete(params).await },
+        );
         Ok(answer.await?.map(|mut result| {
             envelope::strip(&mut result.meta);
             result

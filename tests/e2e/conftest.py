@@ -16,6 +16,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PEERS = Path(os.environ.get("META_SERVER_PEERS", ROOT / ".peers"))
 BIN = Path(os.environ.get("META_SERVER_BIN", ROOT / "target" / "debug" / "meta-server"))
 NPM = PEERS / "npm" / "node_modules" / "@modelcontextprotocol"
+# Search does not learn from use in the tests that do not test it: one test's calls must not
+# move its later searches' rankings. test_learning.py turns it on.
+os.environ.setdefault("META_SERVER_LEARNING", "off")
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ fn tool(name: &str, description: &str) -> ToolDoc {
         description: description.into(),
         params: String::new(),
         server_text: "s".into(),
+        learned: String::new(),
     }
 }
 
@@ -60,7 +61,9 @@ fn a_paraphrase_finds_the_tool_that_bm25_misses() {
     let bm25 = idx.search(query, 3, None).unwrap();
     assert_ne!(bm25[0].key, "s__ResearchHelper", "BM25 alone: {bm25:?}");
     let q = embedder.embed_query(query).unwrap();
-    let hybrid = idx.search_hybrid(query, &q, &doc_vectors, 3, None).unwrap();
+    let hybrid = idx
+        .search_hybrid(query, &q, &doc_vectors, None, 3, None)
+        .unwrap();
     assert_eq!(hybrid[0].key, "s__ResearchHelper", "hybrid: {hybrid:?}");
     // The query vector is cached: the same allocation comes back.
     assert!(Arc::ptr_eq(&q, &embedder.embed_query(query).unwrap()));
@@ -141,6 +144,9 @@ fn the_quickstarts_demo_query_finds_the_current_time_first() {
         "{report}"
     );
     assert_eq!(report["metrics"]["recall@1"], 1.0, "{report}");
+    // "Tokyo" is in no tool's text, but it is a place to ask about (capitalised, not the
+    // query's first word), not a missing intent: the search is sure (issue 41).
+    assert_eq!(report["confidence"]["share"], 1.0, "{report}");
 }
 
 #[test]

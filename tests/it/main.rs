@@ -18,6 +18,7 @@ mod help;
 mod http;
 mod install;
 mod integrity;
+mod learning;
 mod load;
 mod protocol;
 mod saved_index;

@@ -64,7 +64,7 @@ fn index_offline(config: &Path) -> String {
 
 /// The generation directory the manifest names, and the files it lists.
 fn saved_files(dir: &Path) -> (PathBuf, Vec<String>) {
-    let root = dir.join("catalogs/.index/v2");
+    let root = dir.join("catalogs/.index/v3");
     let manifest: Value =
         serde_json::from_slice(&std::fs::read(root.join("manifest.json")).unwrap()).unwrap();
     let files = manifest["files"]
@@ -112,7 +112,7 @@ fn a_damaged_or_half_written_index_is_rebuilt_with_a_warning() {
     let config = setup(dir.path());
     let (fresh, _) = search(&config);
     index_offline(&config);
-    let root = dir.path().join("catalogs/.index/v2");
+    let root = dir.path().join("catalogs/.index/v3");
     type Damage<'a> = Box<dyn Fn() + 'a>;
     let damages: Vec<(&str, Damage)> = vec![
         (
@@ -208,7 +208,7 @@ fn serve_saves_the_index_it_built_and_starts_from_it_next_time() {
     let first = call(&mut session);
     assert_eq!(first[0]["name"], "time__get_current_time", "{first}");
     session.finish();
-    let manifest = catalogs.join(".index/v2/manifest.json");
+    let manifest = catalogs.join(".index/v3/manifest.json");
     assert!(manifest.is_file(), "serve saved the index it built");
     let saved = std::fs::read(&manifest).unwrap();
 

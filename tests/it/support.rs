@@ -62,13 +62,16 @@ pub fn unstartable(names: &[&str]) -> Value {
 }
 
 /// The binary with `args`, BM25 only (`META_SERVER_EMBEDDINGS=off`) so results do not depend
-/// on whether model assets are installed; tests of the hybrid path set it `on`.
+/// on whether model assets are installed; tests of the hybrid path set it `on`. Search does not
+/// learn from use (`META_SERVER_LEARNING=off`): many tests serve the shipped catalogs, and one
+/// test's calls must not move another's rankings; tests of learning set it `on`.
 pub fn meta_server(args: &[&str]) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.args(args)
         .env_remove("META_SERVER_CONFIG")
         .env_remove("META_SERVER_CATALOG_DIR")
-        .env(meta_server::config::EMBEDDINGS_ENV, "off");
+        .env(meta_server::config::EMBEDDINGS_ENV, "off")
+        .env(meta_server::config::LEARNING_ENV, "off");
     cmd
 }
 

@@ -21,14 +21,9 @@ pub(super) enum Part {
 
 impl Part {
     /// The part a query belongs to: `check` when the first byte of the SHA-256 of its id (its
-    /// text if it has none) is a multiple of 3.
-    pub(super) fn of(id: &Value, query: &str) -> Self {
+    /// text if it has none, see [`id_of`]) is a multiple of 3.
+    pub(super) fn of(id: &str) -> Self {
         use sha2::Digest;
-        let id = match id {
-            Value::Null => query.to_owned(),
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
         if sha2::Sha256::digest(id.as_bytes())[0] % 3 == 0 {
             Part::Check
         } else {
@@ -53,9 +48,20 @@ pub(super) struct GoldLine {
     pub(super) alt: Vec<GoldLine>,
 }
 
+/// A query's id as text: its `id`, or its text if it has none.
+fn id_of(id: &Value, query: &str) -> String {
+    match id {
+        Value::Null => query.to_owned(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
 /// One line of the query file.
 pub(super) struct Query {
     pub(super) line: usize,
+    /// Its id as text (see [`id_of`]).
+    pub(super) id: String,
     pub(super) part: Part,
     pub(super) text: String,
     /// Gold items, each as its acceptable qualified names (the tool, then its alts).
@@ -89,9 +95,11 @@ pub(super) fn read_queries(path: &Path) -> anyhow::Result<Vec<Query>> {
                 q.id
             );
         }
+        let id = id_of(&q.id, &q.query);
         out.push(Query {
             line: i + 1,
-            part: Part::of(&q.id, &q.query),
+            part: Part::of(&id),
+            id,
             text: q.query,
             gold,
         });

@@ -16,6 +16,7 @@ use crate::search::metrics::{self, Mean};
 use crate::search::{self, SearchOptions};
 
 mod input;
+mod replay;
 mod report;
 
 use input::{Part, Query, catalogs_from_dir, catalogs_from_jsonl, read_queries};
@@ -93,6 +94,14 @@ pub struct Args {
     #[arg(long, value_name = "DIR", env = "META_SERVER_EMBED_DIR")]
     embed_dir: Option<PathBuf>,
 
+    /// Measure search that learns from use: split each set's queries by a hash seeded with
+    /// SEED (default 1) into a training and a test half, replay the training half as searches
+    /// (10 results) followed by calls of the gold tools each search showed, through the
+    /// learning the server does, keep what was learned on disk and read it back as a restart
+    /// does, then score the test half without and with it (two rows per set).
+    #[arg(long, value_name = "SEED", num_args = 0..=1, default_missing_value = "1")]
+    replay: Option<u64>,
+
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
@@ -140,7 +149,7 @@ pub fn run(args: Args, config: &Path, catalog_dir: Option<PathBuf>) -> anyhow::R
         for (name, queries, tools) in sets(&args.sets, &args.only, args.held_out)? {
             let catalogs = catalogs_from_jsonl(&tools)?;
             let store = cache_dir(&args, &tools);
-            let report = measure(
+            let measured = measure(
                 &name,
                 &queries,
                 catalogs,
@@ -150,7 +159,7 @@ pub fn run(args: Args, config: &Path, catalog_dir: Option<PathBuf>) -> anyhow::R
                 &args,
             )
             .with_context(|| format!("set {name}"))?;
-            reports.push(report);
+            reports.extend(measured);
         }
         print_sets(&reports, args.json)?;
         return Ok(ExitCode::SUCCESS);
@@ -199,8 +208,11 @@ pub fn run(args: Args, config: &Path, catalog_dir: Option<PathBuf>) -> anyhow::R
             n.trim_end_matches(".jsonl").trim_end_matches(".queries")
         })
         .to_owned();
-    let report = measure(&name, queries, catalogs, store, &options, &embedder, &args)?;
-    print(&report, args.json)?;
+    let mut reports = measure(&name, queries, catalogs, store, &options, &embedder, &args)?;
+    match reports.len() {
+        1 => print(&reports.remove(0), args.json)?,
+        _ => print_sets(&reports, args.json)?,
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -277,7 +289,8 @@ fn sets(
 }
 
 /// Scores the queries of `queries_path` (every `--every`th) over `catalogs`, hybrid when
-/// `embedder` is there (tool vectors kept in `store` when given).
+/// `embedder` is there (tool vectors kept in `store` when given); with `--replay`, its test
+/// half before and after the training half taught search (`replay.rs`).
 fn measure(
     name: &str,
     queries_path: &Path,
@@ -286,18 +299,11 @@ fn measure(
     options: &SearchOptions,
     embedder: &Option<Arc<Embedder>>,
     args: &Args,
-) -> anyhow::Result<Report> {
+) -> anyhow::Result<Vec<Report>> {
     let servers: Vec<ServerConfig> = catalogs
         .keys()
         .map(|s| ServerConfig::catalog_only(s))
         .collect();
-    let tools = catalogs.values().map(|c| c.tools.len()).sum();
-    // With meta-server's own tools, as search_tools searches them.
-    let builtin = Some(crate::server::builtin_catalog().clone());
-    let library = Library::build_with(&servers, catalogs, builtin, Vec::new(), options.clone())?;
-    if let Some(embedder) = embedder {
-        embed_tools(&library, embedder.clone(), store);
-    }
     let every = args.every as usize;
     let queries: Vec<Query> = read_queries(queries_path)?
         .into_iter()
@@ -317,6 +323,41 @@ fn measure(
             }
         );
     }
+    let set = Set {
+        name,
+        path: queries_path,
+        tools: catalogs.values().map(|c| c.tools.len()).sum(),
+    };
+    // With meta-server's own tools, as search_tools searches them.
+    let builtin = Some(crate::server::builtin_catalog().clone());
+    if let Some(seed) = args.replay {
+        let built = replay::Built {
+            servers: &servers,
+            catalogs,
+            builtin,
+            options,
+            embedder,
+            store,
+        };
+        return replay::run(&set, queries, built, seed, args);
+    }
+    let library = Library::build_with(&servers, catalogs, builtin, Vec::new(), options.clone())?;
+    if let Some(embedder) = embedder {
+        embed_tools(&library, embedder.clone(), store);
+    }
+    Ok(vec![score(&set, &queries, &library, args)?])
+}
+
+/// A query set being measured: its name, file and number of tools.
+struct Set<'a> {
+    name: &'a str,
+    path: &'a Path,
+    tools: usize,
+}
+
+/// Scores `queries` of `set` over `library`.
+fn score(set: &Set, queries: &[Query], library: &Library, args: &Args) -> anyhow::Result<Report> {
+    let (name, queries_path, tools) = (set.name, set.path, set.tools);
     let limit = usize::from(args.limit);
     let (mut all, mut sure, mut unsure) = (Mean::default(), Mean::default(), Mean::default());
     let mut times = Vec::with_capacity(queries.len());
@@ -326,7 +367,7 @@ fn measure(
     let mut rankings = String::new();
     for Query {
         line, text, gold, ..
-    } in &queries
+    } in queries
     {
         for keys in gold {
             if !keys.iter().any(|k| library.entries.contains_key(k)) {
@@ -365,7 +406,7 @@ fn measure(
     // Each question again as if its gold tools did not exist: dropped from the ranking. A
     // separate pass, so the timed searches above run exactly as search_tools would.
     let mut held_out_confident = 0;
-    for Query { text, gold, .. } in &queries {
+    for Query { text, gold, .. } in queries {
         // At most 50, the longest list whose ranking agrees with every shorter one.
         let wider = (limit + gold.iter().map(Vec::len).sum::<usize>()).min(50);
         let rest: Vec<search::Hit> = library

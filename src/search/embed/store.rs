@@ -193,7 +193,7 @@ pub fn update_vectors(
 /// Rows are kept as i8 with one scale each (value ≈ scale × i8): scoring every tool with f32
 /// rows was bound by memory reads (15 MB at 10k tools); a quarter of the bytes took the cosine
 /// pass from ~1.4 ms to ~0.9 ms per query. The error is about 0.001 on a cosine.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct DocVectors {
     pub dim: usize,
     rows: Vec<i8>,
@@ -203,20 +203,66 @@ pub struct DocVectors {
 impl DocVectors {
     /// Rows for `keys` (in document order) looked up in `vectors`.
     pub fn new(dim: usize, keys: &[String], vectors: &HashMap<String, Vec<f32>>) -> Self {
-        let mut rows = vec![0; dim * keys.len()];
-        let mut scales = vec![0.0; keys.len()];
-        for (i, key) in keys.iter().enumerate() {
-            if let Some(v) = vectors.get(key).filter(|v| v.len() == dim) {
+        Self::of_rows(
+            dim,
+            keys.iter().map(|key| vectors.get(key).map(Vec::as_slice)),
+        )
+    }
+
+    /// One row per item of `rows` (a zero row for `None` or a vector of another dimension).
+    pub fn of_rows<'a>(dim: usize, rows: impl ExactSizeIterator<Item = Option<&'a [f32]>>) -> Self {
+        let mut out = Self {
+            dim,
+            rows: vec![0; dim * rows.len()],
+            scales: vec![0.0; rows.len()],
+        };
+        for (i, v) in rows.enumerate() {
+            if let Some(v) = v.filter(|v| v.len() == dim) {
                 let max = v.iter().fold(0.0_f32, |m, x| m.max(x.abs()));
                 if max > 0.0 && max.is_finite() {
-                    scales[i] = max / 127.0;
-                    for (q, x) in rows[i * dim..(i + 1) * dim].iter_mut().zip(v) {
-                        *q = (x / scales[i]).round().clamp(-127.0, 127.0) as i8;
+                    out.scales[i] = max / 127.0;
+                    for (q, x) in out.rows[i * dim..(i + 1) * dim].iter_mut().zip(v) {
+                        *q = (x / out.scales[i]).round().clamp(-127.0, 127.0) as i8;
                     }
                 }
             }
         }
-        Self { dim, rows, scales }
+        out
+    }
+
+    /// The same vectors in the order of `new_keys`: each row found by its key in `old_keys`
+    /// (this index's order), a zero row for a key it does not have. Cheap (rows are copied):
+    /// a library whose index re-ordered some tools keeps its vectors.
+    pub fn reordered(&self, old_keys: &[String], new_keys: &[String]) -> Self {
+        let at: HashMap<&str, usize> = old_keys
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| !k.is_empty())
+            .map(|(i, k)| (k.as_str(), i))
+            .collect();
+        let dim = self.dim;
+        let mut out = Self {
+            dim,
+            rows: vec![0; dim * new_keys.len()],
+            scales: vec![0.0; new_keys.len()],
+        };
+        for (i, key) in new_keys.iter().enumerate() {
+            if let Some(&j) = at.get(key.as_str()).filter(|&&j| j < self.scales.len()) {
+                out.rows[i * dim..(i + 1) * dim]
+                    .copy_from_slice(&self.rows[j * dim..(j + 1) * dim]);
+                out.scales[i] = self.scales[j];
+            }
+        }
+        out
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.scales.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.scales.is_empty()
     }
 
     /// Row `i` as f32 (zeros for a document without a vector).

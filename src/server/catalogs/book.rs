@@ -16,6 +16,7 @@ use tokio_util::task::TaskTracker;
 use super::vectors::Vectors;
 use crate::catalog::Catalog;
 use crate::config::{ServerConfig, Settings};
+use crate::learning::Learned;
 use crate::library::Library;
 use crate::search::SearchError;
 use crate::server::state::LiveSettings;
@@ -103,6 +104,30 @@ impl Catalogs {
         let library = self.library().with_catalog(&settings.servers, catalog)?;
         *self.library.write() = Arc::new(library);
         self.swapped.send_modify(|n| *n += 1);
+        Ok(())
+    }
+
+    /// Swaps in a library that searches the `learned` queries (only the tools whose learned
+    /// queries changed are re-indexed; tool vectors are kept). Blocking when new learned
+    /// queries are embedded.
+    pub(in crate::server) fn replace_learned(
+        self: &Arc<Self>,
+        learned: Arc<Learned>,
+    ) -> Result<(), SearchError> {
+        let _writer = self.rebuilding.lock();
+        let settings = self.settings();
+        let dir = Some(settings.catalog_dir.as_path());
+        let current = self.library();
+        let Some(library) = current.with_learned(&settings.servers, learned, dir)? else {
+            return Ok(());
+        };
+        // Vectors still loading (or off) are attached by the embedding that follows.
+        let hybrid = library.is_hybrid();
+        *self.library.write() = Arc::new(library);
+        self.swapped.send_modify(|n| *n += 1);
+        if !hybrid {
+            self.embed_in_background();
+        }
         Ok(())
     }
 

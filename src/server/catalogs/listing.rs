@@ -39,6 +39,10 @@ pub(super) async fn install(state: &Arc<State>, fresh: Catalog) -> Result<(), Re
         tracing::warn!(server, "{e}");
     }
     state.catalogs.replace_catalog(fresh)?;
+    // A changed tool loses what it learned: the evidence is checked against the catalog.
+    if let Some(learner) = &state.learning {
+        learner.recheck();
+    }
     state.catalogs.embed_in_background();
     state.catalogs.save_index_in_background();
     Ok(())

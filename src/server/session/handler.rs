@@ -607,8 +607,7 @@ impl ServerHandler for MetaServer {
             }
             let answer = read.run(&self.state, &caller).await;
             // A tool called by its own name answers with its server's JSON-RPC error as it is.
-            let mut result =
-                self.offer_logins(&answer.servers, answer.result?, &cx.peer, started);
+            let mut result = self.offer_logins(&answer.servers, answer.result?, &cx.peer, started);
             // An upstream's result read from a 2025-11-25 server has no `resultType`; rmcp
             // drops it again for a 2025-11-25 client.
             result.result_type.get_or_insert(ResultType::COMPLETE);
@@ -636,11 +635,12 @@ impl MetaServer {
         origin: Origin,
         cancelled: CancellationToken,
     ) -> Caller {
+        let principal = principal(&cx.extensions);
         let who = Who::of(
             cx,
             &origin,
             revision::is_stateless(cx),
-            access(&cx.extensions),
+            (principal.as_deref(), access(&cx.extensions)),
         );
         Caller {
             // From this request's `_meta` (2026-07-28) or its session's `initialize`.
@@ -648,7 +648,7 @@ impl MetaServer {
                 .client_info()
                 .and_then(|client| budget::client_limit(&client.name)),
             owner: self.owner(&cx.extensions),
-            principal: principal(&cx.extensions),
+            principal,
             cancelled,
             progress_to: cx
                 .meta

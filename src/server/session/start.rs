@@ -89,6 +89,7 @@ pub(super) async fn start(
         tokio::spawn(approvals.run(servers));
     }
     state.catalogs.embed_at_start();
+    state.learn();
     tokio::spawn(freshness::watch(state.clone()));
     let checking = state.clone();
     tokio::task::spawn_blocking(move || checking.catalogs.check_launches());

@@ -20,9 +20,10 @@ use super::{builtin, policy, script, skill};
 use crate::audit::Outcome;
 use crate::budget::Route;
 use crate::config::RESERVED_SERVER;
+use crate::learning::Weight;
 use crate::server::State;
 use crate::server::caller::Caller;
-use crate::server::catalogs::{first_run, names};
+use crate::server::catalogs::{first_run, learning, names};
 use crate::telemetry::TARGET;
 use crate::upstream::UpstreamError;
 
@@ -92,7 +93,7 @@ pub(in crate::server) async fn run(state: &Arc<State>, caller: &Caller, args: Ar
 
 /// Calls tool `name` (qualified, or a tool's own name with `prefix: false`): the token's access, first run, allow/deny, argument
 /// validation, call policy, lazy connect, timeouts, progress relay and result handling; one
-/// audit line for it.
+/// audit line for it, and what a successful call teaches search.
 pub(in crate::server) async fn dispatch(
     state: &Arc<State>,
     caller: &Caller,
@@ -127,18 +128,21 @@ pub(in crate::server) async fn dispatch(
             span.record("otel.status_code", "ERROR");
         }
     }
-    let Some(log) = &state.audit else {
-        return called;
-    };
-    crate::server::audit::call(
-        log,
-        caller,
-        name,
-        recorded.as_ref(),
-        outcome,
-        called.reply(),
-        started,
-    );
+    // A successful call of a tool a search showed teaches that search (`learning.rs`).
+    if matches!(outcome, Outcome::Ok) {
+        learning::selected(state, &caller.who, [name.as_str()], Weight::Call);
+    }
+    if let Some(log) = &state.audit {
+        crate::server::audit::call(
+            log,
+            caller,
+            name,
+            recorded.as_ref(),
+            outcome,
+            called.reply(),
+            started,
+        );
+    }
     called
 }
 

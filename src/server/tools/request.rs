@@ -11,11 +11,12 @@ use super::reply;
 use super::{call, details, search};
 use crate::budget::Route;
 use crate::config::RESERVED_SERVER;
+use crate::learning::Weight;
 use crate::library::SEPARATOR;
 use crate::server::State;
 use crate::server::access::Access;
 use crate::server::caller::Caller;
-use crate::server::catalogs::{RefreshError, first_run, names, resolve_listed};
+use crate::server::catalogs::{RefreshError, first_run, learning, names, resolve_listed};
 
 /// A meta-tool's answer, and the servers its call was about (a login one of them needs can
 /// be offered with it). The answer is the server's own JSON-RPC error when the client called
@@ -166,7 +167,7 @@ impl Request {
             }
             Self::Search(args) => {
                 let route = Route::SearchTools;
-                let result = search::run(state, &caller.who.access, soft(&route), args).await;
+                let result = search::run(state, &caller.who, soft(&route), args).await;
                 (SEARCH_TOOLS.to_owned(), route, result)
             }
             Self::Details(args) => {
@@ -174,6 +175,9 @@ impl Request {
                 let introduced = Some(&caller.introduced);
                 let result =
                     details::run(state, &caller.who.access, soft(&route), args, introduced);
+                let shown = learning::names(&result, "tools");
+                let shown = shown.iter().map(String::as_str);
+                learning::selected(state, &caller.who, shown, Weight::Details);
                 (GET_TOOL_DETAILS.to_owned(), route, result)
             }
             Self::Tool(args) | Self::Own(args) => {

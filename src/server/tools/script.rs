@@ -18,10 +18,12 @@ use super::reply::{self, Reply};
 use super::{details, search};
 use crate::budget::Route;
 use crate::config::RESERVED_SERVER;
+use crate::learning::Weight;
 use crate::result::Owner;
 use crate::script::{self, CallRecord, Host, HostFuture, Limits, Rejection, Report};
 use crate::server::State;
 use crate::server::caller::{Caller, Who};
+use crate::server::catalogs::learning;
 use crate::upstream::Origin;
 
 /// The built-in tool's name under the `meta` server.
@@ -242,7 +244,7 @@ impl Host for ServerHost {
 
     fn search(&self, query: String, limit: Option<u32>) -> HostFuture<Result<Value, Rejection>> {
         let state = self.state.clone();
-        let access = self.who.access.clone();
+        let who = self.who.clone();
         let soft = self.soft(&Route::SearchTools);
         Box::pin(async move {
             let mut args = serde_json::Map::new();
@@ -251,20 +253,22 @@ impl Host for ServerHost {
                 args.insert("limit".into(), limit.into());
             }
             let args = reply::parse_args(SEARCH_TOOLS, args)?;
-            script::script_value(&search::run(&state, &access, soft, args).await)
+            script::script_value(&search::run(&state, &who, soft, args).await)
         })
     }
 
     fn describe(&self, name: String) -> HostFuture<Result<Value, Rejection>> {
         let state = self.state.clone();
-        let access = self.who.access.clone();
+        let who = self.who.clone();
         let soft = self.soft(&Route::GetToolDetails);
         Box::pin(async move {
             let mut args = serde_json::Map::new();
             args.insert("names".into(), json!([name]));
             let args = reply::parse_args(GET_TOOL_DETAILS, args)?;
-            let details = script::script_value(&details::run(&state, &access, soft, args, None))?;
+            let described = details::run(&state, &who.access, soft, args, None);
+            let details = script::script_value(&described)?;
             if let Some(tool) = details["tools"].get(0) {
+                learning::selected(&state, &who, [name.as_str()], Weight::Details);
                 return Ok(tool.clone());
             }
             let mut message = format!("unknown tool \"{name}\".");

@@ -13,6 +13,7 @@ use crate::trust::Trust;
 use super::reply::{self, Reply};
 use crate::server::State;
 use crate::server::access::Access;
+use crate::server::caller::Who;
 
 /// `search_tools` arguments, as its input schema declares them.
 #[derive(Deserialize)]
@@ -150,14 +151,10 @@ pub struct Scope<'a> {
     pub(crate) access: &'a Access,
 }
 
-/// Runs a search for a session of `state` that sees what `access` lets it, within `soft`
-/// tokens.
-pub(in crate::server) async fn run(
-    state: &State,
-    access: &Access,
-    soft: usize,
-    args: Args,
-) -> Reply {
+/// Runs a search for `who` (which sees what its access lets it) within `soft` tokens; what it
+/// showed is remembered for what the session selects next (`learning.rs`).
+pub(in crate::server) async fn run(state: &State, who: &Who, soft: usize, args: Args) -> Reply {
+    let access = &who.access;
     let span = tracing::info_span!(
         target: crate::telemetry::TARGET,
         "search",
@@ -192,6 +189,7 @@ pub(in crate::server) async fn run(
         soft,
         access,
     };
+    let query = args.query.clone();
     let reply = answer(&scope, args);
     if !span.is_disabled()
         && let Some(output) = &reply.structured_content
@@ -200,6 +198,7 @@ pub(in crate::server) async fn run(
         let hits = output["hits"].as_array().map_or(0, Vec::len);
         span.record("meta_server.search.hits", hits as i64);
     }
+    crate::server::catalogs::learning::searched(state, who, &query, &reply);
     reply
 }
 

@@ -277,7 +277,12 @@ pub(super) async fn search_as(
         group_by_server: false,
     };
     let soft = state.limits(&crate::budget::Route::SearchTools, None).soft;
-    let reply = search::run(state, access, soft, args).await;
+    // No teacher: an operator's search teaches the ranking nothing.
+    let who = crate::server::caller::Who {
+        access: access.clone(),
+        ..Default::default()
+    };
+    let reply = search::run(state, &who, soft, args).await;
     match reply.structured_content {
         Some(found) => json!({"ok": reply.is_error != Some(true), "result": found}),
         None => {
