@@ -14,7 +14,7 @@ use std::task::{Context, Poll, ready};
 
 use futures::Stream;
 use rmcp::model::{
-    ClientJsonRpcMessage, CustomResult, ErrorData, GetMeta, MetaObject, RequestId,
+    ClientJsonRpcMessage, CustomResult, ErrorData, GetExtensions, MetaObject, RequestId,
     RequestMetaObject, ServerJsonRpcMessage, ServerResult, Tool,
 };
 use rmcp::service::RoleClient;
@@ -38,7 +38,8 @@ pub fn wants_progress() -> RequestMetaObject {
 
 /// A client transport whose requests carry a progress token only where their caller wants
 /// progress ([`wants_progress`]): rmcp gives every request one, lists included, which asks
-/// servers for progress nobody reads.
+/// servers for progress nobody reads. A request left with an empty `_meta` goes without one: a
+/// server of both revisions reads any `_meta` on `initialize` as a 2026-07-28 request.
 pub struct Outgoing<T>(pub T);
 
 impl<T: Transport<RoleClient>> Transport<RoleClient> for Outgoing<T> {
@@ -49,9 +50,14 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Outgoing<T> {
         mut item: ClientJsonRpcMessage,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         if let ClientJsonRpcMessage::Request(request) = &mut item {
-            let meta = &mut request.request.get_meta_mut().0.0;
-            if meta.shift_remove(WANTS_PROGRESS).is_none() {
-                meta.shift_remove("progressToken");
+            let extensions = request.request.extensions_mut();
+            if let Some(RequestMetaObject(MetaObject(meta))) = extensions.get_mut() {
+                if meta.shift_remove(WANTS_PROGRESS).is_none() {
+                    meta.shift_remove("progressToken");
+                }
+                if meta.is_empty() {
+                    extensions.remove::<RequestMetaObject>();
+                }
             }
         }
         self.0.send(item)
