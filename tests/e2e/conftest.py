@@ -14,6 +14,23 @@ from mcp import Client, StdioServerParameters
 
 ROOT = Path(__file__).resolve().parents[2]
 PEERS = Path(os.environ.get("META_SERVER_PEERS", ROOT / ".peers"))
+# Pictures tests take (the console's views), kept after the run and listed at its end.
+SCREENSHOTS = ROOT / "target" / "e2e-screenshots"
+_taken: list[Path] = []
+
+
+def taken(picture: Path) -> None:
+    """Lists `picture` in the run's summary."""
+    _taken.append(picture)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _taken:
+        terminalreporter.write_sep("-", "screenshots")
+        for picture in _taken:
+            terminalreporter.write_line(f"{picture} ({picture.stat().st_size:,} bytes)")
+
+
 BIN = Path(os.environ.get("META_SERVER_BIN", ROOT / "target" / "debug" / "meta-server"))
 NPM = PEERS / "npm" / "node_modules" / "@modelcontextprotocol"
 # Search does not learn from use in the tests that do not test it: one test's calls must not

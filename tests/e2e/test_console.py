@@ -5,11 +5,13 @@ character in its new description) and whose prompt changed, an admin token, a no
 The page shows both servers and the quarantined tool's difference without running any of its
 markup, approves it (then the prompt, with everything of its server), and a call to it then
 succeeds; the page is refused without a token and with the non-admin one, and a POST from
-another origin changes nothing. A screenshot of each view is saved (path printed)."""
+another origin changes nothing. A screenshot of each view is kept in target/e2e-screenshots/console/
+and listed at the end of the run."""
 import asyncio
 import concurrent.futures
 import json
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -22,7 +24,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from conftest import BIN, PEERS, free_port, run_cli, wait_until, write_config
+from conftest import BIN, PEERS, SCREENSHOTS, free_port, run_cli, taken, wait_until, write_config
 from test_http import sdk_client
 
 FIXTURE = Path(__file__).with_name("fixtures") / "mutable_server.py"
@@ -130,9 +132,9 @@ def foreign_page(target: str):
 
 def test_the_console_reviews_and_approves_a_quarantined_tool(served):
     base, tmp = served
-    shots = tmp / "screenshots"
-    shots.mkdir()
-    print(f"console screenshots in {shots}")
+    shots = SCREENSHOTS / "console"
+    shutil.rmtree(shots, ignore_errors=True)
+    shots.mkdir(parents=True)
     console = f"{base}/console"
 
     # Refused without a token and with a token that is not an admin's.
@@ -245,3 +247,4 @@ def test_the_console_reviews_and_approves_a_quarantined_tool(served):
         context.close()
     for name in ("servers", "review", "activity", "search"):
         assert (shots / f"{name}.png").stat().st_size > 10_000
+        taken(shots / f"{name}.png")
