@@ -27,12 +27,13 @@ pub struct Listing {
 }
 
 /// Where a server stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum State {
     /// It has a catalog: its tools are searched.
     Indexed,
     /// Never listed yet: `serve` lists it in the background, `index` now.
+    #[default]
     NotIndexed,
     /// It cannot be served as configured, or its last listing failed (`reason` says why).
     Failing,
@@ -56,7 +57,7 @@ impl State {
 }
 
 /// One server as `list` and `get` show it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Status {
     /// The name its tools are qualified with (`<name>__<tool>`); the key when it has none.
@@ -114,17 +115,8 @@ fn of_server(settings: &Settings, server: &ServerConfig, lookups: &mut CommandLo
         key: server.key.clone(),
         transport: Some(transport(&server.transport)),
         target: Some(target(server)),
-        state: State::NotIndexed,
-        reason: None,
-        stale: false,
-        tools: None,
-        prompts: None,
-        resources: None,
-        refreshed_at: None,
-        revision: None,
-        quarantined: Vec::new(),
         always_load: server.always_load,
-        catalog: None,
+        ..Status::default()
     };
     match Catalog::load_server(dir, &server.name) {
         Ok(Some(catalog)) => {
@@ -187,16 +179,8 @@ fn of_entry(key: &str, entry: Option<&Value>, state: State) -> Status {
         transport,
         target: target.map(|t| crate::redact::process().apply(&t)),
         state,
-        reason: None,
-        stale: false,
-        tools: None,
-        prompts: None,
-        resources: None,
-        refreshed_at: None,
-        revision: None,
-        quarantined: Vec::new(),
         always_load: entry.and_then(|e| e.get("alwaysLoad")) == Some(&Value::Bool(true)),
-        catalog: None,
+        ..Status::default()
     }
 }
 

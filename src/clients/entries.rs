@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::json::{parse, remove_entry, set_entry};
+use super::json::{parse_object, remove_entry, servers_key, set_entry};
 use super::{ClientError, is_meta_server};
 use crate::config::{Settings, server_identifier};
 
@@ -115,18 +115,8 @@ fn servers(
     path: &Path,
     text: &str,
 ) -> Result<(&'static str, serde_json::Map<String, Value>), ClientError> {
-    let Value::Object(mut root) = parse(path, text)? else {
-        return Err(ClientError::Invalid {
-            path: path.to_owned(),
-            location: "the top level".into(),
-            message: "must be an object".into(),
-        });
-    };
-    let section = if !root.contains_key("mcpServers") && root.contains_key("servers") {
-        "servers"
-    } else {
-        "mcpServers"
-    };
+    let mut root = parse_object(path, text)?;
+    let section = servers_key(&root);
     match root.remove(section) {
         None | Some(Value::Null) => Ok((section, serde_json::Map::new())),
         Some(Value::Object(servers)) => Ok((section, servers)),

@@ -34,6 +34,31 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Value, ClientError> {
     })
 }
 
+/// [`parse`], for a file whose top level must be an object.
+pub(super) fn parse_object(
+    path: &Path,
+    text: &str,
+) -> Result<serde_json::Map<String, Value>, ClientError> {
+    match parse(path, text)? {
+        Value::Object(root) => Ok(root),
+        _ => Err(ClientError::Invalid {
+            path: path.to_owned(),
+            location: "the top level".into(),
+            message: "must be an object".into(),
+        }),
+    }
+}
+
+/// The key of `root`'s servers section: `mcpServers`, or VS Code's `servers` when only it is
+/// there.
+pub(super) fn servers_key(root: &serde_json::Map<String, Value>) -> &'static str {
+    if !root.contains_key("mcpServers") && root.contains_key("servers") {
+        "servers"
+    } else {
+        "mcpServers"
+    }
+}
+
 /// The servers under `section`, in file order, in meta-server's entry shape.
 pub(super) fn servers(
     path: &Path,

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use super::json::{parse, replace_section};
+use super::json::{parse_object, replace_section, servers_key};
 use super::{ClientError, Imported, is_meta_server};
 use crate::config::Settings;
 
@@ -47,22 +47,9 @@ pub fn merge(
     let mut root = if blank {
         Map::new()
     } else {
-        match parse(path, before.unwrap_or_default())? {
-            Value::Object(root) => root,
-            _ => {
-                return Err(ClientError::Invalid {
-                    path: path.to_owned(),
-                    location: "the top level".into(),
-                    message: "must be an object".into(),
-                });
-            }
-        }
+        parse_object(path, before.unwrap_or_default())?
     };
-    let section = if !root.contains_key("mcpServers") && root.contains_key("servers") {
-        "servers"
-    } else {
-        "mcpServers"
-    };
+    let section = servers_key(&root);
     let mut section_value = match root.remove(section) {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(map)) => map,
