@@ -1,9 +1,10 @@
-//! The streamable-HTTP client under rmcp's transport, with one ordering rule: after
-//! `initialize`, requests wait (briefly, once) until the session's notification stream (the
-//! GET that rmcp opens in the background) is answered, so the server's notifications and
-//! stream resumptions are not raced by the first request. Its event streams are read as
-//! [`wire::decode`] says, and what rmcp refuses (a message over the size limit, a reply it
-//! cannot read) is noted as the connection's fault.
+//! The streamable-HTTP client under rmcp's transport, with one ordering rule: after an
+//! `initialize` answered with a session id, requests wait (briefly, once) until the session's
+//! notification stream (the GET that rmcp opens in the background) is answered, so the
+//! server's notifications and stream resumptions are not raced by the first request. Its
+//! event streams are read as [`wire::decode`] says (a JSON body of several lines, as some
+//! servers stream one, as such a stream), and what rmcp refuses (a message over the size
+//! limit, a reply it cannot read) is noted as the connection's fault.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,15 +24,17 @@ use tokio::sync::watch;
 
 use super::wire::{self, BoundedEvents, Faults};
 
-/// Longest wait of the first request for the notification stream; servers without one
-/// (stateless, or no GET support) cost this once.
+/// Longest wait of the first request for the notification stream; servers with a session but
+/// no GET support cost this once.
 const STREAM_WAIT: Duration = Duration::from_millis(1000);
 
 /// `C` with requests held back until the first GET stream is answered.
 #[derive(Clone)]
 pub struct Ordered<C> {
     inner: C,
-    /// Becomes true once a GET stream was answered (or the wait gave up).
+    /// False from an `initialize` answered with a session id until its GET stream is answered
+    /// (or the wait gave up): a sessionless server (a 2026-07-28 one, probed with
+    /// `server/discover`) opens no such stream, so nothing waits for it.
     settled: Arc<watch::Sender<bool>>,
     /// The largest message read, in bytes (rmcp enforces it; this names it in the fault).
     limit: usize,
@@ -42,7 +45,7 @@ impl<C> Ordered<C> {
     pub fn new(inner: C, limit: usize, faults: Faults) -> Self {
         Self {
             inner,
-            settled: Arc::new(watch::Sender::new(false)),
+            settled: Arc::new(watch::Sender::new(true)),
             limit,
             faults,
         }
@@ -140,19 +143,20 @@ impl<C> Ordered<C> {
         headers
     }
 
-    /// A session without an id gets no notification stream: nothing to wait for.
+    /// An `initialize` answered with a session id gets a notification stream: requests wait
+    /// for it from now on.
     fn after_post<E: std::error::Error + Send + Sync + 'static>(
         &self,
         initialize: bool,
         response: &Result<StreamableHttpPostResponse, StreamableHttpError<E>>,
     ) {
-        let sessionless = matches!(
+        let session = matches!(
             response,
-            Ok(StreamableHttpPostResponse::Json(_, None)
-                | StreamableHttpPostResponse::Sse(_, None))
+            Ok(StreamableHttpPostResponse::Json(_, Some(_))
+                | StreamableHttpPostResponse::Sse(_, Some(_)))
         );
-        if initialize && sessionless {
-            self.settled.send_replace(true);
+        if initialize && session {
+            self.settled.send_replace(false);
         }
     }
 }
@@ -534,6 +538,9 @@ async fn read_answer(
             return Err(StreamableHttpError::ResponseBodyTooLarge { max_size: max });
         }
         let mut body = read_body(response, max, true).await?;
+        if let Some(events) = json_lines(&body) {
+            return Ok(StreamableHttpPostResponse::Sse(events, session));
+        }
         return match wire::decode(&mut body) {
             Some(message) => Ok(StreamableHttpPostResponse::Json(message, session)),
             None => Err(StreamableHttpError::UnexpectedServerResponse(
@@ -546,6 +553,36 @@ async fn read_answer(
         };
     }
     Err(StreamableHttpError::UnexpectedContentType(content_type))
+}
+
+/// A JSON body of two or more lines that are each a JSON object, as events: the conformance
+/// suite's reference server streams a call's notifications before its reply this way, in
+/// one `application/json` body. `None` for anything else (one message, or not JSON lines).
+fn json_lines(body: &[u8]) -> Option<BoxStream<'static, Result<Sse, SseError>>> {
+    let lines: Vec<&[u8]> = body
+        .split(|&b| b == b'\n')
+        .map(|line| line.trim_ascii())
+        .filter(|line| !line.is_empty())
+        .collect();
+    let objects = lines.len() > 1
+        && lines.iter().all(|line| {
+            line.starts_with(b"{") && serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok()
+        });
+    if !objects {
+        return None;
+    }
+    let events: Vec<Result<Sse, SseError>> = lines
+        .into_iter()
+        .map(|line| {
+            Ok(Sse {
+                event: None,
+                data: Some(String::from_utf8_lossy(line).into_owned()),
+                id: None,
+                retry: None,
+            })
+        })
+        .collect();
+    Some(futures::stream::iter(events).boxed())
 }
 
 /// The body up to `max` bytes: then cut there, or with `whole` an error.

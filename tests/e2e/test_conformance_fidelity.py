@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PEERS, free_port, wait_until, write_config
+from conftest import PEERS, free_port, meta_client, text_of, wait_until, write_config
 from test_http import CONFORMANCE, NODE22, http_server
 
 REFERENCE = PEERS / "conformance-server"
@@ -41,15 +41,6 @@ THROUGH_ONLY_WEAKER: dict[tuple[str, str], str] = {
         "reconnects at once, as the suite does, gets it. meta-server's upstream client (rmcp) waits "
         "the 5 s the server asked for, as SEP-1699 says it must, and the answer is gone. meta-server's "
         "own resumption is tested in test_http.py (test_a_stream_dropped_mid_call_resumes_after_last_event_id)",
-}
-# What does not pass through meta-server yet, by (scenario, check id); the test fails when one of
-# them starts to pass, so the list stays exact. Seen: the logging check, which reads a call's
-# response stream for 500 ms, gets no frames through meta-server (not yet looked into).
-NOT_YET: dict[str, set[tuple[str, str]]] = {
-    "2025-11-25": set(),
-    "2026-07-28": {
-        ("server-stateless", "sep-2575-server-no-log-without-loglevel"),
-    },
 }
 
 
@@ -114,7 +105,20 @@ def test_every_scenario_that_passes_directly_passes_through_meta_server(tmp_path
           f"{sum(passes(through.get(s, {'-': 'FAILURE'})) for s in passed)} of them")
     weaker = {(s, check) for s in passed for check, status in direct[s].items()
               if status == "SUCCESS" and through.get(s, {}).get(check) != "SUCCESS"}
-    unexplained = sorted(weaker - THROUGH_ONLY_WEAKER.keys() - NOT_YET[requirements])
+    unexplained = sorted(weaker - THROUGH_ONLY_WEAKER.keys())
     assert not unexplained, "checks that succeed directly but not through meta-server:\n" + "\n".join(
         f"{s} {check}\n{failures(tmp_path / 'through', s)}" for s, check in unexplained)
-    assert not NOT_YET[requirements] - weaker, f"these pass now: {sorted(NOT_YET[requirements] - weaker)}"
+
+
+@pytest.mark.anyio
+async def test_a_reply_streamed_as_json_lines_is_read(tmp_path):
+    """The reference server answers test_streaming_elicitation with one application/json body
+    of two lines, a progress notification and then the reply; meta-server reads such a body as
+    a stream of messages (it used to fail the call as unreadable and drop the connection)."""
+    with reference_server() as url:
+        cfg = write_config(tmp_path, {"reference": {"url": url}})
+        async with meta_client(cfg) as c:
+            for _ in range(2):
+                r = await c.call_tool("call_tool", {"name": "reference__test_streaming_elicitation", "arguments": {}})
+                assert not r.is_error, text_of(r)
+                assert text_of(r) == "Streaming complete"
