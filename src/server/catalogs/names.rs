@@ -4,12 +4,14 @@
 //! A name resolves to the tool of that qualified name, else to the tool of that own name of
 //! the first server (by name) with `prefix: false` that has one. At start-up, an own name that
 //! is also a meta-tool's, another tool's (own or qualified) or, for prompts, another prompt's
-//! is a config error naming both ([`check`]); a clash in a catalog listed later goes to the
-//! first server, as a URI two servers list does.
+//! is a config error naming both ([`check`]), and a config reload that would make one is not
+//! applied; a clash in a catalog listed later goes to the first server, as a URI two servers
+//! list does.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::catalog::Catalog;
 use crate::config::ServerConfig;
 use crate::library::{Library, qualified_name};
 use crate::server::State;
@@ -88,12 +90,56 @@ pub(in crate::server) async fn list_unprefixed(state: &Arc<State>, access: &Acce
     !missing.is_empty()
 }
 
+/// The names a check reads: per server, its tools' own and qualified names and its prompts'
+/// own names.
+#[derive(Default)]
+pub(in crate::server) struct Listed {
+    tools: BTreeMap<String, Vec<(String, String)>>,
+    prompts: BTreeMap<String, Vec<String>>,
+}
+
+impl Listed {
+    /// The names `library` has now.
+    pub fn of(library: &Library) -> Self {
+        let mut listed = Self::default();
+        for entry in library.entries.values() {
+            (listed.tools.entry(entry.server.clone()).or_default())
+                .push((entry.def.name.clone(), entry.qualified.clone()));
+        }
+        for (server, catalog) in &library.catalogs {
+            listed.prompts.insert(server.clone(), prompt_names(catalog));
+        }
+        listed
+    }
+
+    /// With `catalog`'s names in place of its server's.
+    pub fn with_catalog(&mut self, catalog: &Catalog) {
+        #[derive(serde::Deserialize)]
+        struct Named {
+            name: String,
+        }
+        let tools = (catalog.tools.iter())
+            .filter_map(|t| serde_json::from_str::<Named>(t.text()).ok())
+            .map(|t| (qualified_name(&catalog.server, &t.name), t.name))
+            .map(|(qualified, own)| (own, qualified))
+            .collect();
+        self.tools.insert(catalog.server.clone(), tools);
+        (self.prompts).insert(catalog.server.clone(), prompt_names(catalog));
+    }
+
+    /// Without `server`'s names.
+    pub fn without(&mut self, server: &str) {
+        self.tools.remove(server);
+        self.prompts.remove(server);
+    }
+}
+
 /// Checks that no own name of a tool or prompt of a server with `prefix: false` is one of
-/// `meta_tools` or the name of any other tool or prompt of `library` (own or qualified).
+/// `meta_tools` or the name of any other tool or prompt `listed` has (own or qualified).
 pub(in crate::server) fn check(
     config: &std::path::Path,
     servers: &[ServerConfig],
-    library: &Library,
+    listed: &Listed,
     meta_tools: &[&str],
 ) -> Result<(), Clash> {
     let clash = |first: &str, second: String, server: &str, or| Clash {
@@ -107,21 +153,21 @@ pub(in crate::server) fn check(
         .iter()
         .map(|t| (t.to_string(), format!("meta-server's meta-tool {t}")))
         .collect();
-    for entry in library.entries.values() {
-        let who = format!("tool \"{}\" of server \"{}\"", entry.def.name, entry.server);
-        tools.entry(entry.qualified.clone()).or_insert(who);
+    for (server, names) in &listed.tools {
+        for (own, qualified) in names {
+            let who = format!("tool \"{own}\" of server \"{server}\"");
+            tools.entry(qualified.clone()).or_insert(who);
+        }
     }
     let mut prompts: BTreeMap<String, String> = BTreeMap::new();
     for server in servers {
-        for prompt in prompt_names(library, &server.name) {
+        for prompt in listed.prompts.get(&server.name).into_iter().flatten() {
             let who = format!("prompt \"{prompt}\" of server \"{}\"", server.name);
-            prompts.insert(qualified_name(&server.name, &prompt), who);
+            prompts.insert(qualified_name(&server.name, prompt), who);
         }
     }
     for server in unprefixed(servers) {
-        let own = library.entries.values().filter(|e| e.server == server);
-        for entry in own {
-            let name = &entry.def.name;
+        for (name, _) in listed.tools.get(server).into_iter().flatten() {
             let who = format!("tool \"{name}\" of server \"{server}\" (prefix: false)");
             match tools.get(name) {
                 Some(first) => {
@@ -135,22 +181,20 @@ pub(in crate::server) fn check(
                 None => tools.insert(name.clone(), who),
             };
         }
-        for name in prompt_names(library, server) {
+        for name in listed.prompts.get(server).into_iter().flatten() {
             let who = format!("prompt \"{name}\" of server \"{server}\" (prefix: false)");
-            match prompts.get(&name) {
+            match prompts.get(name) {
                 Some(first) => return Err(clash(first, who, server, "")),
-                None => prompts.insert(name, who),
+                None => prompts.insert(name.clone(), who),
             };
         }
     }
     Ok(())
 }
 
-/// The own names of `server`'s prompts in its catalog.
-fn prompt_names(library: &Library, server: &str) -> Vec<String> {
-    let prompts = library.catalogs.get(server).and_then(|c| c.prompts.clone());
-    prompts
-        .iter()
+/// The own names of the prompts in `catalog`.
+fn prompt_names(catalog: &Catalog) -> Vec<String> {
+    (catalog.prompts.iter())
         .flat_map(|p| p.iter())
         .filter_map(|p| p.get("name")?.as_str().map(str::to_owned))
         .collect()
@@ -159,7 +203,6 @@ fn prompt_names(library: &Library, server: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::Catalog;
     use serde_json::json;
     use std::path::Path;
 
@@ -219,7 +262,7 @@ mod tests {
     #[test]
     fn an_own_name_that_another_tool_or_prompt_has_is_an_error_naming_both() {
         let check = |servers: &[ServerConfig], lib: &Library| {
-            check(Path::new("/c.json"), servers, lib, &META).map_err(|e| e.to_string())
+            check(Path::new("/c.json"), servers, &Listed::of(lib), &META).map_err(|e| e.to_string())
         };
         let servers = [server("a", true), server("b", false)];
         let fine = library(

@@ -9,10 +9,12 @@ use std::sync::Arc;
 
 use rmcp::model::Tool;
 
+use super::names::{self, Listed};
 use super::{always, freshness, refresh::refresh};
 use crate::catalog::Catalog;
 use crate::config::{Change, ConfigError, Settings};
 use crate::server::State;
+use crate::server::tools::definitions::definitions;
 use crate::upstream::CommandLookups;
 
 /// Why a reread config is not applied.
@@ -29,6 +31,8 @@ pub enum ReloadError {
         key: String,
         reason: String,
     },
+    #[error("{0}; the running config stays")]
+    Names(#[from] names::Clash),
     #[error("the search index could not follow the config: {0}; the running config stays")]
     Index(#[from] crate::search::SearchError),
 }
@@ -62,6 +66,7 @@ pub(in crate::server) async fn apply(
             always: None,
         });
     }
+    check_names(state, &new, &change)?;
     let always_changed = (change.added.iter())
         .chain(&change.changed)
         .any(|name| new.server(name).is_some_and(|s| s.always_load))
@@ -127,6 +132,25 @@ pub(in crate::server) async fn apply(
         false => None,
     };
     Ok(Reloaded { change, always })
+}
+
+/// Checks the own names of servers with `prefix: false` as at start-up, over the names known
+/// now: the running library's, less removed servers', with the catalogs written beside the
+/// others for added and changed servers (those not listed yet are checked when they are).
+fn check_names(state: &State, new: &Settings, change: &Change) -> Result<(), names::Clash> {
+    let mut listed = Listed::of(&state.catalogs.library());
+    for name in &change.removed {
+        listed.without(name);
+    }
+    for name in change.added.iter().chain(&change.changed) {
+        let server = new.server(name);
+        let written = written(new, name).filter(|c| server.is_some_and(|s| c.describes(s)));
+        if let Some(catalog) = written {
+            listed.with_catalog(&catalog);
+        }
+    }
+    let meta_tools: Vec<&str> = definitions().iter().map(|t| t.name.as_ref()).collect();
+    names::check(&new.source, &new.servers, &listed, &meta_tools)
 }
 
 /// The catalog of `server` in the catalog dir (written by `meta-server add` or `index`), if
@@ -281,6 +305,61 @@ mod tests {
             assert!(has("new__delta") && state.settings().server("new").is_some());
         }
         assert!(apply(&state, &after).await.unwrap().change.fixed == ["metaServer.trust"]);
+        state.manager.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn a_reload_whose_own_names_clash_is_not_applied() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.json");
+        let catalogs = dir.path().join("catalogs");
+        let before = config(json!({"up": {"command": "sh"}}), json!({}));
+        let settings = Settings::parse(&path, &before).unwrap();
+        catalog(&settings, "up", &["read"])
+            .write(&catalogs)
+            .unwrap();
+        let (library, _) = crate::server::load_library(&settings).unwrap();
+        let upstream = TestUpstream::new(&["read"]);
+        let state = State::with_manager(settings, library, |servers, events| {
+            upstream.manager(servers, Some(events))
+        });
+
+        // An added server's own name is a meta-tool's; then another's is up's qualified name.
+        for (tools, first) in [
+            (["call_tool"], "meta-tool call_tool"),
+            (["up__read"], "tool \"read\" of server \"up\""),
+        ] {
+            let after = config(
+                json!({"up": {"command": "sh"}, "own": {"command": "sh", "prefix": false}}),
+                json!({}),
+            );
+            let new = Settings::parse(&path, &after).unwrap();
+            catalog(&new, "own", &tools).write(&catalogs).unwrap();
+            let err = apply(&state, &after)
+                .await
+                .err()
+                .expect("refused")
+                .to_string();
+            assert!(
+                err.contains(first)
+                    && err.contains("server \"own\" (prefix: false)")
+                    && err.contains("running config stays"),
+                "{err}"
+            );
+            assert!(state.settings().server("own").is_none(), "not applied");
+        }
+
+        // Prefixed, the same server comes in.
+        let after = config(
+            json!({"up": {"command": "sh"}, "own": {"command": "sh"}}),
+            json!({}),
+        );
+        let new = Settings::parse(&path, &after).unwrap();
+        catalog(&new, "own", &["up__read"])
+            .write(&catalogs)
+            .unwrap();
+        apply(&state, &after).await.unwrap();
+        assert!(state.catalogs.library().get("own__up__read").is_some());
         state.manager.shutdown().await;
     }
 }

@@ -101,7 +101,7 @@ pub(super) async fn start(
     let clash = names::check(
         &settings.source,
         &settings.servers,
-        &state.catalogs.library(),
+        &names::Listed::of(&state.catalogs.library()),
         &meta_tools,
     );
     if let Err(clash) = clash {
