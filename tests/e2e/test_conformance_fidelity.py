@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PEERS, free_port, meta_client, text_of, wait_until, write_config
+from conftest import PEERS, free_port, meta_client, run_cli, text_of, wait_until, write_config
 from test_http import CONFORMANCE, NODE22, http_server
 
 REFERENCE = PEERS / "conformance-server"
@@ -122,3 +122,34 @@ async def test_a_reply_streamed_as_json_lines_is_read(tmp_path):
                 r = await c.call_tool("call_tool", {"name": "reference__test_streaming_elicitation", "arguments": {}})
                 assert not r.is_error, text_of(r)
                 assert text_of(r) == "Streaming complete"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_the_reference_servers_prompts_resources_and_subscriptions_reach_an_sdk_client_over_stdio(
+        tmp_path, mode):
+    """The Python SDK in either revision over stdio, in front of the reference server (a
+    2026-07-28 server over HTTP, prefix: false): its prompts and resources as it lists them, a
+    prompt and a resource read as it answers, and a subscription to its watched resource
+    accepted (resources/subscribe at 2025-11-25, over a connection at that revision; a listen
+    stream's resource subscription at 2026-07-28). Its list changes need its unlisted trigger
+    tools (see THROUGH_ONLY_WEAKER); test_list_changes.py covers list changes of both revisions."""
+    with reference_server() as url:
+        cfg = write_config(tmp_path, {"reference": {"url": url, "prefix": False}})
+        run_cli(cfg, "index")
+        async with meta_client(cfg, mode=mode) as c:
+            prompts = [p.name for p in (await c.list_prompts()).prompts]
+            assert {"test_simple_prompt", "test_prompt_with_arguments"} <= set(prompts), prompts
+            got = await c.get_prompt("test_prompt_with_arguments", {"arg1": "one", "arg2": "two"})
+            assert "one" in got.messages[0].content.text and "two" in got.messages[0].content.text
+            uris = [str(r.uri) for r in (await c.list_resources()).resources]
+            assert {"test://static-text", "test://watched-resource"} <= set(uris), uris
+            read = await c.read_resource("test://static-text")
+            assert read.contents[0].text
+            watched = "test://watched-resource"
+            if mode == "legacy":
+                await c.subscribe_resource(watched)
+                await c.unsubscribe_resource(watched)
+            else:
+                async with c.listen(resource_subscriptions=[watched]) as sub:
+                    assert sub.honored.resource_subscriptions == [watched], sub.honored
