@@ -306,12 +306,19 @@ impl DocVectors {
     }
 
     /// Cosine of every document with `query` (both L2-normalised): each row of the table
-    /// scored once, whatever number of documents share it.
-    pub fn scores(&self, query: &[f32]) -> Vec<f32> {
+    /// scored once, whatever number of documents share it; exact for the documents `exact`
+    /// names and the nearest ones, estimated from sign bits for the rest of a big table
+    /// ([`VectorTable::scores`]).
+    pub fn scores(&self, query: &[f32], exact: &[u32]) -> Vec<f32> {
         if self.dim == 0 || query.len() != self.dim {
             return vec![0.0; self.rows.len()];
         }
-        let by_row = self.table.scores(query);
+        let exact: Vec<u32> = exact
+            .iter()
+            .filter_map(|&i| self.rows.get(i as usize).copied())
+            .filter(|&r| r != NO_ROW)
+            .collect();
+        let by_row = self.table.scores(query, &exact);
         self.rows
             .iter()
             .map(|&r| by_row.get(r as usize).copied().unwrap_or(0.0))
@@ -413,10 +420,10 @@ mod tests {
         v.insert("a".to_owned(), vec![1.0, 0.0]);
         let keys = ["a".to_owned(), "b".to_owned(), "c".to_owned()];
         let docs = DocVectors::new(2, &keys, &v);
-        let scores = docs.scores(&[0.6, 0.8]);
+        let scores = docs.scores(&[0.6, 0.8], &[]);
         assert!((scores[0] - 0.6).abs() < 1e-6 && (scores[1] - 0.8).abs() < 1e-6);
         assert_eq!(scores[2], 0.0);
-        assert_eq!(docs.scores(&[1.0]), [0.0, 0.0, 0.0], "wrong dimension");
+        assert_eq!(docs.scores(&[1.0], &[]), [0.0, 0.0, 0.0], "wrong dimension");
     }
 
     #[test]
@@ -430,7 +437,7 @@ mod tests {
         let (a, b, q) = (unit(0.37), unit(1.3), unit(0.41));
         let keys = ["a".to_owned(), "b".to_owned()];
         let map = HashMap::from([("a".to_owned(), a.clone()), ("b".to_owned(), b.clone())]);
-        let scores = DocVectors::new(dim, &keys, &map).scores(&q);
+        let scores = DocVectors::new(dim, &keys, &map).scores(&q, &[]);
         for (score, row) in scores.iter().zip([&a, &b]) {
             assert!((score - super::super::dot(row, &q)).abs() < 1e-3);
         }
