@@ -1,7 +1,8 @@
 //! Search latency and index build time over seeded synthetic catalogs.
 //! Run: `cargo bench --bench search`; results and machine in BENCHMARKS.md.
 
-use meta_server::search::{SearchIndex, ToolDoc};
+use meta_server::search::embed::{QuantizedRow, VectorTable};
+use meta_server::search::{DocVectors, SearchIndex, ToolDoc};
 
 fn main() {
     divan::main();
@@ -189,4 +190,74 @@ fn replace_learned_tools(bencher: divan::Bencher, n: usize) {
                 .unwrap()
                 .expect("incremental")
         });
+}
+
+/// `n` seeded unit vectors of 384 dimensions (the model's), all distinct: the worst case for
+/// the vector table, which stores a text shared by several tools once.
+fn synthetic_vectors(n: usize, seed: u64) -> Vec<Vec<f32>> {
+    let mut state = seed;
+    (0..n)
+        .map(|_| {
+            let v: Vec<f32> = (0..384)
+                .map(|_| {
+                    state = state
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+                })
+                .collect();
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            v.into_iter().map(|x| x / norm).collect()
+        })
+        .collect()
+}
+
+/// The tool vectors of `index` (one synthetic vector each) in a table file in `dir`, mapped.
+fn mapped_vectors(index: &SearchIndex, dir: &std::path::Path) -> std::sync::Arc<VectorTable> {
+    let rows = synthetic_vectors(index.keys().len(), 7)
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| (i as u64, QuantizedRow::of(&v)));
+    let path = dir.join(".tool-vectors");
+    VectorTable::new("synthetic", 384, rows)
+        .save(&path)
+        .unwrap();
+    std::sync::Arc::new(VectorTable::open(&path).unwrap().unwrap())
+}
+
+/// Hybrid search over `n` tools: BM25 fused with the cosine of every tool's vector, read from
+/// a mapped table (the query vectors are given: the model's time is not counted).
+#[divan::bench(args = [10_000, 100_000], sample_count = 200)]
+fn hybrid_query_top8(bencher: divan::Bencher, n: usize) {
+    let index = SearchIndex::build(synthetic(n)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let table = mapped_vectors(&index, dir.path());
+    let vectors = DocVectors::of_table(table, (0..index.keys().len() as u32).map(Some));
+    let queries = synthetic_vectors(QUERIES.len(), 11);
+    let mut i = 0;
+    bencher.bench_local(|| {
+        i += 1;
+        let q = i % QUERIES.len();
+        index
+            .search_hybrid(QUERIES[q], &queries[q], &vectors, None, 8, None)
+            .unwrap()
+    });
+}
+
+/// [`hybrid_query_top8`]'s first query: the table mapped again before each sample, so the
+/// time includes opening it and faulting its pages in (from the page cache).
+#[divan::bench(args = [100_000], sample_count = 20)]
+fn hybrid_first_query(bencher: divan::Bencher, n: usize) {
+    let index = SearchIndex::build(synthetic(n)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    mapped_vectors(&index, dir.path());
+    let path = dir.path().join(".tool-vectors");
+    let query = &synthetic_vectors(1, 11)[0];
+    bencher.bench_local(|| {
+        let table = std::sync::Arc::new(VectorTable::open(&path).unwrap().unwrap());
+        let vectors = DocVectors::of_table(table, (0..index.keys().len() as u32).map(Some));
+        index
+            .search_hybrid(QUERIES[0], query, &vectors, None, 8, None)
+            .unwrap()
+    });
 }

@@ -206,8 +206,8 @@ pub(super) async fn index_server(
 
 /// Saves the search index of the catalogs now on disk in `<catalog-dir>/.index`, so `serve`
 /// starts without analysing every tool again, and in a build with embeddings, with them on
-/// and the assets there, computes their tool vectors into `<catalog-dir>/<server>.vectors`
-/// (unchanged tools are kept), so `serve` is hybrid from its first search. Vectors that cannot
+/// and the assets there, computes their tool vectors into `<catalog-dir>/.tool-vectors`
+/// (unchanged texts are kept, a text shared by several tools embedded once), so `serve` is hybrid from its first search. Vectors that cannot
 /// be computed are reported, never fatal: search falls back to BM25.
 pub(super) fn index_catalogs(settings: &Settings) -> anyhow::Result<()> {
     let started = Instant::now();

@@ -28,7 +28,7 @@ use vectors::Semantic;
 
 pub use entry::{Entry, SEPARATOR, qualified_name};
 pub use load::{INDEX_DIR, LoadReport, index_dir};
-pub use vectors::{EmbedStats, embedder};
+pub use vectors::{EmbedStats, TABLE_FILE, embedder};
 
 /// All tools of the configured servers that have catalogs.
 pub struct Library {

@@ -87,7 +87,7 @@ impl SearchIndex {
                 *m += x / k as f32;
             }
         }
-        for (c, f) in cosine.iter_mut().zip(vectors.scores(&mean)) {
+        for (c, f) in cosine.iter_mut().zip(vectors.scores(&mean, &[])) {
             *c += w * f;
         }
     }

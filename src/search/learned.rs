@@ -88,7 +88,7 @@ impl LearnedVectors {
             return;
         }
         let mut best: Vec<(u32, f32)> = Vec::new();
-        for (similarity, owners) in self.rows.scores(query).into_iter().zip(&self.owners) {
+        for (similarity, owners) in self.rows.scores(query, &[]).into_iter().zip(&self.owners) {
             best.extend(owners.iter().map(|&o| (o, similarity)));
         }
         let nearest = best.iter().map(|&(_, s)| s).fold(f32::MIN, f32::max);

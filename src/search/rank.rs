@@ -160,7 +160,15 @@ impl SearchIndex {
         } else {
             Vec::new()
         };
-        let cosine = dense.map(|(query_vector, vectors, _)| vectors.scores(query_vector));
+        // The tools BM25 or the names found are scored exactly, wherever their vectors rank.
+        let cosine = dense.map(|(query_vector, vectors, _)| {
+            let found: Vec<u32> = bm25
+                .iter()
+                .map(|&(i, _)| i)
+                .chain(exact.iter().chain(&close).copied())
+                .collect();
+            vectors.scores(query_vector, &found)
+        });
         let mut scored = match (&cosine, dense) {
             (Some(cosine), Some((query_vector, vectors, learned))) => {
                 // Hits report the query's own cosine; feedback only moves the ranking.

@@ -4,7 +4,12 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use meta_server::search::embed::{self, Embedder};
+use std::collections::BTreeMap;
+
+use meta_server::catalog::{Catalog, RawTool};
+use meta_server::config::ServerConfig;
+use meta_server::library::{EmbedStats, Library, TABLE_FILE};
+use meta_server::search::embed::{self, Embedder, VectorFile};
 use meta_server::search::{SearchIndex, ToolDoc};
 
 fn embed_dir() -> PathBuf {
@@ -179,10 +184,10 @@ fn index_computes_tool_vectors_once_so_serve_starts_hybrid() {
         )),
         "{first}"
     );
-    let file = dir.path().join("cat/faulty.vectors");
-    assert!(file.exists());
-    // A second run finds every vector in the files, the built-in tools' too: it embeds nothing.
-    assert!(dir.path().join("cat/.meta.vectors").exists());
+    // One table for every server, the built-in tools included.
+    assert!(dir.path().join("cat").join(TABLE_FILE).exists());
+    assert!(!dir.path().join("cat/faulty.vectors").exists());
+    // A second run finds every vector in the table: it embeds nothing.
     let second = index();
     assert!(
         second.contains(&format!("tool vectors: {tools} tools, 0 embedded now")),
@@ -284,4 +289,131 @@ fn the_document_session_dropped_after_a_catalog_comes_back_alike() {
     let again = embedder.embed_documents(&texts).unwrap();
     assert_eq!(first.len(), 80);
     assert_eq!(first, again);
+}
+
+/// Servers `names`, each listing the same three tools (a server copied under other names).
+fn copies(names: &[&str]) -> Library {
+    let tools = [
+        ("send_email", "Send an email message to a recipient"),
+        ("get_forecast", "Get the weather forecast for a city"),
+        ("run_sql", "Run a SQL query against a database"),
+    ];
+    let catalog = |server: &str| {
+        let tools = tools
+            .iter()
+            .map(|(name, description)| {
+                RawTool::from(serde_json::json!({
+                    "name": name, "description": description, "inputSchema": {"type": "object"},
+                }))
+            })
+            .collect();
+        Catalog::new(server, tools)
+    };
+    let servers: Vec<ServerConfig> = names
+        .iter()
+        .map(|n| ServerConfig::catalog_only(n))
+        .collect();
+    let catalogs: BTreeMap<String, Catalog> = names
+        .iter()
+        .map(|n| ((*n).to_owned(), catalog(n)))
+        .collect();
+    Library::build(&servers, catalogs).unwrap()
+}
+
+#[test]
+fn copies_of_a_server_are_embedded_once_and_share_their_vectors() {
+    let embedder = Arc::new(Embedder::load(&embed_dir()).expect("the fetched model loads"));
+    let dir = tempfile::tempdir().unwrap();
+    let library = copies(&["a", "b", "c"]);
+    let stats = library.embed(embedder.clone(), Some(dir.path())).unwrap();
+    assert_eq!(
+        stats,
+        EmbedStats {
+            tools: 9,
+            embedded: 3
+        }
+    );
+    assert!(library.is_hybrid());
+    let hits = library.search("mail someone a note", 3, None).unwrap();
+    let names: Vec<&str> = hits.iter().map(|h| h.key.as_str()).collect();
+    assert_eq!(names, ["a__send_email", "b__send_email", "c__send_email"]);
+    assert!(hits.iter().all(|h| h.similarity == hits[0].similarity));
+    // Another copy needs nothing embedded; the table then holds the same three texts.
+    let more = copies(&["a", "b", "c", "d"]);
+    let stats = more.embed(embedder, Some(dir.path())).unwrap();
+    assert_eq!(
+        stats,
+        EmbedStats {
+            tools: 12,
+            embedded: 0
+        }
+    );
+    let table = embed::VectorTable::open(&dir.path().join(TABLE_FILE))
+        .unwrap()
+        .unwrap();
+    assert_eq!((table.len(), table.dim()), (3, 384));
+}
+
+#[test]
+fn vectors_of_format_1_files_are_carried_into_the_table() {
+    let embedder = Arc::new(Embedder::load(&embed_dir()).expect("the fetched model loads"));
+    let dir = tempfile::tempdir().unwrap();
+    // What an older meta-server left: a's vectors in a.vectors, b's of another model.
+    let library = copies(&["a", "b"]);
+    let texts: Vec<(String, String)> = ["send_email", "get_forecast", "run_sql"]
+        .iter()
+        .map(|name| {
+            let entry = library.get(&format!("a__{name}")).unwrap();
+            let def = &entry.def;
+            let text = embed::tool_text(
+                &def.name,
+                def.title.as_deref().unwrap_or(""),
+                &def.description,
+            );
+            (entry.qualified.clone(), text)
+        })
+        .collect();
+    let (a, embedded) = embed::update_vectors(None, &texts, embedder.model_id(), |t| {
+        embedder.embed_documents(t)
+    })
+    .unwrap();
+    assert_eq!(embedded, 3);
+    a.save(&dir.path().join("a.vectors")).unwrap();
+    let other = VectorFile {
+        model: "another-model".into(),
+        ..a.clone()
+    };
+    other.save(&dir.path().join("b.vectors")).unwrap();
+    // b's texts are a's: all three come from a's file, none is embedded.
+    let stats = library.embed(embedder.clone(), Some(dir.path())).unwrap();
+    assert_eq!(
+        stats,
+        EmbedStats {
+            tools: 6,
+            embedded: 0
+        }
+    );
+    assert!(dir.path().join(TABLE_FILE).exists());
+    assert!(
+        !dir.path().join("a.vectors").exists(),
+        "carried, then removed"
+    );
+    assert!(
+        !dir.path().join("b.vectors").exists(),
+        "another model: read, then removed"
+    );
+    let hits = library.search("mail someone a note", 1, None).unwrap();
+    assert_eq!(hits[0].key, "a__send_email");
+    // A format 1 file of another model alone: its tools are embedded again.
+    let dir = tempfile::tempdir().unwrap();
+    other.save(&dir.path().join("a.vectors")).unwrap();
+    let stats = copies(&["a"]).embed(embedder, Some(dir.path())).unwrap();
+    assert_eq!(
+        stats,
+        EmbedStats {
+            tools: 3,
+            embedded: 3
+        }
+    );
+    assert!(!dir.path().join("a.vectors").exists());
 }

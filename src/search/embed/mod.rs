@@ -6,11 +6,13 @@
 #[cfg_attr(not(feature = "embeddings"), path = "disabled.rs")]
 mod imp;
 mod store;
+mod table;
 
 use std::path::{Path, PathBuf};
 
 pub use imp::Embedder;
 pub use store::{DocVectors, VectorFile, missing, text_hash, update_vectors};
+pub use table::{QuantizedRow, VectorTable};
 
 /// Sub-directory of the embedding directory holding the model files.
 pub const MODEL_DIR: &str = "all-minilm-l6-v2-int8";

@@ -1,15 +1,18 @@
-//! Tool vectors: the per-server vector file kept next to the catalogs, and the in-memory matrix
-//! searched at query time.
+//! Vectors keyed by name: the per-server vector files of format 1 (read to carry users' vectors
+//! into the [`VectorTable`]) and the learned queries' file; and [`DocVectors`], the tool
+//! vectors in search-index order searched at query time.
 //!
 //! File format v1 (little endian): `MSVEC\n`, u32 version, u32 length + model id, u32 dimension,
 //! u32 count, then per tool: u32 length + key, u64 text hash, `dimension` f32.
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
 use super::EmbedError;
+use super::table::{QuantizedRow, VectorTable};
 use crate::atomic_file::{self, Access};
 
 const MAGIC: &[u8; 6] = b"MSVEC\n";
@@ -187,18 +190,23 @@ pub fn update_vectors(
     Ok((file, texts.len()))
 }
 
-/// Tool vectors in search-index document order: row `i` belongs to document `i`. A document
-/// without a vector has a zero row (cosine 0 with any query).
+/// Tool vectors in search-index document order: document `i` has row `rows[i]` of a
+/// [`VectorTable`] (shared: copies of one tool share a row). A document without a vector has
+/// none (cosine 0 with any query).
 ///
-/// Rows are kept as i8 with one scale each (value ≈ scale × i8): scoring every tool with f32
-/// rows was bound by memory reads (15 MB at 10k tools); a quarter of the bytes took the cosine
-/// pass from ~1.4 ms to ~0.9 ms per query. The error is about 0.001 on a cosine.
+/// Rows are i8 with one scale each (value ≈ scale × i8): scoring every tool with f32 rows was
+/// bound by memory reads (15 MB at 10k tools); a quarter of the bytes took the cosine pass
+/// from ~1.4 ms to ~0.9 ms per query. The error is about 0.001 on a cosine.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DocVectors {
     pub dim: usize,
-    rows: Vec<i8>,
-    scales: Vec<f32>,
+    table: Arc<VectorTable>,
+    /// Per document, its row in `table`, or [`NO_ROW`].
+    rows: Vec<u32>,
 }
+
+/// The row of a document without a vector.
+const NO_ROW: u32 = u32::MAX;
 
 impl DocVectors {
     /// Rows for `keys` (in document order) looked up in `vectors`.
@@ -209,30 +217,43 @@ impl DocVectors {
         )
     }
 
-    /// One row per item of `rows` (a zero row for `None` or a vector of another dimension).
+    /// One row per item of `rows` (none for `None` or a vector of another dimension), in a
+    /// table of their own in memory.
     pub fn of_rows<'a>(dim: usize, rows: impl ExactSizeIterator<Item = Option<&'a [f32]>>) -> Self {
-        let mut out = Self {
-            dim,
-            rows: vec![0; dim * rows.len()],
-            scales: vec![0.0; rows.len()],
-        };
-        for (i, v) in rows.enumerate() {
-            if let Some(v) = v.filter(|v| v.len() == dim) {
-                let max = v.iter().fold(0.0_f32, |m, x| m.max(x.abs()));
-                if max > 0.0 && max.is_finite() {
-                    out.scales[i] = max / 127.0;
-                    for (q, x) in out.rows[i * dim..(i + 1) * dim].iter_mut().zip(v) {
-                        *q = (x / out.scales[i]).round().clamp(-127.0, 127.0) as i8;
-                    }
+        let mut quantized = Vec::with_capacity(rows.len());
+        let mut of = Vec::with_capacity(rows.len());
+        for v in rows {
+            match v.filter(|v| v.len() == dim) {
+                Some(v) => {
+                    of.push(quantized.len() as u32);
+                    quantized.push((quantized.len() as u64, QuantizedRow::of(v)));
                 }
+                None => of.push(NO_ROW),
             }
         }
-        out
+        Self {
+            dim,
+            table: Arc::new(VectorTable::new("", dim, quantized)),
+            rows: of,
+        }
+    }
+
+    /// Document `i` has row `rows[i]` of `table` (`None`: no vector).
+    pub fn of_table(table: Arc<VectorTable>, rows: impl IntoIterator<Item = Option<u32>>) -> Self {
+        let count = table.len() as u32;
+        Self {
+            dim: table.dim(),
+            rows: rows
+                .into_iter()
+                .map(|r| r.filter(|&r| r < count).unwrap_or(NO_ROW))
+                .collect(),
+            table,
+        }
     }
 
     /// The same vectors in the order of `new_keys`: each row found by its key in `old_keys`
-    /// (this index's order), a zero row for a key it does not have. Cheap (rows are copied):
-    /// a library whose index re-ordered some tools keeps its vectors.
+    /// (this index's order), none for a key it does not have. Cheap (the table is shared): a
+    /// library whose index re-ordered some tools keeps its vectors.
     pub fn reordered(&self, old_keys: &[String], new_keys: &[String]) -> Self {
         let at: HashMap<&str, usize> = old_keys
             .iter()
@@ -240,48 +261,67 @@ impl DocVectors {
             .filter(|(_, k)| !k.is_empty())
             .map(|(i, k)| (k.as_str(), i))
             .collect();
-        let dim = self.dim;
-        let mut out = Self {
-            dim,
-            rows: vec![0; dim * new_keys.len()],
-            scales: vec![0.0; new_keys.len()],
-        };
-        for (i, key) in new_keys.iter().enumerate() {
-            if let Some(&j) = at.get(key.as_str()).filter(|&&j| j < self.scales.len()) {
-                out.rows[i * dim..(i + 1) * dim]
-                    .copy_from_slice(&self.rows[j * dim..(j + 1) * dim]);
-                out.scales[i] = self.scales[j];
-            }
+        Self {
+            dim: self.dim,
+            table: self.table.clone(),
+            rows: new_keys
+                .iter()
+                .map(|key| {
+                    at.get(key.as_str())
+                        .and_then(|&j| self.rows.get(j).copied())
+                        .unwrap_or(NO_ROW)
+                })
+                .collect(),
         }
-        out
     }
 
-    /// Number of rows.
+    /// Number of documents.
     pub fn len(&self) -> usize {
-        self.scales.len()
+        self.rows.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.scales.is_empty()
+        self.rows.is_empty()
+    }
+
+    /// Documents with a vector.
+    pub fn with_vector(&self) -> usize {
+        self.rows.iter().filter(|&&r| r != NO_ROW).count()
     }
 
     /// Row `i` as f32 (zeros for a document without a vector).
     pub fn row(&self, i: usize) -> impl Iterator<Item = f32> + '_ {
-        let scale = self.scales[i];
-        self.rows[i * self.dim..(i + 1) * self.dim]
-            .iter()
-            .map(move |&q| scale * f32::from(q))
+        let r = self.rows[i];
+        let (scale, row) = if r == NO_ROW {
+            (0.0, None)
+        } else {
+            let r = r as usize;
+            let rows = self.table.rows();
+            (
+                self.table.scale(r),
+                Some(&rows[r * self.dim..(r + 1) * self.dim]),
+            )
+        };
+        (0..self.dim).map(move |j| row.map_or(0.0, |row| scale * f32::from(row[j])))
     }
 
-    /// Cosine of every document with `query` (both L2-normalised).
-    pub fn scores(&self, query: &[f32]) -> Vec<f32> {
+    /// Cosine of every document with `query` (both L2-normalised): each row of the table
+    /// scored once, whatever number of documents share it; exact for the documents `exact`
+    /// names and the nearest ones, estimated from sign bits for the rest of a big table
+    /// ([`VectorTable::scores`]).
+    pub fn scores(&self, query: &[f32], exact: &[u32]) -> Vec<f32> {
         if self.dim == 0 || query.len() != self.dim {
-            return vec![0.0; self.scales.len()];
+            return vec![0.0; self.rows.len()];
         }
+        let exact: Vec<u32> = exact
+            .iter()
+            .filter_map(|&i| self.rows.get(i as usize).copied())
+            .filter(|&r| r != NO_ROW)
+            .collect();
+        let by_row = self.table.scores(query, &exact);
         self.rows
-            .chunks_exact(self.dim)
-            .zip(&self.scales)
-            .map(|(row, scale)| scale * super::dot(row, query))
+            .iter()
+            .map(|&r| by_row.get(r as usize).copied().unwrap_or(0.0))
             .collect()
     }
 }
@@ -380,10 +420,10 @@ mod tests {
         v.insert("a".to_owned(), vec![1.0, 0.0]);
         let keys = ["a".to_owned(), "b".to_owned(), "c".to_owned()];
         let docs = DocVectors::new(2, &keys, &v);
-        let scores = docs.scores(&[0.6, 0.8]);
+        let scores = docs.scores(&[0.6, 0.8], &[]);
         assert!((scores[0] - 0.6).abs() < 1e-6 && (scores[1] - 0.8).abs() < 1e-6);
         assert_eq!(scores[2], 0.0);
-        assert_eq!(docs.scores(&[1.0]), [0.0, 0.0, 0.0], "wrong dimension");
+        assert_eq!(docs.scores(&[1.0], &[]), [0.0, 0.0, 0.0], "wrong dimension");
     }
 
     #[test]
@@ -397,7 +437,7 @@ mod tests {
         let (a, b, q) = (unit(0.37), unit(1.3), unit(0.41));
         let keys = ["a".to_owned(), "b".to_owned()];
         let map = HashMap::from([("a".to_owned(), a.clone()), ("b".to_owned(), b.clone())]);
-        let scores = DocVectors::new(dim, &keys, &map).scores(&q);
+        let scores = DocVectors::new(dim, &keys, &map).scores(&q, &[]);
         for (score, row) in scores.iter().zip([&a, &b]) {
             assert!((score - super::super::dot(row, &q)).abs() < 1e-3);
         }
