@@ -67,8 +67,8 @@ pub fn applies(settings: &Settings, server: &str) -> bool {
         .map(|s| s.policy)
         .unwrap_or_default();
     let read_only = own.read_only.or(settings.policy.read_only) == Some(true);
-    let destructive = (own.destructive.or(settings.policy.destructive))
-        .is_some_and(|d| d != Destructive::Allow);
+    let destructive =
+        (own.destructive.or(settings.policy.destructive)).is_some_and(|d| d != Destructive::Allow);
     read_only || destructive
 }
 
