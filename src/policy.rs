@@ -58,6 +58,20 @@ pub fn server_key(settings: &Settings, server: &str, name: &str) -> String {
     format!("mcpServers.\"{key}\".policy.{name}")
 }
 
+/// Whether any `policy` key applies to calls of `server`'s tools (`readOnly` true, or
+/// `destructive` other than `allow`); when none does, [`judge`] allows every call whatever
+/// its hints, so they need not be read.
+pub fn applies(settings: &Settings, server: &str) -> bool {
+    let own = settings
+        .server(server)
+        .map(|s| s.policy)
+        .unwrap_or_default();
+    let read_only = own.read_only.or(settings.policy.read_only) == Some(true);
+    let destructive =
+        (own.destructive.or(settings.policy.destructive)).is_some_and(|d| d != Destructive::Allow);
+    read_only || destructive
+}
+
 /// Judges a call of `qualified` (a tool of `server` with `hints`): a server's own keys first,
 /// then `metaServer.policy`'s; `readOnly` before `destructive`.
 pub fn judge(settings: &Settings, server: &str, qualified: &str, hints: Hints) -> Verdict {
@@ -357,6 +371,33 @@ mod tests {
         assert_eq!(judge(&s, "fs", "fs__read", READ), Verdict::Allow);
         let none = settings(r#"{"mcpServers": {"fs": {"command": "x"}}}"#);
         assert_eq!(judge(&none, "fs", "fs__write", WRITE), Verdict::Allow);
+    }
+
+    #[test]
+    fn a_server_no_key_applies_to_is_allowed_every_call() {
+        let s = settings(
+            r#"{"metaServer": {"policy": {"destructive": "allow", "readOnly": false}},
+                "mcpServers": {"fs": {"command": "x"}, "ro": {"command": "x", "policy": {"readOnly": true}},
+                               "ask": {"command": "x", "policy": {"destructive": "confirm"}},
+                               "open": {"command": "x", "policy": {"destructive": "allow"}}}}"#,
+        );
+        let none = settings(r#"{"mcpServers": {"fs": {"command": "x"}}}"#);
+        for (settings, server, applies) in [
+            (&s, "fs", false),
+            (&s, "open", false),
+            (&s, "ro", true),
+            (&s, "ask", true),
+            (&none, "fs", false),
+        ] {
+            assert_eq!(super::applies(settings, server), applies, "{server}");
+            let verdicts: Vec<Verdict> = [READ, CREATE, WRITE]
+                .into_iter()
+                .map(|hints| judge(settings, server, "t", hints))
+                .collect();
+            let all_allowed = verdicts.iter().all(|v| *v == Verdict::Allow);
+            assert!(applies || all_allowed, "{server}: {verdicts:?}");
+            assert!(!applies || !all_allowed, "{server}: {verdicts:?}");
+        }
     }
 
     #[test]

@@ -22,7 +22,9 @@ pub enum StdioError {
 pub async fn serve_stdio(settings: Settings) -> Result<(), StdioError> {
     let server = super::start::start(settings, false).await?;
     let state = server.state.clone();
-    let (stdin, stdout) = rmcp::transport::stdio();
+    // Pipes (how clients start a server) are read and written on the reactor, not through
+    // the blocking pool: a hand-off between threads less per message each way.
+    let (stdin, stdout) = rmcp::transport::stdio_pipes();
     // A JavaScript client writes a string cut mid-emoji with a lone surrogate escape, which
     // rmcp would drop with the whole request, unanswered.
     let stdin = crate::surrogates::WellFormedLines::new(stdin);

@@ -52,8 +52,14 @@ pub(in crate::server) async fn check(
     if entry.server == RESERVED_SERVER || entry.skill.is_some() {
         return Ok(());
     }
+    let settings = state.settings();
+    // Without a policy key for the server every call is allowed: its annotations, which
+    // take parsing the tool and reading its approvals, are not needed.
+    if !policy::applies(&settings, &entry.server) {
+        return Ok(());
+    }
     let hints = hints(state, entry);
-    match policy::judge(&state.settings(), &entry.server, &entry.qualified, hints) {
+    match policy::judge(&settings, &entry.server, &entry.qualified, hints) {
         Verdict::Allow => Ok(()),
         Verdict::Deny(why) => Err(Refusal::new(Outcome::Denied, why)),
         Verdict::Confirm { key } => confirm(state, caller, entry, arguments, &key).await,
