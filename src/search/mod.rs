@@ -12,6 +12,7 @@ mod feedback;
 pub mod fusion;
 mod learned;
 pub mod metrics;
+mod named;
 mod names;
 mod options;
 mod query;
@@ -116,6 +117,8 @@ pub struct SearchIndex {
     servers: Arc<servers::Servers>,
     /// Live tools with learned queries: without any, the learned field is not searched.
     learned_docs: usize,
+    /// Each server's name as words, for [`SearchOptions::named_servers`].
+    server_names: Arc<named::ServerNames>,
 }
 
 impl SearchIndex {
@@ -177,6 +180,11 @@ impl SearchIndex {
             helpers: tables.ords_of(HELPER_SERVER),
             servers: servers::Servers::of(&tables, &options),
             learned_docs: tables.learned_live(),
+            server_names: Arc::new(named::ServerNames::of(
+                &tables,
+                &analyzer,
+                options.named_servers,
+            )),
             analyzer,
             surface,
             fields,
@@ -275,7 +283,13 @@ impl SearchIndex {
             &vec![String::new(); docs.len()],
         )?;
         self.reader.reload()?;
+        let server_names = Arc::new(named::ServerNames::of(
+            &tables,
+            &analyzer,
+            self.options.named_servers,
+        ));
         Ok(Some(Self {
+            server_names,
             index: self.index.clone(),
             reader: self.reader.clone(),
             searcher: self.reader.searcher(),

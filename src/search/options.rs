@@ -125,6 +125,10 @@ pub struct SearchOptions {
     /// Only tools whose best learned query is within this cosine of the query's nearest
     /// learned query are lifted (see `learned_vector`; 1 or more: every tool).
     pub learned_margin: f32,
+    /// A query of at most `coverage_words` words that names a server ("search papers on
+    /// arXiv", "duckdb list tables") ranks that server's tools that match the rest of its
+    /// words first, by the rest (`named.rs`); a long task names servers in passing.
+    pub named_servers: bool,
 }
 
 impl Default for SearchOptions {
@@ -168,6 +172,7 @@ impl Default for SearchOptions {
             learned_new: true,
             learned_vector: 0.25,
             learned_margin: 1.0,
+            named_servers: true,
         }
     }
 }
@@ -206,6 +211,7 @@ impl SearchOptions {
             server_evidence: 0.0,
             learned: 0.0,
             learned_vector: 0.0,
+            named_servers: false,
             ..Self::default()
         }
     }
@@ -331,6 +337,11 @@ impl SearchOptions {
                     }
                     None => return Err(usage()),
                 };
+            }
+            "named_servers" => {
+                self.named_servers = value
+                    .parse()
+                    .map_err(|_| format!("named_servers is true or false, got \"{value}\""))?;
             }
             "names" => {
                 self.names = value

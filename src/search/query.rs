@@ -23,7 +23,7 @@ pub(super) struct Synonym<'a> {
     text: &'a str,
     pub(super) id: u32,
     /// Its clauses' weight relative to the word's.
-    scale: f32,
+    pub(super) scale: f32,
 }
 
 impl SearchIndex {
@@ -303,7 +303,7 @@ impl SearchIndex {
 }
 
 /// Each word of `words` once, in order of first appearance.
-fn distinct(words: &[String]) -> impl Iterator<Item = &String> {
+pub(super) fn distinct(words: &[String]) -> impl Iterator<Item = &String> + Clone {
     words
         .iter()
         .enumerate()

@@ -8,6 +8,9 @@ use super::names::identifier_like;
 use super::stats::Stats;
 use super::{DocVectors, Fusion, Hit, LearnedVectors, SearchError, SearchIndex, fusion};
 
+/// A query's vector with the tools' vectors and learned queries, in hybrid search.
+pub(super) type Dense<'a> = Option<(&'a [f32], &'a DocVectors, Option<&'a LearnedVectors>)>;
+
 /// The least share of a query's weight one of meta-server's own tools must match to be a hit.
 const HELPER_COVERAGE: f32 = 0.5;
 
@@ -17,9 +20,31 @@ impl SearchIndex {
         query: &str,
         limit: usize,
         server: Option<&str>,
-        dense: Option<(&[f32], &DocVectors, Option<&LearnedVectors>)>,
+        dense: Dense,
     ) -> Result<Vec<Hit>, SearchError> {
         let words = self.words(query);
+        let surface = self.surface_words(query, &words);
+        let hits = self.rank_words(query, &words, &surface, limit, server, dense)?;
+        // A long task names servers in passing, and spans several.
+        let coverage_words = self.options.coverage_words;
+        if server.is_some() || (coverage_words > 0 && words.len() > coverage_words) {
+            return Ok(hits);
+        }
+        self.named_first(query, &words, &surface, hits, limit, dense)
+    }
+
+    /// Ranks the tools for `query` analyzed as `words` (and `surface`, see
+    /// [`Self::surface_words`]).
+    pub(super) fn rank_words(
+        &self,
+        query: &str,
+        words: &[String],
+        surface: &[String],
+        limit: usize,
+        server: Option<&str>,
+        dense: Dense,
+    ) -> Result<Vec<Hit>, SearchError> {
+        let words = words.to_vec();
         let names = self.options.names;
         let exact: Vec<u32> = self
             .tables
@@ -88,8 +113,7 @@ impl SearchIndex {
         // meta-server's own tools count less in a long request (`SearchOptions::helpers`).
         let demote = !short && self.options.helpers != 1.0 && !self.helpers.is_empty();
         let mut bm25: Vec<(u32, f32)> = Vec::new();
-        let surface = self.surface_words(query, &words);
-        if let Some(q) = self.query(&words, &surface, server, &synonyms) {
+        if let Some(q) = self.query(&words, surface, server, &synonyms) {
             let searcher = &self.searcher;
             // Paired with `Count`, TopDocs scores every match instead of pruning with
             // block-WAND: a question's many words over five fields give dozens of posting
@@ -139,7 +163,7 @@ impl SearchIndex {
         // In hybrid search the vectors already rank by sense; server evidence moved no set
         // there beyond noise (EVAL.md, round 7a).
         if short && dense.is_none() {
-            self.server_evidence(&mut bm25, &weights);
+            self.server_evidence(&mut bm25, &weights, &synonyms);
             let ids: Vec<u32> = weights.iter().filter_map(|(id, _, _)| *id).collect();
             self.word_feedback(&mut bm25, &ids);
         }
@@ -223,6 +247,7 @@ impl SearchIndex {
             }
         }
         let first = |i: u32| exact.contains(&i) || close.contains(&i);
+
         // meta-server's own tools serve narrow needs (a stored result, Code Mode): they are
         // hits for a query they mostly cover, never for one that merely shares a word or a
         // sense with them ("repeat back the message" is not about reading results back).

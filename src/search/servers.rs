@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::query::Synonym;
 use super::tables::Tables;
 use super::{SearchIndex, SearchOptions};
 
@@ -94,14 +95,30 @@ impl Servers {
             .map_or(0, |at| terms[at].1)
     }
 
+    /// How many of `server`'s tools have a query word (`id`), or else its best synonym
+    /// (term id, weight relative to the word) scaled by its weight.
+    fn matches(&self, server: usize, id: Option<u32>, synonyms: &[(u32, f32)]) -> f32 {
+        match id.map_or(0, |id| self.count(server, id)) {
+            0 => synonyms
+                .iter()
+                .map(|&(id, scale)| self.count(server, id) as f32 * scale)
+                .fold(0.0, f32::max),
+            n => n as f32,
+        }
+    }
+
     /// Scores (0..=1) by server position of the servers in `hits` ((server, tool score) of the
-    /// BM25 pool), for query words `weights` (term id, IDF weight), as `how` says.
+    /// BM25 pool), for query words `weights` (term id, IDF weight) with their `synonyms` (by
+    /// word: term id, weight relative to the word), as `how` says.
     pub fn scores(
         &self,
         how: ServerScore,
         hits: &[(&str, f32)],
         weights: &[(Option<u32>, f32)],
+        synonyms: &[Vec<(u32, f32)>],
     ) -> HashMap<usize, f32> {
+        let none = Vec::new();
+        let synonyms_of = |i: usize| synonyms.get(i).unwrap_or(&none);
         let mut scores: HashMap<usize, f32> = HashMap::new();
         let candidates = hits.iter().filter_map(|(s, _)| self.index.get(*s).copied());
         match how {
@@ -111,8 +128,8 @@ impl Servers {
                     scores.entry(s).or_insert_with(|| {
                         let covered: f32 = weights
                             .iter()
-                            .filter(|(id, _)| id.is_some_and(|id| self.count(s, id) > 0))
-                            .map(|(_, w)| w)
+                            .enumerate()
+                            .map(|(i, &(id, w))| w * self.matches(s, id, synonyms_of(i)).min(1.0))
                             .sum();
                         if total > 0.0 { covered / total } else { 0.0 }
                     });
@@ -134,8 +151,9 @@ impl Servers {
                         weights
                             .iter()
                             .zip(&idf)
-                            .map(|((id, _), idf)| {
-                                let tf = id.map_or(0, |id| self.count(s, id)) as f32;
+                            .enumerate()
+                            .map(|(i, (&(id, _), idf))| {
+                                let tf = self.matches(s, id, synonyms_of(i));
                                 idf * tf * (K1 + 1.0) / (tf + norm)
                             })
                             .sum()
@@ -168,11 +186,13 @@ impl Servers {
 impl SearchIndex {
     /// Blends each BM25 hit's score `t` (ordinal, score) with its server's score `S` (0..=1):
     /// (1 − w) × t + w × S × the best hit's score, with w [`SearchOptions::server_evidence`].
-    /// `weights` are the query words' (term id, IDF weight, counts as a word).
+    /// `weights` are the query words' (term id, IDF weight, counts as a word), `synonyms`
+    /// their synonyms (a word's tools count with its synonyms' when they lack it).
     pub(super) fn server_evidence(
         &self,
         bm25: &mut [(u32, f32)],
         weights: &[(Option<u32>, f32, bool)],
+        synonyms: &[Vec<Synonym>],
     ) {
         let w = self.options.server_evidence;
         if w == 0.0 || bm25.is_empty() {
@@ -184,7 +204,11 @@ impl SearchIndex {
             .map(|&(i, score)| (self.tables.servers[i as usize].as_str(), score))
             .collect();
         let words: Vec<(Option<u32>, f32)> = weights.iter().map(|&(id, w, _)| (id, w)).collect();
-        let scores = servers.scores(self.options.server_score, &hits, &words);
+        let synonyms: Vec<Vec<(u32, f32)>> = synonyms
+            .iter()
+            .map(|word| word.iter().map(|s| (s.id, s.scale)).collect())
+            .collect();
+        let scores = servers.scores(self.options.server_score, &hits, &words, &synonyms);
         let best = bm25.iter().map(|&(_, s)| s).fold(0.0_f32, f32::max);
         for (hit, (server, _)) in bm25.iter_mut().zip(&hits) {
             let s = servers

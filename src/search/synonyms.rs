@@ -8,7 +8,7 @@ use tantivy::tokenizer::TextAnalyzer;
 /// Groups of words that mean the same in a tool's name or description. Written for tool
 /// vocabulary in general (verbs of CRUD and search, common nouns), not for any catalog.
 const GROUPS: &[&[&str]] = &[
-    &["get", "fetch", "retrieve", "obtain"],
+    &["get", "fetch", "retrieve", "obtain", "download"],
     &["find", "search", "lookup", "locate"],
     &["create", "add", "make", "insert"],
     &["delete", "remove", "erase", "destroy"],
@@ -30,6 +30,7 @@ const GROUPS: &[&[&str]] = &[
     &["message", "msg"],
     &["webpage", "website", "site", "page"],
     &["url", "link"],
+    &["web", "internet", "online"],
     &["information", "info", "details"],
     &["email", "mail"],
     &["price", "cost"],

@@ -1211,3 +1211,132 @@ fn argument_values_no_tool_has_do_not_count_against_a_match() {
         assert!(!confident(&hits), "{query}: {hits:?}");
     }
 }
+
+#[test]
+fn a_query_naming_a_server_ranks_its_tools_that_match_the_rest_first() {
+    // "papers" and "search" are everywhere; "arxiv" is the arxiv server's own word.
+    let docs = vec![
+        doc(
+            "arxiv",
+            "search_papers",
+            "Search by query with categories and dates",
+            "query",
+        ),
+        doc(
+            "arxiv",
+            "list_papers",
+            "List the papers downloaded so far; search_papers finds new papers",
+            "",
+        ),
+        doc("arxiv", "read_paper", "Read a downloaded paper", "paper_id"),
+        doc(
+            "scholar",
+            "search_papers",
+            "Search papers and papers' citations",
+            "query",
+        ),
+        doc("scholar", "find_papers", "Find papers by title", "title"),
+        doc(
+            "web",
+            "search",
+            "Search the web for pages and papers",
+            "query",
+        ),
+        doc("web", "fetch", "Fetch a page", "url"),
+        doc("fs", "read_file", "Read a file", "path"),
+    ];
+    for embeddings in [false, true] {
+        let options = SearchOptions {
+            embeddings,
+            ..SearchOptions::default()
+        };
+        let idx = SearchIndex::build_with(docs.clone(), options).unwrap();
+        let ranked = |q: &str| match embeddings {
+            false => keys(&idx.search(q, 4, None).unwrap())
+                .into_iter()
+                .map(str::to_owned)
+                .collect::<Vec<_>>(),
+            true => {
+                let vectors = axis_vectors(&idx);
+                let toward = towards(&idx, "web__search");
+                keys(
+                    &idx.search_hybrid(q, &toward, &vectors, None, 4, None)
+                        .unwrap(),
+                )
+                .into_iter()
+                .map(str::to_owned)
+                .collect()
+            }
+        };
+        // The named server's tools that match "search papers" come first, and among them the
+        // one the query also names, although a sibling's description names it too.
+        let hits = ranked("search papers on arXiv");
+        assert_eq!(hits[0], "arxiv__search_papers", "{hits:?}");
+        assert!(hits[1].starts_with("arxiv__"), "{hits:?}");
+        // Without the server's name, the best match of the words wins.
+        assert_ne!(ranked("search papers")[0], "arxiv__search_papers");
+        // Tools of the named server that match none of the other words are not lifted.
+        let hits = ranked("fetch a page from arxiv");
+        assert!(hits[0].starts_with("web__"), "{hits:?}");
+    }
+}
+
+#[test]
+fn a_word_many_servers_use_names_no_server() {
+    // "time" is the `time` server's name, but most tools with the word are other servers'.
+    let docs = vec![
+        doc("time", "convert", "Convert between zones", "zone"),
+        doc("time", "now", "Current moment in a zone", "zone"),
+        doc(
+            "grafana",
+            "query_range",
+            "Query metrics over a time range",
+            "start",
+        ),
+        doc("tracker", "log_time", "Log time spent on a task", "minutes"),
+        doc("cal", "free_time", "Find free time in a calendar", "day"),
+        doc("cal", "events", "List calendar events", "day"),
+        doc("pause", "wait", "Wait some time", "seconds"),
+    ];
+    let options = SearchOptions {
+        embeddings: false,
+        named_servers: false,
+        ..SearchOptions::default()
+    };
+    let unnamed = SearchIndex::build_with(docs.clone(), options).unwrap();
+    let named = SearchIndex::build(docs).unwrap();
+    // Named, `time` would lift its tools, which have "zone", over `cal__free_time`.
+    let query = "free time slots in my zone";
+    assert_eq!(
+        named.search(query, 1, None).unwrap()[0].key,
+        "cal__free_time"
+    );
+    assert_eq!(
+        keys(&named.search(query, 5, None).unwrap()),
+        keys(&unnamed.search(query, 5, None).unwrap())
+    );
+}
+
+#[test]
+fn a_catalog_of_one_server_is_ranked_as_if_no_server_were_named() {
+    let docs: Vec<ToolDoc> = [
+        ("storage_account_list", "List storage accounts"),
+        ("storage_account_get", "Get a storage account"),
+        ("group_list", "List resource groups"),
+    ]
+    .into_iter()
+    .map(|(name, description)| doc("azure", name, description, ""))
+    .collect();
+    let options = SearchOptions {
+        named_servers: false,
+        ..SearchOptions::default()
+    };
+    let unnamed = SearchIndex::build_with(docs.clone(), options).unwrap();
+    let named = SearchIndex::build(docs).unwrap();
+    for query in ["azure list storage accounts", "azure groups"] {
+        assert_eq!(
+            named.search(query, 3, None).unwrap(),
+            unnamed.search(query, 3, None).unwrap()
+        );
+    }
+}
