@@ -55,8 +55,9 @@ impl ToolDef {
     /// object if there is one. Reads only those fields of the text.
     pub fn from_json(raw: &RawTool) -> Result<Self, ToolError> {
         let (raw, hidden) = raw.cleaned();
+        let text = raw.text();
         let [name, title, annotations, description, schema] = fields(
-            raw.text(),
+            &text,
             &["name", "title", "annotations", "description", "inputSchema"],
         )
         .ok_or(ToolError::NotObject)?;
@@ -91,7 +92,8 @@ impl ToolDef {
 
     /// The input schema; `{"type": "object"}` when the tool declares none. Parsed now.
     pub fn input_schema(&self) -> Map<String, Value> {
-        let [schema] = fields(self.raw.text(), &["inputSchema"]).unwrap_or_default();
+        let text = self.raw.text();
+        let [schema] = fields(&text, &["inputSchema"]).unwrap_or_default();
         schema
             .and_then(|s| serde_json::from_str(s.get()).ok())
             .unwrap_or_else(|| NO_ARGUMENTS.clone())
@@ -175,6 +177,12 @@ pub struct Param {
 /// The string a field holds; `None` for a missing field or one of another type.
 fn string(field: Option<&RawValue>) -> Option<String> {
     field.and_then(|f| serde_json::from_str(f.get()).ok())
+}
+
+/// The `name` of a tool object's text, if it has a string one.
+pub(super) fn name_of(text: &str) -> Option<String> {
+    let [name] = fields(text, &["name"])?;
+    string(name)
 }
 
 /// The text of each of `keys` in the JSON object `text` (the last of a repeated key, as a
