@@ -150,7 +150,7 @@ mod tests {
             .unwrap();
         assert_eq!(read, written, "the same tools, read from the file");
         assert_eq!(defs.len(), 3);
-        assert_eq!(defs[1].description, "b one");
+        assert_eq!(defs[1].description(), "b one");
         assert_eq!(defs[1].value(), written.tools[1].value());
         assert_eq!(defs[2].params()[0].name, "x");
 
@@ -166,13 +166,13 @@ mod tests {
         assert_eq!(before.tools[2].value()["description"], "c two");
         assert_eq!(defs[0].value(), serde_json::Value::Null, "a is gone");
 
-        // The file is gone: the tools read as null, the names and texts read up front stay.
+        // The file is gone: the tools read as null, the names and titles read up front stay.
         let (_, _, defs) = Catalog::read_server_filed(dir.path(), "srv")
             .unwrap()
             .unwrap();
         std::fs::remove_file(Catalog::path(dir.path(), "srv")).unwrap();
         assert_eq!(defs[0].value(), serde_json::Value::Null);
-        assert_eq!(defs[0].description, "c two");
+        assert_eq!(defs[0].title, None);
     }
 
     #[test]

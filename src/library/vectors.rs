@@ -91,7 +91,7 @@ impl Library {
             let title = def.title.as_deref().unwrap_or_default();
             by_server.entry(entry.server.as_str()).or_default().push((
                 entry.qualified.clone(),
-                embed::tool_text(&def.name, title, &def.description),
+                embed::tool_text(&def.name, title, &def.description()),
             ));
         }
         // The stored vectors of each server first, to count what is missing.
