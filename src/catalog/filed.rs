@@ -109,7 +109,12 @@ pub fn file_tools(
         .zip(names)
         .map(|(tool, name)| {
             let own = tool.text();
-            let (Some(name), Some(at)) = (name, text[from..].find(&*own)) else {
+            // Usually the next object in the file; a substring search (28 % of the samples of
+            // a start at 100k tools when it was the only way) only when it is not.
+            let next = text[from..]
+                .find('{')
+                .filter(|&at| text[from + at..].starts_with(&*own));
+            let (Some(name), Some(at)) = (name, next.or_else(|| text[from..].find(&*own))) else {
                 return tool.clone();
             };
             let start = from + at;
