@@ -2,6 +2,7 @@
 //! received, written atomically, plus fingerprints and refresh from a live upstream.
 
 mod failure;
+mod filed;
 mod fingerprint;
 mod injection;
 mod raw;
@@ -173,15 +174,8 @@ impl Catalog {
 
     /// Like [`Self::load`], with the checksum of the file's bytes.
     fn read(path: &Path) -> Result<Option<(Self, Checksum)>, CatalogError> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => {
-                return Err(CatalogError::Read {
-                    path: path.to_owned(),
-                    source,
-                });
-            }
+        let Some(text) = read_text(path)? else {
+            return Ok(None);
         };
         let sum = checksum::of(text.as_bytes());
         Ok(Some((Self::parse(path, &text)?, sum)))
@@ -205,6 +199,53 @@ impl Catalog {
             }),
             loaded => Ok(loaded),
         }
+    }
+
+    /// Like [`Self::read_server`], with the tools that parse as MCP tools ([`Self::tool_defs`]),
+    /// and the tools' texts left in the file ([`filed`]): read from it again when something
+    /// asks for them.
+    pub fn read_server_filed(
+        dir: &Path,
+        server: &str,
+    ) -> Result<Option<(Self, Checksum, Vec<ToolDef>)>, CatalogError> {
+        let path = Self::path(dir, server);
+        let Some(text) = read_text(&path)? else {
+            return Ok(None);
+        };
+        let sum = checksum::of(text.as_bytes());
+        let mut catalog = Self::parse(&path, &text)?;
+        if catalog.server != server {
+            return Err(CatalogError::WrongServer {
+                path,
+                found: catalog.server,
+                expected: server.to_owned(),
+            });
+        }
+        let defs: Vec<Option<ToolDef>> = catalog
+            .tools
+            .iter()
+            .map(|raw| catalog.tool_def(raw))
+            .collect();
+        let names: Vec<Option<&str>> = defs
+            .iter()
+            .map(|d| d.as_ref().map(|d| d.name.as_str()))
+            .collect();
+        let file = filed::CatalogFile::new(path, sum);
+        let filed = filed::file_tools(&file, &text, &catalog.tools, &names);
+        let defs = defs
+            .into_iter()
+            .zip(catalog.tools.iter().zip(&filed))
+            .filter_map(|(def, (held, filed))| {
+                let mut def = def?;
+                // A tool cleaned of hidden characters keeps its cleaned text.
+                if def.raw.is(held) {
+                    def.raw = filed.clone();
+                }
+                Some(def)
+            })
+            .collect();
+        catalog.tools = filed;
+        Ok(Some((catalog, sum, defs)))
     }
 
     /// Parses catalog text; `path` is only used in errors.
@@ -242,14 +283,17 @@ impl Catalog {
     pub fn tool_defs(&self) -> Vec<ToolDef> {
         self.tools
             .iter()
-            .filter_map(|raw| match ToolDef::from_json(raw) {
-                Ok(tool) => Some(tool),
-                Err(message) => {
-                    tracing::warn!(server = %self.server, "skipping a tool in the catalog: {message}");
-                    None
-                }
-            })
+            .filter_map(|raw| self.tool_def(raw))
             .collect()
+    }
+
+    /// `raw`, one of this catalog's tools, if it parses as an MCP tool; else a warning.
+    fn tool_def(&self, raw: &RawTool) -> Option<ToolDef> {
+        ToolDef::from_json(raw)
+            .inspect_err(|message| {
+                tracing::warn!(server = %self.server, "skipping a tool in the catalog: {message}");
+            })
+            .ok()
     }
 
     /// The catalog as [`Self::write`] writes it.
@@ -285,6 +329,18 @@ impl Catalog {
         atomic_file::write(&path, text.as_bytes(), Access::OwnerOnly).map_err(fail)?;
         Failure::clear(dir, &self.server);
         Ok(path)
+    }
+}
+
+/// The text of the file at `path`; `None` if there is none.
+fn read_text(path: &Path) -> Result<Option<String>, CatalogError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(CatalogError::Read {
+            path: path.to_owned(),
+            source,
+        }),
     }
 }
 

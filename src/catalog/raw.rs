@@ -1,32 +1,65 @@
 //! One catalog tool kept as its JSON text: a catalog of 10,000 tools holds 17 MB of text
 //! rather than its trees of values, and a tool is parsed whole only when something needs it.
+//! A library's tools stay in their catalog files ([`super::filed`]) until something reads
+//! them.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::filed::FiledTool;
 use crate::hidden::{self, is_hidden};
 
 /// A tool object's JSON text as read (or as serialized from a live `tools/list`), shared
-/// rather than copied. It is written, compared and hashed as its parsed value, so the
-/// formatting of the text never shows.
-#[derive(Clone, Deserialize)]
-#[serde(transparent)]
-pub struct RawTool(Arc<RawValue>);
+/// rather than copied, or where it is in its catalog file. It is written, compared and
+/// hashed as its parsed value, so the formatting of the text never shows.
+#[derive(Clone)]
+pub struct RawTool(Text);
+
+#[derive(Clone)]
+enum Text {
+    Held(Arc<RawValue>),
+    Filed(Arc<FiledTool>),
+}
+
+impl<'de> Deserialize<'de> for RawTool {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Arc::<RawValue>::deserialize(deserializer).map(|raw| Self(Text::Held(raw)))
+    }
+}
 
 impl RawTool {
-    /// The JSON text.
-    pub fn text(&self) -> &str {
-        self.0.get()
+    /// The JSON text; a filed tool's is read from its catalog file now (`null` if the file
+    /// is gone or no longer holds it).
+    pub fn text(&self) -> Cow<'_, str> {
+        match &self.0 {
+            Text::Held(raw) => Cow::Borrowed(raw.get()),
+            Text::Filed(filed) => Cow::Owned(filed.text()),
+        }
+    }
+
+    /// This tool as the text at `filed` in its catalog file, not held in memory.
+    pub(super) fn filed(filed: FiledTool) -> Self {
+        Self(Text::Filed(Arc::new(filed)))
+    }
+
+    /// Whether `self` and `other` are the same shared text (one is a clone of the other).
+    pub(super) fn is(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (Text::Held(a), Text::Held(b)) => Arc::ptr_eq(a, b),
+            (Text::Filed(a), Text::Filed(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
     }
 
     /// The tool parsed whole, not kept. `Null` for a tool nested deeper than serde_json
     /// parses a value (128 levels): such text is accepted as raw JSON but cannot be read.
     pub fn value(&self) -> Value {
-        serde_json::from_str(self.text()).unwrap_or(Value::Null)
+        serde_json::from_str(&self.text()).unwrap_or(Value::Null)
     }
 
     /// The tool without hidden characters ([`crate::hidden`]) in any string or key but its
@@ -34,7 +67,8 @@ impl RawTool {
     /// many that could hide something were removed; the tool itself when it holds none.
     pub fn cleaned(&self) -> (RawTool, usize) {
         // Most texts (other non-ASCII text included) are read without parsing them.
-        if !self.text().contains("\\u") && !self.text().chars().any(is_hidden) {
+        let text = self.text();
+        if !text.contains("\\u") && !text.chars().any(is_hidden) {
             return (self.clone(), 0);
         }
         let original = self.value();
@@ -56,7 +90,7 @@ impl RawTool {
 impl From<Value> for RawTool {
     fn from(value: Value) -> Self {
         let raw = serde_json::value::to_raw_value(&value).expect("a value serializes");
-        Self(Arc::from(raw))
+        Self(Text::Held(Arc::from(raw)))
     }
 }
 
@@ -75,7 +109,7 @@ impl PartialEq for RawTool {
 
 impl fmt::Debug for RawTool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.text())
+        f.write_str(&self.text())
     }
 }
 

@@ -11,13 +11,12 @@ use serde_json::{Map, Value};
 use super::RawTool;
 
 /// One tool as found in a catalog. `raw` is the object exactly as stored, shared with the
-/// catalog rather than copied; only the name, title and description are read from it up
-/// front, the rest when asked for.
+/// catalog rather than copied; only the name and title are read from it up front, the rest
+/// (the description too: at 100k tools ~25 MB) when asked for.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolDef {
     pub name: String,
     pub title: Option<String>,
-    pub description: String,
     /// The tool object as stored, less hidden characters (see [`crate::hidden`]).
     pub raw: RawTool,
     /// Hidden characters removed from the tool's texts; a tool with any is flagged.
@@ -45,7 +44,8 @@ impl ToolDef {
     /// What the model should know before it trusts this tool's texts; empty for most tools.
     pub fn flags(&self) -> Vec<String> {
         let params = self.params();
-        let texts = [self.title.as_deref().unwrap_or_default(), &self.description]
+        let description = self.description();
+        let texts = [self.title.as_deref().unwrap_or_default(), &description]
             .into_iter()
             .chain(params.iter().map(|p| p.description.as_str()));
         super::screen::flags("this tool's texts", self.hidden, texts)
@@ -55,11 +55,10 @@ impl ToolDef {
     /// object if there is one. Reads only those fields of the text.
     pub fn from_json(raw: &RawTool) -> Result<Self, ToolError> {
         let (raw, hidden) = raw.cleaned();
-        let [name, title, annotations, description, schema] = fields(
-            raw.text(),
-            &["name", "title", "annotations", "description", "inputSchema"],
-        )
-        .ok_or(ToolError::NotObject)?;
+        let text = raw.text();
+        let [name, title, annotations, schema] =
+            fields(&text, &["name", "title", "annotations", "inputSchema"])
+                .ok_or(ToolError::NotObject)?;
         let name = string(name)
             .filter(|n| !n.is_empty())
             .ok_or(ToolError::NoName)?;
@@ -78,10 +77,16 @@ impl ToolDef {
         Ok(Self {
             name,
             title,
-            description: string(description).unwrap_or_default(),
             raw: raw.clone(),
             hidden,
         })
+    }
+
+    /// The description; empty when the tool has none (or one that is no string). Read now.
+    pub fn description(&self) -> String {
+        let text = self.raw.text();
+        let [description] = fields(&text, &["description"]).unwrap_or_default();
+        string(description).unwrap_or_default()
     }
 
     /// The whole tool object, parsed now (not kept).
@@ -91,7 +96,8 @@ impl ToolDef {
 
     /// The input schema; `{"type": "object"}` when the tool declares none. Parsed now.
     pub fn input_schema(&self) -> Map<String, Value> {
-        let [schema] = fields(self.raw.text(), &["inputSchema"]).unwrap_or_default();
+        let text = self.raw.text();
+        let [schema] = fields(&text, &["inputSchema"]).unwrap_or_default();
         schema
             .and_then(|s| serde_json::from_str(s.get()).ok())
             .unwrap_or_else(|| NO_ARGUMENTS.clone())
@@ -99,7 +105,8 @@ impl ToolDef {
 
     /// The first line (or sentence) of the description, at most `max` characters.
     pub fn summary(&self, max: usize) -> String {
-        let text = self.description.trim();
+        let description = self.description();
+        let text = description.trim();
         let line = text
             .lines()
             .find(|l| !l.trim().is_empty())
@@ -175,6 +182,12 @@ pub struct Param {
 /// The string a field holds; `None` for a missing field or one of another type.
 fn string(field: Option<&RawValue>) -> Option<String> {
     field.and_then(|f| serde_json::from_str(f.get()).ok())
+}
+
+/// The `name` of a tool object's text, if it has a string one.
+pub(super) fn name_of(text: &str) -> Option<String> {
+    let [name] = fields(text, &["name"])?;
+    string(name)
 }
 
 /// The text of each of `keys` in the JSON object `text` (the last of a repeated key, as a
@@ -298,7 +311,7 @@ mod tests {
         .unwrap();
         assert_eq!(tool.name, "last", "a repeated key: the last one");
         assert_eq!(tool.title.as_deref(), Some("T"), "annotations.title");
-        assert_eq!(tool.description, "", "a description that is no string");
+        assert_eq!(tool.description(), "", "a description that is no string");
         assert_eq!(tool.input_schema(), *NO_ARGUMENTS);
         let titled = def(r#"{"name": "a", "title": null, "annotations": {"title": "T"}}"#).unwrap();
         assert_eq!(

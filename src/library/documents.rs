@@ -161,7 +161,7 @@ fn add(
                 server: server.to_owned(),
                 name: def.name.clone(),
                 title: def.title.clone().unwrap_or_default(),
-                description: def.description.clone(),
+                description: def.description(),
                 // Example values are not what a tool does: "e.g. 'Asia/Tokyo'" in `convert_time`
                 // made it the answer to "current time in Tokyo" (EVAL.md).
                 params: def

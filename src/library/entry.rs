@@ -19,7 +19,8 @@ pub struct Entry {
     pub def: ToolDef,
     /// Set when this entry is a skill rather than a tool.
     pub skill: Option<Arc<Skill>>,
-    validator: OnceLock<Option<jsonschema::Validator>>,
+    /// Boxed: most entries never compile theirs, and a validator is ~100 bytes inline.
+    validator: OnceLock<Option<Box<jsonschema::Validator>>>,
 }
 
 impl Entry {
@@ -39,12 +40,13 @@ impl Entry {
             .get_or_init(|| {
                 let schema = Value::Object(self.def.input_schema());
                 jsonschema::validator_for(&schema)
+                    .map(Box::new)
                     .inspect_err(|e| {
                         tracing::warn!(tool = %self.qualified, "input schema does not compile, arguments go unchecked: {e}");
                     })
                     .ok()
             })
-            .as_ref()
+            .as_deref()
     }
 }
 

@@ -217,9 +217,8 @@ fn read_catalogs<T>(
                     servers
                         .iter()
                         .map(|s| {
-                            let read = Catalog::read_server(&settings.catalog_dir, &s.name)?;
-                            Ok(read.map(|(catalog, sum)| {
-                                let tools = catalog.tool_defs();
+                            let read = Catalog::read_server_filed(&settings.catalog_dir, &s.name)?;
+                            Ok(read.map(|(catalog, sum, tools)| {
                                 (catalog, server_source(s, &sum, learned), tools)
                             }))
                         })

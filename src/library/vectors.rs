@@ -101,7 +101,7 @@ impl Library {
         for entry in self.entries.values() {
             let def = &entry.def;
             let title = def.title.as_deref().unwrap_or_default();
-            let text = embed::tool_text(&def.name, title, &def.description);
+            let text = embed::tool_text(&def.name, title, &def.description());
             let hash = embed::text_hash(&text);
             hash_of.insert(entry.qualified.as_str(), hash);
             texts.entry(hash).or_insert(text);

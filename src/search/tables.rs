@@ -4,6 +4,12 @@
 
 use std::collections::HashMap;
 
+use smallvec::SmallVec;
+
+/// Document ordinals of a name: almost always one or two, kept inline (at 100k tools the
+/// 400k names' lists were 22 MB as `Vec`s, a heap block each).
+pub(super) type Ords = SmallVec<[u32; 2]>;
+
 /// Side tables of a [`super::SearchIndex`], indexed by document ordinal. A removed document
 /// keeps its ordinal with an empty key, so ordinals stored in tantivy stay valid.
 #[derive(Clone, Default)]
@@ -11,10 +17,10 @@ pub(super) struct Tables {
     pub keys: Vec<String>,
     pub servers: Vec<String>,
     /// Lower-cased tool name and qualified name -> document ordinals, for exact-name lookups.
-    pub names: HashMap<String, Vec<u32>>,
+    pub names: HashMap<String, Ords>,
     /// The same names squashed (see [`squash`]) -> their [`letters`] and document ordinals,
     /// for did-you-mean.
-    pub squashed: HashMap<String, (u64, Vec<u32>)>,
+    pub squashed: HashMap<String, (u64, Ords)>,
     /// Analyzed term -> term id. Ids are never reused.
     pub vocab: HashMap<String, u32>,
     /// Per term id: number of live tools containing the term in any field.
@@ -42,7 +48,7 @@ impl Tables {
         let ord = self.keys.len() as u32;
         self.keys.push(key.to_owned());
         self.servers.push(server.to_owned());
-        let add_ord = |ords: &mut Vec<u32>| {
+        let add_ord = |ords: &mut Ords| {
             if !ords.contains(&ord) {
                 ords.push(ord);
             }
@@ -54,7 +60,7 @@ impl Tables {
             let (_, ords) = self
                 .squashed
                 .entry(squashed)
-                .or_insert((letters, Vec::new()));
+                .or_insert((letters, Ords::new()));
             add_ord(ords);
         }
         let mut ids: Vec<u32> = terms
@@ -125,7 +131,7 @@ impl Tables {
             self.servers[i] = String::new();
             self.learned[i] = false;
         }
-        let kept = |list: &mut Vec<u32>| {
+        let kept = |list: &mut Ords| {
             list.retain(|o| ords.binary_search(o).is_err());
             !list.is_empty()
         };
@@ -192,13 +198,13 @@ impl Tables {
         let servers = r.strings()?;
         let mut names = HashMap::new();
         for _ in 0..r.len()? {
-            names.insert(r.string()?, r.ords()?);
+            names.insert(r.string()?, r.ords()?.into());
         }
         let mut squashed = HashMap::new();
         for _ in 0..r.len()? {
             let name = r.string()?;
             let letters = u64::from_le_bytes(r.take(8)?.try_into().expect("8 bytes"));
-            squashed.insert(name, (letters, r.ords()?));
+            squashed.insert(name, (letters, r.ords()?.into()));
         }
         let terms = r.len()?;
         let mut vocab = HashMap::with_capacity(terms.min(r.0.len() / 4));
@@ -364,13 +370,13 @@ mod tests {
         assert_eq!(t.df[t.vocab["read"] as usize], 1);
         assert_eq!(t.df[t.vocab["file"] as usize], 0);
         assert!(!t.names.contains_key("x") && !t.names.contains_key("a__x"));
-        assert!(!t.squashed.contains_key("ax") && t.squashed["by"].1 == [1]);
+        assert!(!t.squashed.contains_key("ax") && t.squashed["by"].1[..] == [1]);
 
         assert_eq!(t.learned_live(), 0);
         let ord = t.add("a__z", "a", ["z", "a__z"], words("file"), false);
         assert_eq!(ord, 2, "a new document gets a new ordinal");
         assert_eq!(t.df[t.vocab["file"] as usize], 1);
-        assert_eq!(t.names["z"], [2]);
+        assert_eq!(t.names["z"][..], [2]);
 
         assert_eq!(t.ord_of("a__z"), Some(2));
         assert_eq!(t.remove_keys(["a__z", "a__gone"]), 1);

@@ -368,7 +368,7 @@ fn vectors_of_format_1_files_are_carried_into_the_table() {
             let text = embed::tool_text(
                 &def.name,
                 def.title.as_deref().unwrap_or(""),
-                &def.description,
+                &def.description(),
             );
             (entry.qualified.clone(), text)
         })

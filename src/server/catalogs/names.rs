@@ -119,7 +119,7 @@ impl Listed {
             name: String,
         }
         let tools = (catalog.tools.iter())
-            .filter_map(|t| serde_json::from_str::<Named>(t.text()).ok())
+            .filter_map(|t| serde_json::from_str::<Named>(&t.text()).ok())
             .map(|t| (qualified_name(&catalog.server, &t.name), t.name))
             .map(|(qualified, own)| (own, qualified))
             .collect();

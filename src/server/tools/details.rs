@@ -103,7 +103,7 @@ pub(in crate::server) fn run(
         if let Some(title) = &entry.def.title {
             tool.insert("title".into(), title.clone().into());
         }
-        tool.insert("description".into(), entry.def.description.clone().into());
+        tool.insert("description".into(), entry.def.description().into());
         tool.insert(
             "inputSchema".into(),
             Value::Object(entry.def.input_schema()),
@@ -235,7 +235,7 @@ fn typescript(entry: &crate::library::Entry) -> String {
     let raw = entry.def.value();
     crate::script::typescript::declaration(
         &entry.qualified,
-        &entry.def.description,
+        &entry.def.description(),
         &entry.def.input_schema(),
         raw.get("outputSchema").and_then(Value::as_object),
     )

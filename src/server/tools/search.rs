@@ -358,7 +358,7 @@ fn project(
             description: match detail {
                 Detail::Name => None,
                 Detail::Summary => Some(e.def.summary(SUMMARY_CHARS)),
-                Detail::Full => Some(e.def.description.trim().to_owned()),
+                Detail::Full => Some(e.def.description().trim().to_owned()),
             },
             signature: (detail != Detail::Name).then(|| e.def.signature()),
             score: (f64::from(h.score) * 1000.0).round() / 1000.0,
