@@ -5,6 +5,7 @@
 //! published, or one listed now in the background). Live `metaServer` settings change; those
 //! only a start applies are named in the log.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rmcp::model::Tool;
@@ -66,7 +67,8 @@ pub(in crate::server) async fn apply(
             always: None,
         });
     }
-    check_names(state, &new, &change)?;
+    let mut beside = written_beside(&new, &change);
+    check_names(state, &new, &change, &beside)?;
     let always_changed = (change.added.iter())
         .chain(&change.changed)
         .any(|name| new.server(name).is_some_and(|s| s.always_load))
@@ -101,7 +103,7 @@ pub(in crate::server) async fn apply(
         {
             continue; // Indexed again under its new config already (allow/deny, description).
         }
-        match written(&settings, name).filter(fresh) {
+        match beside.remove(name) {
             Some(catalog) => {
                 tracing::info!(server = %name, "catalog found beside the others");
                 state.catalogs.replace_catalog(catalog)?;
@@ -134,31 +136,38 @@ pub(in crate::server) async fn apply(
     Ok(Reloaded { change, always })
 }
 
+/// The catalogs in the catalog dir (written by `meta-server add` or `index`) of the servers
+/// `change` added or changed, those that describe them as `new` configures them.
+fn written_beside(new: &Settings, change: &Change) -> BTreeMap<String, Catalog> {
+    (change.added.iter().chain(&change.changed))
+        .filter_map(|name| {
+            let server = new.server(name)?;
+            let catalog = Catalog::load_server(&new.catalog_dir, name)
+                .ok()
+                .flatten()?;
+            catalog.describes(server).then(|| (name.clone(), catalog))
+        })
+        .collect()
+}
+
 /// Checks the own names of servers with `prefix: false` as at start-up, over the names known
-/// now: the running library's, less removed servers', with the catalogs written beside the
+/// now: the running library's, less removed servers', with the catalogs written `beside` the
 /// others for added and changed servers (those not listed yet are checked when they are).
-fn check_names(state: &State, new: &Settings, change: &Change) -> Result<(), names::Clash> {
+fn check_names(
+    state: &State,
+    new: &Settings,
+    change: &Change,
+    beside: &BTreeMap<String, Catalog>,
+) -> Result<(), names::Clash> {
     let mut listed = Listed::of(&state.catalogs.library());
     for name in &change.removed {
         listed.without(name);
     }
-    for name in change.added.iter().chain(&change.changed) {
-        let server = new.server(name);
-        let written = written(new, name).filter(|c| server.is_some_and(|s| c.describes(s)));
-        if let Some(catalog) = written {
-            listed.with_catalog(&catalog);
-        }
+    for catalog in beside.values() {
+        listed.with_catalog(catalog);
     }
     let meta_tools: Vec<&str> = definitions().iter().map(|t| t.name.as_ref()).collect();
     names::check(&new.source, &new.servers, &listed, &meta_tools)
-}
-
-/// The catalog of `server` in the catalog dir (written by `meta-server add` or `index`), if
-/// it is readable.
-fn written(settings: &Settings, server: &str) -> Option<Catalog> {
-    Catalog::load_server(&settings.catalog_dir, server)
-        .ok()
-        .flatten()
 }
 
 #[cfg(test)]
