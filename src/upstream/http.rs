@@ -538,11 +538,11 @@ async fn read_answer(
             return Err(StreamableHttpError::ResponseBodyTooLarge { max_size: max });
         }
         let mut body = read_body(response, max, true).await?;
-        if let Some(events) = json_lines(&body) {
-            return Ok(StreamableHttpPostResponse::Sse(events, session));
+        if let Some(message) = wire::decode(&mut body) {
+            return Ok(StreamableHttpPostResponse::Json(message, session));
         }
-        return match wire::decode(&mut body) {
-            Some(message) => Ok(StreamableHttpPostResponse::Json(message, session)),
+        return match json_lines(&body) {
+            Some(events) => Ok(StreamableHttpPostResponse::Sse(events, session)),
             None => Err(StreamableHttpError::UnexpectedServerResponse(
                 format!(
                     "could not parse JSON response: {}",
@@ -557,7 +557,8 @@ async fn read_answer(
 
 /// A JSON body of two or more lines that are each a JSON object, as events: the conformance
 /// suite's reference server streams a call's notifications before its reply this way, in
-/// one `application/json` body. `None` for anything else (one message, or not JSON lines).
+/// one `application/json` body. Tried when the body is not one message; `None` when it is
+/// not JSON lines either.
 fn json_lines(body: &[u8]) -> Option<BoxStream<'static, Result<Sse, SseError>>> {
     let lines: Vec<&[u8]> = body
         .split(|&b| b == b'\n')
