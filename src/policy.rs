@@ -58,18 +58,15 @@ pub fn server_key(settings: &Settings, server: &str, name: &str) -> String {
     format!("mcpServers.\"{key}\".policy.{name}")
 }
 
-/// Whether any `policy` key applies to calls of `server`'s tools (`readOnly` true, or
-/// `destructive` other than `allow`); when none does, [`judge`] allows every call whatever
-/// its hints, so they need not be read.
+/// Whether any `policy` key applies to calls of `server`'s tools: whether [`judge`] would
+/// stop the call with the hints that risk most; when it would not, it allows every call
+/// whatever its hints, so they need not be read.
 pub fn applies(settings: &Settings, server: &str) -> bool {
-    let own = settings
-        .server(server)
-        .map(|s| s.policy)
-        .unwrap_or_default();
-    let read_only = own.read_only.or(settings.policy.read_only) == Some(true);
-    let destructive =
-        (own.destructive.or(settings.policy.destructive)).is_some_and(|d| d != Destructive::Allow);
-    read_only || destructive
+    let riskiest = Hints {
+        read_only: false,
+        destructive: true,
+    };
+    judge(settings, server, server, riskiest) != Verdict::Allow
 }
 
 /// Judges a call of `qualified` (a tool of `server` with `hints`): a server's own keys first,
