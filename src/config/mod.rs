@@ -17,6 +17,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::checksum::Checksum;
+
 pub use diff::Change;
 pub use expand::{Unset, expand};
 pub use parse::jsonc;
@@ -113,6 +115,9 @@ pub enum ConfigError {
 pub struct Settings {
     /// The config file these settings came from.
     pub source: PathBuf,
+    /// The checksum of the text they were read from: `serve` reads the file again only when
+    /// it changed.
+    pub text_sum: Checksum,
     /// Where catalogs are read and written.
     pub catalog_dir: PathBuf,
     /// The catalog dir the command line or the environment gave, over the file's.
@@ -290,7 +295,8 @@ impl Settings {
 
     /// The server with this name (the identifier used in qualified tool names).
     pub fn server(&self, name: &str) -> Option<&ServerConfig> {
-        self.servers.iter().find(|s| s.name == name)
+        let at = self.servers.binary_search_by(|s| s.name.as_str().cmp(name));
+        at.ok().map(|at| &self.servers[at])
     }
 
     /// The enabled servers in the order the file lists them.

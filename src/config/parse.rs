@@ -8,6 +8,7 @@
 //! ([`Str`], [`Positive`], ...) whose errors say what the value must be and what kind of value
 //! was found rather than quoting it: it may be a secret.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
 use std::time::Duration;
@@ -401,13 +402,18 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
     let mut out: Vec<ServerConfig> = Vec::new();
     let mut skipped: Vec<SkippedServer> = Vec::new();
     let mut disabled: Vec<String> = Vec::new();
+    // The names of the servers read so far, with their keys.
+    let mut taken: HashMap<String, String> = HashMap::new();
     for (key, entry) in servers {
         if entry.get("disabled") == Some(&Value::Bool(true)) {
             disabled.push(key);
             continue;
         }
-        match server(section, &key, entry, &out, &defaults) {
-            Ok(server) => out.push(server),
+        match server(section, &key, entry, &taken, &defaults) {
+            Ok(server) => {
+                taken.insert(server.name.clone(), server.key.clone());
+                out.push(server);
+            }
             Err(e) => skipped.push(SkippedServer {
                 key,
                 reason: e.to_string(),
@@ -424,6 +430,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
 
     Ok(Settings {
         source: path.to_owned(),
+        text_sum: crate::checksum::of(text.as_bytes()),
         catalog_dir: global
             .catalog_dir
             .map_or_else(default_catalog_dir, |dir| base.join(dir.0)),
@@ -469,23 +476,21 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
     })
 }
 
-/// Reads the entry `key` of `section`; `taken` are the servers read before it.
+/// Reads the entry `key` of `section`; `taken` are the names of the servers read before it,
+/// with their keys.
 fn server(
     section: &str,
     key: &str,
     entry: Value,
-    taken: &[ServerConfig],
+    taken: &HashMap<String, String>,
     defaults: &Defaults,
 ) -> Result<ServerConfig, Invalid> {
     let at = format!("{section}.\"{key}\"");
     let name = server_identifier(key).map_err(|e| Invalid::new(&at, e.to_string()))?;
-    if let Some(twin) = taken.iter().find(|s| s.name == name) {
+    if let Some(twin) = taken.get(&name) {
         return Err(Invalid::new(
             &at,
-            format!(
-                "maps to the same name \"{name}\" as server \"{}\"; rename one of them",
-                twin.key
-            ),
+            format!("maps to the same name \"{name}\" as server \"{twin}\"; rename one of them"),
         ));
     }
     let entry: Entry = read(&at, entry)?;

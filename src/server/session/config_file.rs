@@ -18,9 +18,9 @@ pub(super) async fn follow(server: MetaServer) {
     let mut hangup = Hangup::new();
     let mut every = tokio::time::interval(POLL);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    // The first read is compared with the settings in force: a change made while starting
-    // is not missed.
-    let mut seen: Option<crate::checksum::Checksum> = None;
+    // The first read is compared with the text of the settings in force: a change made while
+    // starting is not missed.
+    let mut seen = server.state.settings().text_sum;
     let mut unreadable: Option<String> = None;
     loop {
         let asked = tokio::select! {
@@ -43,10 +43,10 @@ pub(super) async fn follow(server: MetaServer) {
         };
         unreadable = None;
         let sum = crate::checksum::of(&bytes);
-        if !asked && seen == Some(sum) {
+        if !asked && seen == sum {
             continue;
         }
-        seen = Some(sum);
+        seen = sum;
         let Ok(text) = String::from_utf8(bytes) else {
             tracing::warn!(config = %path.display(), "the config is not UTF-8 text; the running config stays");
             continue;
