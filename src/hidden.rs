@@ -41,6 +41,29 @@ pub fn is_hidden(c: char) -> bool {
     )
 }
 
+/// Whether `text` holds a hidden character: `text.chars().any(is_hidden)`, with runs of ASCII
+/// (most of any tool text) checked byte by byte, without decoding.
+pub fn holds_hidden(text: &str) -> bool {
+    let mut rest = text;
+    loop {
+        let ascii = (rest.bytes())
+            .position(|b| !b.is_ascii())
+            .unwrap_or(rest.len());
+        if rest.as_bytes()[..ascii]
+            .iter()
+            .any(|&b| is_hidden(char::from(b)))
+        {
+            return true;
+        }
+        let mut chars = rest[ascii..].chars();
+        match chars.next() {
+            None => return false,
+            Some(c) if is_hidden(c) => return true,
+            Some(_) => rest = chars.as_str(),
+        }
+    }
+}
+
 /// Whether `c` is a variation selector (U+FE00-FE0F and the supplement), which picks how the
 /// character before it is drawn, or smuggles bits in a run of them.
 fn is_selector(c: char) -> bool {
@@ -76,7 +99,7 @@ pub fn strip(text: &str) -> (String, usize) {
 
 /// Removes hidden characters from `s`; returns how many (see [`strip`]).
 pub fn strip_in_place(s: &mut String) -> usize {
-    if !s.chars().any(is_hidden) {
+    if !holds_hidden(s) {
         return 0;
     }
     let (kept, removed) = strip(s);
@@ -89,7 +112,7 @@ pub fn strip_value(value: &mut Value) -> usize {
     match value {
         Value::String(s) => strip_in_place(s),
         Value::Array(items) => items.iter_mut().map(strip_value).sum(),
-        Value::Object(map) if map.keys().any(|k| k.chars().any(is_hidden)) => {
+        Value::Object(map) if map.keys().any(|k| holds_hidden(k)) => {
             let mut removed = 0;
             for (mut key, mut v) in std::mem::take(map) {
                 removed += strip_in_place(&mut key) + strip_value(&mut v);
@@ -109,6 +132,20 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn holds_hidden_agrees_with_reading_char_by_char() {
+        let every_char = (0..=0x10FFFF).filter_map(char::from_u32);
+        for c in every_char {
+            for text in [format!("{c}"), format!("ascii {c}"), format!("é{c}é")] {
+                assert_eq!(holds_hidden(&text), text.chars().any(is_hidden), "{text:?}");
+            }
+        }
+        assert!(!holds_hidden(
+            "a tool's description — with “quotes” and tabs\t\n"
+        ));
+        assert!(!holds_hidden(""));
+    }
 
     /// The list is Unicode's property, code point by code point, plus the others named.
     #[test]

@@ -68,7 +68,7 @@ impl RawTool {
     pub fn cleaned(&self) -> (RawTool, usize) {
         // Most texts (other non-ASCII text included) are read without parsing them.
         let text = self.text();
-        if !text.contains("\\u") && !text.chars().any(is_hidden) {
+        if !text.contains("\\u") && !hidden::holds_hidden(&text) {
             return (self.clone(), 0);
         }
         let original = self.value();
