@@ -2,7 +2,7 @@
 //! rest of it rank first, ranked by the rest alone (the name told which server, not which
 //! tool).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use tantivy::tokenizer::TextAnalyzer;
 
@@ -13,9 +13,13 @@ use super::{HELPER_SERVER, Hit, SearchError, SearchIndex, tokenizer};
 /// Words of a server's name that say nothing of which server it is (`mcp-server-git`: `git`).
 const AFFIXES: [&str; 2] = ["mcp", "server"];
 
-/// Each server's name as analyzed words, with its number of tools.
+/// Each server's name as analyzed words, with its number of tools, and by first name word
+/// the servers whose name starts with it: a query names a server only if it has that word.
 #[derive(Default)]
-pub(super) struct ServerNames(Vec<(String, Vec<String>, usize)>);
+pub(super) struct ServerNames {
+    servers: Vec<(String, Vec<String>, usize)>,
+    by_first: HashMap<String, Vec<usize>>,
+}
 
 impl ServerNames {
     /// The names of the live servers of `tables` (but meta-server's own), analyzed by
@@ -30,18 +34,21 @@ impl ServerNames {
             }
         }
         let mut analyzer = analyzer.clone();
-        Self(
-            tools
-                .into_iter()
-                .filter_map(|(server, count)| {
-                    let words: Vec<String> = parts(&mut analyzer, server)
-                        .into_iter()
-                        .filter(|w| !AFFIXES.contains(&w.as_str()))
-                        .collect();
-                    (!words.is_empty()).then(|| (server.to_owned(), words, count))
-                })
-                .collect(),
-        )
+        let servers: Vec<(String, Vec<String>, usize)> = tools
+            .into_iter()
+            .filter_map(|(server, count)| {
+                let words: Vec<String> = parts(&mut analyzer, server)
+                    .into_iter()
+                    .filter(|w| !AFFIXES.contains(&w.as_str()))
+                    .collect();
+                (!words.is_empty()).then(|| (server.to_owned(), words, count))
+            })
+            .collect();
+        let mut by_first: HashMap<String, Vec<usize>> = HashMap::new();
+        for (at, (_, words, _)) in servers.iter().enumerate() {
+            by_first.entry(words[0].clone()).or_default().push(at);
+        }
+        Self { servers, by_first }
     }
 
     /// The servers the query words `words` name, each with its name words: all its name
@@ -56,8 +63,16 @@ impl ServerNames {
                 .get(w)
                 .map_or(0, |&id| tables.df[id as usize] as usize)
         };
-        self.0
-            .iter()
+        let mut candidates: Vec<usize> = (words.iter())
+            .filter_map(|w| self.by_first.get(w))
+            .flatten()
+            .copied()
+            .collect();
+        candidates.sort_unstable();
+        candidates.dedup();
+        candidates
+            .into_iter()
+            .map(|at| &self.servers[at])
             .filter(|(_, name, tools)| {
                 name.iter().all(|w| words.contains(w))
                     && name.iter().any(|w| 2 * tools >= df(w) && df(w) > 0)

@@ -53,31 +53,35 @@ impl Servers {
     /// Groups the live documents of `tables` by server.
     pub fn new(tables: &Tables) -> Self {
         let mut servers = Self::default();
-        let mut counts: Vec<HashMap<u32, u32>> = Vec::new();
+        // Per server, the term ids of its tools, a tool's each once (sorted and counted below).
+        let mut ids: Vec<Vec<u32>> = Vec::new();
         for (i, terms) in tables.doc_terms.iter().enumerate() {
             if !tables.is_live(i as u32) {
                 continue;
             }
-            let next = servers.index.len();
-            let s = *servers
-                .index
-                .entry(tables.servers[i].clone())
-                .or_insert(next);
-            if s == counts.len() {
-                counts.push(HashMap::new());
-                servers.lengths.push(0.0);
-            }
+            let name = &tables.servers[i];
+            let s = match servers.index.get(name) {
+                Some(&s) => s,
+                None => {
+                    let s = ids.len();
+                    servers.index.insert(name.clone(), s);
+                    ids.push(Vec::new());
+                    servers.lengths.push(0.0);
+                    s
+                }
+            };
             servers.lengths[s] += terms.len() as f32;
-            for &id in terms {
-                *counts[s].entry(id).or_default() += 1;
-            }
+            ids[s].extend_from_slice(terms);
         }
         servers.df = vec![0; tables.df.len()];
-        servers.terms = counts
+        servers.terms = ids
             .into_iter()
-            .map(|c| {
-                let mut terms: Vec<(u32, u32)> = c.into_iter().collect();
-                terms.sort_unstable();
+            .map(|mut ids| {
+                ids.sort_unstable();
+                let terms: Vec<(u32, u32)> = ids
+                    .chunk_by(|a, b| a == b)
+                    .map(|run| (run[0], run.len() as u32))
+                    .collect();
                 for &(id, _) in &terms {
                     servers.df[id as usize] += 1;
                 }

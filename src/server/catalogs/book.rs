@@ -51,8 +51,9 @@ pub struct Catalogs {
     tasks: TaskTracker,
     /// One lock per server listed for lack of a catalog, so it is listed once.
     listing: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    /// Why servers could not be listed (cannot start, needs login, ...), until they are.
-    unavailable: Mutex<BTreeMap<String, String>>,
+    /// Why servers could not be listed (cannot start, needs login, ...), until they are;
+    /// shared with searches, copied when it changes.
+    unavailable: Mutex<Arc<BTreeMap<String, String>>>,
 }
 
 impl Catalogs {
@@ -76,7 +77,7 @@ impl Catalogs {
             events: Mutex::new(Some(events)),
             tasks: TaskTracker::new(),
             listing: Mutex::new(HashMap::new()),
-            unavailable: Mutex::new(BTreeMap::new()),
+            unavailable: Mutex::default(),
         }
     }
 
@@ -143,12 +144,14 @@ impl Catalogs {
         let _writer = self.rebuilding.lock();
         let library = self.library().reconfigured(&settings.servers, changed)?;
         let configured = |name: &String| settings.server(name).is_some();
-        self.unavailable.lock().retain(|name, _| configured(name));
+        let mut unavailable = self.unavailable.lock();
+        if (unavailable.keys()).any(|name| !configured(name) || changed.contains(name)) {
+            Arc::make_mut(&mut unavailable)
+                .retain(|name, _| configured(name) && !changed.contains(name));
+        }
+        drop(unavailable);
         self.dirty.lock().retain(configured);
         self.boosted.lock().retain(configured);
-        for name in changed {
-            self.unavailable.lock().remove(name);
-        }
         self.settings.set(settings);
         if let Some(library) = library {
             *self.library.write() = Arc::new(library);
@@ -259,8 +262,11 @@ impl Catalogs {
     pub(in crate::server) fn set_unavailable(&self, server: &str, reason: Option<String>) {
         let mut unavailable = self.unavailable.lock();
         match reason {
-            Some(reason) => unavailable.insert(server.to_owned(), reason),
-            None => unavailable.remove(server),
+            Some(reason) => Arc::make_mut(&mut unavailable).insert(server.to_owned(), reason),
+            None if unavailable.contains_key(server) => {
+                Arc::make_mut(&mut unavailable).remove(server)
+            }
+            None => None,
         };
     }
 
@@ -272,8 +278,15 @@ impl Catalogs {
             .skipped
             .iter()
             .map(|s| (s.key.clone(), s.reason.clone()));
-        let failed = self.unavailable.lock().clone().into_iter();
+        let failed = self.failed();
+        let failed = (failed.iter()).map(|(name, reason)| (name.clone(), reason.clone()));
         skipped.chain(failed).collect()
+    }
+
+    /// The servers whose listing failed, with why (the second part of [`Self::unavailable`]),
+    /// without copying them.
+    pub fn failed(&self) -> Arc<BTreeMap<String, String>> {
+        self.unavailable.lock().clone()
     }
 
     /// Marks the servers with a catalog that cannot be started as configured (their command is

@@ -44,7 +44,7 @@ pub fn search_tools(
         unavailable: settings
             .skipped
             .iter()
-            .map(|s| (s.key.clone(), s.reason.clone()))
+            .map(|s| (s.key.as_str(), s.reason.as_str()))
             .collect(),
         results: &results,
         soft: crate::server::state::budgets(settings)

@@ -142,7 +142,7 @@ pub struct Scope<'a> {
     /// Servers being indexed in the background right now.
     pub indexing: Vec<String>,
     /// Configured servers that cannot be served now, with why.
-    pub unavailable: Vec<(String, String)>,
+    pub unavailable: Vec<(&'a str, &'a str)>,
     /// Measures replies against the budget.
     pub results: &'a ResultHandler,
     /// The result budget, in tokens.
@@ -169,6 +169,8 @@ pub(in crate::server) async fn run(state: &State, who: &Who, soft: usize, args: 
     // Never waits for the model: until the tool vectors are attached, hits are BM25's.
     let library = state.catalogs.library();
     let settings = state.settings();
+    let failed = state.catalogs.failed();
+    let skipped = (settings.skipped.iter()).map(|s| (s.key.as_str(), s.reason.as_str()));
     let scope = Scope {
         library: &library,
         trust: &state.trust,
@@ -182,7 +184,7 @@ pub(in crate::server) async fn run(state: &State, who: &Who, soft: usize, args: 
         indexing: (state.catalogs.indexing().into_iter())
             .filter(|s| access.sees_server(s))
             .collect(),
-        unavailable: (state.catalogs.unavailable().into_iter())
+        unavailable: (skipped.chain(failed.iter().map(|(s, why)| (s.as_str(), why.as_str()))))
             .filter(|(s, _)| access.sees_server(s))
             .collect(),
         results: &state.results,
@@ -256,8 +258,8 @@ pub fn answer(scope: &Scope, args: Args) -> Reply {
     let unavailable: Vec<Unavailable> = unavailable
         .into_iter()
         .map(|(server, reason)| Unavailable {
-            server: server.clone(),
-            reason: reason.clone(),
+            server: (*server).to_owned(),
+            reason: (*reason).to_owned(),
         })
         .collect();
     let (indexing, more_indexing) = relevant_first(&scope.indexing, |s| relevant(s));
@@ -322,7 +324,7 @@ fn validate<'a>(scope: &Scope<'a>, args: &Args) -> Result<Vec<&'a str>, Box<Repl
     let Some(server) = args.server.as_deref().filter(|s| !servers.contains(s)) else {
         return Ok(servers);
     };
-    if let Some((_, reason)) = scope.unavailable.iter().find(|(s, _)| s == server) {
+    if let Some((_, reason)) = scope.unavailable.iter().find(|(s, _)| *s == server) {
         return Err(Box::new(reply::error(format!(
             "server \"{}\" cannot be used: {reason}",
             reply::echo(server)
@@ -385,11 +387,12 @@ pub(in crate::server) fn flags(library: &Library, trust: &Trust, entry: &Entry) 
 /// At most [`SERVERS_SHOWN`] of `items`, those `relevant` says first (each group in its
 /// order), and how many were left out.
 fn relevant_first<T>(items: &[T], relevant: impl Fn(&T) -> bool) -> (Vec<&T>, usize) {
-    let (mut shown, rest): (Vec<&T>, Vec<&T>) = items.iter().partition(|i| relevant(i));
-    shown.extend(rest);
-    let more = shown.len().saturating_sub(SERVERS_SHOWN);
-    shown.truncate(SERVERS_SHOWN);
-    (shown, more)
+    let mut shown: Vec<&T> = (items.iter().filter(|i| relevant(i)))
+        .take(SERVERS_SHOWN)
+        .collect();
+    let others = items.iter().filter(|i| !relevant(i));
+    shown.extend(others.take(SERVERS_SHOWN - shown.len()));
+    (shown, items.len().saturating_sub(SERVERS_SHOWN))
 }
 
 /// `names` for a message: all of them up to [`NAMES_SHOWN`], else the first ones and how many
