@@ -95,16 +95,18 @@ pub(super) async fn start(
     tokio::task::spawn_blocking(move || checking.catalogs.check_launches());
     state.catalogs.save_index_in_background();
     let server = MetaServer::start(state.clone()).await;
-    // With the catalogs of alwaysLoad servers as listed now: own names must not clash.
+    // With the catalogs of alwaysLoad servers as listed now: own names (`prefix: false`)
+    // must not clash.
     let meta_tools: Vec<&str> = definitions().iter().map(|t| t.name.as_ref()).collect();
     let settings = state.settings();
-    let clash = names::check(
-        &settings.source,
-        &settings.servers,
-        &names::Listed::of(&state.catalogs.library()),
-        &meta_tools,
-    );
-    if let Err(clash) = clash {
+    if names::unprefixed(&settings.servers).next().is_some()
+        && let Err(clash) = names::check(
+            &settings.source,
+            &settings.servers,
+            &names::Listed::of(&state.catalogs.library()),
+            &meta_tools,
+        )
+    {
         state.stop().await;
         return Err(clash.into());
     }
