@@ -103,7 +103,9 @@ pub fn file_tools(
     tools: &[RawTool],
     names: &[Option<&str>],
 ) -> Vec<RawTool> {
-    let mut from = 0;
+    // The tools come after the first `"tools"` in the file (the key, or something before it),
+    // the first one usually as the first object after it.
+    let mut from = text.find("\"tools\"").unwrap_or(0);
     tools
         .iter()
         .zip(names)
@@ -114,10 +116,12 @@ pub fn file_tools(
             let next = text[from..]
                 .find('{')
                 .filter(|&at| text[from + at..].starts_with(&*own));
-            let (Some(name), Some(at)) = (name, next.or_else(|| text[from..].find(&*own))) else {
+            let found = next
+                .or_else(|| text[from..].find(&*own))
+                .map(|at| from + at);
+            let (Some(name), Some(start)) = (name, found) else {
                 return tool.clone();
             };
-            let start = from + at;
             from = start + own.len();
             RawTool::filed(FiledTool {
                 file: file.clone(),
@@ -178,6 +182,25 @@ mod tests {
         std::fs::remove_file(Catalog::path(dir.path(), "srv")).unwrap();
         assert_eq!(defs[0].value(), serde_json::Value::Null);
         assert_eq!(defs[0].title, None);
+    }
+
+    #[test]
+    fn tools_are_found_after_a_tools_key_that_is_not_the_catalogs() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut written = catalog("one");
+        written.server_info = Some(json!({"capabilities": {"tools": {"listChanged": true}}}));
+        written.write(dir.path()).unwrap();
+        let (read, _, defs) = Catalog::read_server_filed(dir.path(), "srv")
+            .unwrap()
+            .unwrap();
+        assert_eq!(read, written);
+        assert_eq!(defs[0].description(), "a one");
+        // Each tool was found in the file: without it, none has a text left.
+        let (_, _, defs) = Catalog::read_server_filed(dir.path(), "srv")
+            .unwrap()
+            .unwrap();
+        std::fs::remove_file(Catalog::path(dir.path(), "srv")).unwrap();
+        assert!(defs.iter().all(|d| d.value() == serde_json::Value::Null));
     }
 
     #[test]

@@ -68,7 +68,10 @@ impl RawTool {
     pub fn cleaned(&self) -> (RawTool, usize) {
         // Most texts (other non-ASCII text included) are read without parsing them.
         let text = self.text();
-        if !text.contains("\\u") && !hidden::holds_hidden(&text) {
+        // An escape (`\u200B`) may spell one; `split` finds the rare `\` by memchr, where a
+        // substring search sets up a searcher per tool.
+        let escaped = text.split('\\').skip(1).any(|rest| rest.starts_with('u'));
+        if !escaped && !hidden::holds_hidden(&text) {
             return (self.clone(), 0);
         }
         let original = self.value();
