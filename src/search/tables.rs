@@ -2,8 +2,7 @@
 //! distinct terms by ordinal (the `ord` fast field), exact names, and document frequencies
 //! over all fields together, for coverage and IDF weights.
 
-use std::collections::HashMap;
-
+use foldhash::{HashMap, HashMapExt};
 use smallvec::SmallVec;
 
 /// Document ordinals of a name: almost always one or two, kept inline (at 100k tools the
@@ -196,12 +195,14 @@ impl Tables {
         let mut r = Reader(bytes);
         let keys = r.strings()?;
         let servers = r.strings()?;
-        let mut names = HashMap::new();
-        for _ in 0..r.len()? {
+        let count = r.len()?;
+        let mut names = HashMap::with_capacity(count.min(r.0.len()));
+        for _ in 0..count {
             names.insert(r.string()?, r.ords()?.into());
         }
-        let mut squashed = HashMap::new();
-        for _ in 0..r.len()? {
+        let count = r.len()?;
+        let mut squashed = HashMap::with_capacity(count.min(r.0.len()));
+        for _ in 0..count {
             let name = r.string()?;
             let letters = u64::from_le_bytes(r.take(8)?.try_into().expect("8 bytes"));
             squashed.insert(name, (letters, r.ords()?.into()));

@@ -254,7 +254,7 @@ pub fn answer(scope: &Scope, args: Args) -> Reply {
     let relevant = |server: &str| {
         args.server.as_deref() == Some(server) || hits.iter().any(|h| h.server == server)
     };
-    let (unavailable, more_unavailable) = relevant_first(&scope.unavailable, |u| relevant(&u.0));
+    let (unavailable, more_unavailable) = relevant_first(&scope.unavailable, |u| relevant(u.0));
     let unavailable: Vec<Unavailable> = unavailable
         .into_iter()
         .map(|(server, reason)| Unavailable {
