@@ -281,12 +281,10 @@ impl Manager {
     pub async fn reconfigure(&self, servers: &[ServerConfig]) -> Vec<String> {
         let dropped: Vec<Arc<Slot>> = {
             let mut slots = self.slots.write();
+            let configs: HashMap<&str, &ServerConfig> =
+                servers.iter().map(|s| (s.name.as_str(), s)).collect();
             let stale: Vec<String> = (slots.iter())
-                .filter(|(name, slot)| {
-                    servers
-                        .iter()
-                        .all(|s| &s.name != *name || s != &slot.config)
-                })
+                .filter(|(name, slot)| configs.get(name.as_str()) != Some(&&slot.config))
                 .map(|(name, _)| name.clone())
                 .collect();
             let dropped = stale.iter().filter_map(|name| slots.remove(name)).collect();
