@@ -13,7 +13,7 @@ mod load;
 mod lookups;
 mod vectors;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
 
@@ -197,7 +197,9 @@ impl Library {
         servers: &[ServerConfig],
         changed: &[String],
     ) -> Result<Option<Self>, SearchError> {
-        let configured = |name: &str| servers.iter().find(|s| s.name == name);
+        let by_name: HashMap<&str, &ServerConfig> =
+            servers.iter().map(|s| (s.name.as_str(), s)).collect();
+        let configured = |name: &str| by_name.get(name).copied();
         let gone: Vec<String> = (self.catalogs.keys())
             .filter(|name| configured(name).is_none())
             .cloned()
@@ -209,7 +211,8 @@ impl Library {
             sources.remove(name);
         }
         let mut entries = self.entries.clone();
-        entries.retain(|_, e| !gone.contains(&e.server) && !changed.contains(&e.server));
+        let redone: HashSet<&str> = gone.iter().chain(changed).map(String::as_str).collect();
+        entries.retain(|_, e| !redone.contains(e.server.as_str()));
         let mut replaced: Vec<(String, Vec<ToolDoc>)> =
             gone.iter().map(|name| (name.clone(), Vec::new())).collect();
         for name in changed {

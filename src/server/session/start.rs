@@ -68,7 +68,7 @@ pub(super) async fn start(
         state.manager.serve_many_clients();
     }
     for (server, reason) in state.catalogs.unavailable() {
-        if state.settings().servers.iter().any(|s| s.name == server) {
+        if state.settings().server(&server).is_some() {
             tracing::warn!(server, "cannot be started: {reason}");
         }
     }
