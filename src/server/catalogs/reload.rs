@@ -159,6 +159,10 @@ fn check_names(
     change: &Change,
     beside: &BTreeMap<String, Catalog>,
 ) -> Result<(), names::Clash> {
+    // Only own names can clash; gathering every tool's names is for nothing without them.
+    if names::unprefixed(&new.servers).next().is_none() {
+        return Ok(());
+    }
     let mut listed = Listed::of(&state.catalogs.library());
     for name in &change.removed {
         listed.without(name);
