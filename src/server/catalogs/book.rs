@@ -273,14 +273,10 @@ impl Catalogs {
     /// Configured servers meta-server cannot serve now, with why: entries the config could
     /// not take, then servers whose listing failed. Sorted within each kind.
     pub fn unavailable(&self) -> Vec<(String, String)> {
-        let settings = self.settings();
-        let skipped = settings
-            .skipped
-            .iter()
-            .map(|s| (s.key.clone(), s.reason.clone()));
-        let failed = self.failed();
-        let failed = (failed.iter()).map(|(name, reason)| (name.clone(), reason.clone()));
-        skipped.chain(failed).collect()
+        let (settings, failed) = (self.settings(), self.failed());
+        (unavailable_of(&settings, &failed))
+            .map(|(name, reason)| (name.to_owned(), reason.to_owned()))
+            .collect()
     }
 
     /// The servers whose listing failed, with why (the second part of [`Self::unavailable`]),
@@ -406,6 +402,20 @@ impl Catalogs {
             }
         }
     }
+}
+
+/// Configured servers meta-server cannot serve, with why, borrowed: the entries `settings`
+/// could not take, then the servers whose listing `failed` (see [`Catalogs::unavailable`]).
+pub(in crate::server) fn unavailable_of<'a>(
+    settings: &'a Settings,
+    failed: &'a BTreeMap<String, String>,
+) -> impl Iterator<Item = (&'a str, &'a str)> {
+    let skipped = (settings.skipped.iter()).map(|s| (s.key.as_str(), s.reason.as_str()));
+    skipped.chain(
+        failed
+            .iter()
+            .map(|(name, why)| (name.as_str(), why.as_str())),
+    )
 }
 
 #[cfg(test)]

@@ -21,5 +21,6 @@ mod vectors;
 
 pub(in crate::server) use always::resolve as resolve_listed;
 pub use book::Catalogs;
+pub(in crate::server) use book::unavailable_of;
 pub use error::RefreshError;
 pub(in crate::server) use refresh::refresh;

@@ -14,6 +14,7 @@ use super::reply::{self, Reply};
 use crate::server::State;
 use crate::server::access::Access;
 use crate::server::caller::Who;
+use crate::server::catalogs::unavailable_of;
 
 /// `search_tools` arguments, as its input schema declares them.
 #[derive(Deserialize)]
@@ -170,7 +171,6 @@ pub(in crate::server) async fn run(state: &State, who: &Who, soft: usize, args: 
     let library = state.catalogs.library();
     let settings = state.settings();
     let failed = state.catalogs.failed();
-    let skipped = (settings.skipped.iter()).map(|s| (s.key.as_str(), s.reason.as_str()));
     let scope = Scope {
         library: &library,
         trust: &state.trust,
@@ -184,7 +184,7 @@ pub(in crate::server) async fn run(state: &State, who: &Who, soft: usize, args: 
         indexing: (state.catalogs.indexing().into_iter())
             .filter(|s| access.sees_server(s))
             .collect(),
-        unavailable: (skipped.chain(failed.iter().map(|(s, why)| (s.as_str(), why.as_str()))))
+        unavailable: unavailable_of(&settings, &failed)
             .filter(|(s, _)| access.sees_server(s))
             .collect(),
         results: &state.results,
