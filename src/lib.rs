@@ -7,6 +7,7 @@
 pub mod atomic_file;
 pub mod audit;
 pub mod auth;
+pub mod binary;
 pub mod budget;
 pub mod catalog;
 pub mod checksum;

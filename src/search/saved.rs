@@ -191,7 +191,7 @@ impl SearchIndex {
             }
         }
         let tables = Tables::decode(&tables.ok_or_else(|| unusable(format!("no {TABLES}")))?)
-            .map_err(|e| unusable(e.to_string()))?;
+            .map_err(|e| unusable(format!("{TABLES}: {e}")))?;
         let index = Index::open(ram).map_err(|e| unusable(e.to_string()))?;
         let (definition, fields) = schema::schema(options);
         if index.schema() != definition {

@@ -3,6 +3,8 @@
 //! over all fields together, for coverage and IDF weights.
 
 use foldhash::{HashMap, HashMapExt};
+
+use crate::binary::{DecodeError, Reader, Writer};
 use smallvec::SmallVec;
 
 /// Document ordinals of a name: almost always one or two, kept inline (at 100k tools the
@@ -157,35 +159,35 @@ impl Tables {
         out.strings(&self.servers);
         let mut names: Vec<_> = self.names.iter().collect();
         names.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        out.len(names.len());
+        out.count(names.len());
         for (name, ords) in names {
             out.string(name);
             out.ords(ords);
         }
         let mut squashed: Vec<_> = self.squashed.iter().collect();
         squashed.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        out.len(squashed.len());
+        out.count(squashed.len());
         for (name, (letters, ords)) in squashed {
             out.string(name);
-            out.0.extend_from_slice(&letters.to_le_bytes());
+            out.u64(*letters);
             out.ords(ords);
         }
         let mut vocab = vec![""; self.vocab.len()];
         for (term, &id) in &self.vocab {
             vocab[id as usize] = term;
         }
-        out.len(vocab.len());
+        out.count(vocab.len());
         for term in vocab {
             out.string(term);
         }
         out.ords(&self.df);
-        out.len(self.doc_terms.len());
+        out.count(self.doc_terms.len());
         for terms in &self.doc_terms {
             out.ords(terms);
         }
-        out.len(self.learned.len());
+        out.count(self.learned.len());
         out.0.extend(self.learned.iter().map(|&l| u8::from(l)));
-        out.len(self.live);
+        out.count(self.live);
         out.0
     }
 
@@ -195,38 +197,38 @@ impl Tables {
         let mut r = Reader(bytes);
         let keys = r.strings()?;
         let servers = r.strings()?;
-        let count = r.len()?;
+        let count = r.count()?;
         let mut names = HashMap::with_capacity(count.min(r.0.len()));
         for _ in 0..count {
             names.insert(r.string()?, r.ords()?.into());
         }
-        let count = r.len()?;
+        let count = r.count()?;
         let mut squashed = HashMap::with_capacity(count.min(r.0.len()));
         for _ in 0..count {
             let name = r.string()?;
-            let letters = u64::from_le_bytes(r.take(8)?.try_into().expect("8 bytes"));
+            let letters = r.u64()?;
             squashed.insert(name, (letters, r.ords()?.into()));
         }
-        let terms = r.len()?;
+        let terms = r.count()?;
         let mut vocab = HashMap::with_capacity(terms.min(r.0.len() / 4));
         for id in 0..terms as u32 {
             vocab.insert(r.string()?, id);
         }
         let df = r.ords()?;
         let mut doc_terms = Vec::new();
-        for _ in 0..r.len()? {
+        for _ in 0..r.count()? {
             doc_terms.push(r.ords()?);
         }
-        let flags = r.len()?;
+        let flags = r.count()?;
         let learned: Vec<bool> = r.take(flags)?.iter().map(|&b| b == 1).collect();
-        let live = r.len()?;
+        let live = r.count()?;
         let docs = keys.len();
         let ords_valid = names
             .values()
             .chain(squashed.values().map(|(_, ords)| ords))
             .flatten()
             .all(|&o| (o as usize) < docs);
-        if !r.0.is_empty()
+        if !r.is_done()
             || servers.len() != docs
             || doc_terms.len() != docs
             || learned.len() != docs
@@ -249,80 +251,6 @@ impl Tables {
             learned,
             live,
         })
-    }
-}
-
-/// Why saved side tables cannot be read back.
-#[derive(Debug, thiserror::Error)]
-pub enum DecodeError {
-    #[error("the side tables are truncated")]
-    Truncated,
-    #[error("the side tables hold text that is not UTF-8")]
-    NotUtf8,
-    #[error("the side tables do not fit together")]
-    Inconsistent,
-}
-
-struct Writer(Vec<u8>);
-
-impl Writer {
-    fn len(&mut self, n: usize) {
-        self.0.extend_from_slice(&(n as u32).to_le_bytes());
-    }
-
-    fn string(&mut self, s: &str) {
-        self.len(s.len());
-        self.0.extend_from_slice(s.as_bytes());
-    }
-
-    fn strings(&mut self, list: &[String]) {
-        self.len(list.len());
-        for s in list {
-            self.string(s);
-        }
-    }
-
-    fn ords(&mut self, list: &[u32]) {
-        self.len(list.len());
-        for n in list {
-            self.0.extend_from_slice(&n.to_le_bytes());
-        }
-    }
-}
-
-struct Reader<'a>(&'a [u8]);
-
-impl Reader<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8], DecodeError> {
-        if self.0.len() < n {
-            return Err(DecodeError::Truncated);
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Ok(head)
-    }
-
-    fn len(&mut self) -> Result<usize, DecodeError> {
-        let n = u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes"));
-        Ok(n as usize)
-    }
-
-    fn string(&mut self) -> Result<String, DecodeError> {
-        let n = self.len()?;
-        String::from_utf8(self.take(n)?.to_vec()).map_err(|_| DecodeError::NotUtf8)
-    }
-
-    fn strings(&mut self) -> Result<Vec<String>, DecodeError> {
-        (0..self.len()?).map(|_| self.string()).collect()
-    }
-
-    fn ords(&mut self) -> Result<Vec<u32>, DecodeError> {
-        let n = self.len()?;
-        let bytes = self.take(n.checked_mul(4).ok_or(DecodeError::Truncated)?)?;
-        Ok(bytes
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
-            .collect())
     }
 }
 
