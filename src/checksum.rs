@@ -12,7 +12,13 @@ pub fn of(bytes: &[u8]) -> Checksum {
 
 /// Lower-case hex of `bytes` (of this module's checksums and of any digest).
 pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -23,5 +29,6 @@ mod tests {
         assert_eq!(a, super::of(b"catalog"));
         assert_ne!(a, super::of(b"catalof"));
         assert_eq!(super::hex(&a).len(), 32);
+        assert_eq!(super::hex(&[0x00, 0x0f, 0xa5, 0xff]), "000fa5ff");
     }
 }
