@@ -19,7 +19,10 @@ pub fn overview(settings: &Settings, library: &Library) -> String {
          get_tool_details shows a tool's full input schema; call_tool runs it by its qualified name <server>__<tool>. \
          Search first instead of guessing names.\n\nServers:\n",
     );
-    let lines: Vec<String> = settings
+    // Lines are made only until the overview is full: at registry scale it names a few of
+    // thousands of servers.
+    let count = settings.servers.len() + settings.skipped.len();
+    let lines = settings
         .servers
         .iter()
         .map(|server| {
@@ -33,10 +36,12 @@ pub fn overview(settings: &Settings, library: &Library) -> String {
                     .and_then(|v| v.as_str())
                     .map(str::to_owned)
             });
-            let tools = match (catalog, Failure::load(&settings.catalog_dir, &server.name)) {
-                (Some(c), _) => format!("{} tools", c.tools.len()),
-                (None, Some(failed)) => format!("index failed: {}", failed.reason),
-                (None, None) => "not indexed yet".to_owned(),
+            let tools = match catalog {
+                Some(c) => format!("{} tools", c.tools.len()),
+                None => match Failure::load(&settings.catalog_dir, &server.name) {
+                    Some(failed) => format!("index failed: {}", failed.reason),
+                    None => "not indexed yet".to_owned(),
+                },
             };
             // A server's title is upstream text: it must not hide anything either.
             let about = about.map(|about| hidden::strip(&about).0);
@@ -46,25 +51,21 @@ pub fn overview(settings: &Settings, library: &Library) -> String {
             };
             clip(&line, LINE_CHARS)
         })
-        .collect();
-    let lines: Vec<String> = lines
-        .into_iter()
         .chain(settings.skipped.iter().map(|s| {
             clip(
                 &format!("- {} (not available: {})", s.key, s.reason),
                 LINE_CHARS,
             )
-        }))
-        .collect();
-    for (i, line) in lines.iter().enumerate() {
+        }));
+    for (i, line) in lines.enumerate() {
         if text.len() + line.len() + 60 > MAX_CHARS {
             text.push_str(&format!(
                 "- … and {} more (search_tools finds their tools)\n",
-                lines.len() - i
+                count - i
             ));
             break;
         }
-        text.push_str(line);
+        text.push_str(&line);
         text.push('\n');
     }
     text.trim_end().to_owned()
