@@ -30,8 +30,8 @@ pub struct CatalogFile {
 /// One tool's text in a [`CatalogFile`].
 pub struct FiledTool {
     file: Arc<CatalogFile>,
-    start: usize,
-    len: usize,
+    pub(super) start: usize,
+    pub(super) len: usize,
     /// Its name, to find it in the file if the file changed.
     name: Box<str>,
 }
@@ -68,6 +68,16 @@ impl CatalogFile {
 }
 
 impl FiledTool {
+    /// The tool named `name` at `start` (`len` bytes) in `file`.
+    pub(super) fn new(file: Arc<CatalogFile>, start: usize, len: usize, name: &str) -> Self {
+        Self {
+            file,
+            start,
+            len,
+            name: name.into(),
+        }
+    }
+
     /// The tool's text: from the file if it is as it was read; if it changed since (another
     /// program wrote it), the tool of that name in it now; `null` if there is none.
     pub fn text(&self) -> String {
@@ -123,12 +133,7 @@ pub fn file_tools(
                 return tool.clone();
             };
             from = start + own.len();
-            RawTool::filed(FiledTool {
-                file: file.clone(),
-                start,
-                len: own.len(),
-                name: (*name).into(),
-            })
+            RawTool::filed(FiledTool::new(file.clone(), start, own.len(), name))
         })
         .collect()
 }
@@ -137,7 +142,18 @@ pub fn file_tools(
 mod tests {
     use serde_json::json;
 
-    use super::super::{Catalog, RawTool};
+    use std::path::Path;
+    use std::time::SystemTime;
+
+    use super::super::{Catalog, RawTool, ToolDef};
+
+    /// The catalog of `srv` in `dir` and its tools, read from the file.
+    fn read_srv(dir: &Path) -> (Catalog, Vec<ToolDef>) {
+        let read = Catalog::read_server_filed(dir, "srv", None, SystemTime::now())
+            .unwrap()
+            .unwrap();
+        (read.catalog, read.tools)
+    }
 
     fn catalog(description: &str) -> Catalog {
         let tools = ["a", "b", "c"].map(|name| {
@@ -154,9 +170,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let written = catalog("one");
         written.write(dir.path()).unwrap();
-        let (read, _, defs) = Catalog::read_server_filed(dir.path(), "srv")
-            .unwrap()
-            .unwrap();
+        let (read, defs) = read_srv(dir.path());
         assert_eq!(read, written, "the same tools, read from the file");
         assert_eq!(defs.len(), 3);
         assert_eq!(defs[1].description(), "b one");
@@ -164,9 +178,7 @@ mod tests {
         assert_eq!(defs[2].params()[0].name, "x");
 
         // Another program rewrites the file: each tool is read as it is now, by its name.
-        let (before, _, defs) = Catalog::read_server_filed(dir.path(), "srv")
-            .unwrap()
-            .unwrap();
+        let (before, defs) = read_srv(dir.path());
         let mut now = catalog("two");
         now.tools.reverse();
         now.tools.pop();
@@ -176,9 +188,7 @@ mod tests {
         assert_eq!(defs[0].value(), serde_json::Value::Null, "a is gone");
 
         // The file is gone: the tools read as null, the names and titles read up front stay.
-        let (_, _, defs) = Catalog::read_server_filed(dir.path(), "srv")
-            .unwrap()
-            .unwrap();
+        let (_, defs) = read_srv(dir.path());
         std::fs::remove_file(Catalog::path(dir.path(), "srv")).unwrap();
         assert_eq!(defs[0].value(), serde_json::Value::Null);
         assert_eq!(defs[0].title, None);
@@ -190,15 +200,11 @@ mod tests {
         let mut written = catalog("one");
         written.server_info = Some(json!({"capabilities": {"tools": {"listChanged": true}}}));
         written.write(dir.path()).unwrap();
-        let (read, _, defs) = Catalog::read_server_filed(dir.path(), "srv")
-            .unwrap()
-            .unwrap();
+        let (read, defs) = read_srv(dir.path());
         assert_eq!(read, written);
         assert_eq!(defs[0].description(), "a one");
         // Each tool was found in the file: without it, none has a text left.
-        let (_, _, defs) = Catalog::read_server_filed(dir.path(), "srv")
-            .unwrap()
-            .unwrap();
+        let (_, defs) = read_srv(dir.path());
         std::fs::remove_file(Catalog::path(dir.path(), "srv")).unwrap();
         assert!(defs.iter().all(|d| d.value() == serde_json::Value::Null));
     }
@@ -210,9 +216,7 @@ mod tests {
             json!({"name": "a", "description": "x\u{200B}y"}),
         )];
         Catalog::new("srv", tools).write(dir.path()).unwrap();
-        let (_, _, defs) = Catalog::read_server_filed(dir.path(), "srv")
-            .unwrap()
-            .unwrap();
+        let (_, defs) = read_srv(dir.path());
         std::fs::remove_file(Catalog::path(dir.path(), "srv")).unwrap();
         assert_eq!(defs[0].hidden, 1);
         assert_eq!(defs[0].value()["description"], "xy");

@@ -5,11 +5,13 @@ mod failure;
 mod filed;
 mod fingerprint;
 mod injection;
+mod known;
 mod raw;
 mod refresh;
 pub mod screen;
 mod tool;
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -20,12 +22,14 @@ use serde_json::Value;
 use crate::atomic_file::{self, Access};
 use crate::checksum::{self, Checksum};
 use crate::config::ServerConfig;
+use known::Stamp;
 
 pub use failure::Failure;
 pub use fingerprint::{
     config_fingerprint, is_fingerprint_v1, offer_fingerprint, resource_fingerprint,
     tool_fingerprint, tool_fingerprint_v1, tools_hash,
 };
+pub use known::{Known, Record};
 pub use raw::RawTool;
 pub use refresh::fetch;
 pub use tool::{ToolDef, ToolError};
@@ -62,6 +66,17 @@ pub enum CatalogError {
         found: String,
         expected: String,
     },
+}
+
+/// A catalog file read at start-up ([`Catalog::read_server_filed`]).
+pub struct FiledRead {
+    pub catalog: Catalog,
+    /// The checksum of the file's bytes.
+    pub sum: Checksum,
+    /// Its tools that parse as MCP tools.
+    pub tools: Vec<ToolDef>,
+    /// What the next start needs to take it without reading the file, if it can.
+    pub record: Option<Record>,
 }
 
 /// One server's catalog. Only `format`, `server` and `tools` are required to load.
@@ -203,13 +218,33 @@ impl Catalog {
 
     /// Like [`Self::read_server`], with the tools that parse as MCP tools ([`Self::tool_defs`]),
     /// and the tools' texts left in the file ([`filed`]): read from it again when something
-    /// asks for them.
+    /// asks for them. When `known` (the last start's [`Record`] of the file) has the file's
+    /// stamp, the catalog is taken from it and the file is not read. The read's record is
+    /// made for a file unchanged for [`known::SETTLED`] at `now`.
     pub fn read_server_filed(
         dir: &Path,
         server: &str,
-    ) -> Result<Option<(Self, Checksum, Vec<ToolDef>)>, CatalogError> {
+        known: Option<Record>,
+        now: SystemTime,
+    ) -> Result<Option<FiledRead>, CatalogError> {
         let path = Self::path(dir, server);
-        let Some(text) = read_text(&path)? else {
+        if let Some(record) = known
+            && let Ok(meta) = std::fs::metadata(&path)
+            && Stamp::of(&meta).is_some_and(|stamp| record.stamp().ok() == Some(stamp))
+        {
+            match record.recall(&path, server) {
+                Ok((catalog, sum, tools)) => {
+                    return Ok(Some(FiledRead {
+                        catalog,
+                        sum,
+                        tools,
+                        record: Some(record),
+                    }));
+                }
+                Err(e) => tracing::debug!(server, "the record of its catalog is unusable: {e}"),
+            }
+        }
+        let Some((text, stamp)) = read_stamped(&path)? else {
             return Ok(None);
         };
         let sum = checksum::of(text.as_bytes());
@@ -232,7 +267,7 @@ impl Catalog {
             .collect();
         let file = filed::CatalogFile::new(path, sum);
         let filed = filed::file_tools(&file, &text, &catalog.tools, &names);
-        let defs = defs
+        let tools: Vec<ToolDef> = defs
             .into_iter()
             .zip(catalog.tools.iter().zip(&filed))
             .filter_map(|(def, (held, filed))| {
@@ -245,7 +280,15 @@ impl Catalog {
             })
             .collect();
         catalog.tools = filed;
-        Ok(Some((catalog, sum, defs)))
+        let record = stamp
+            .filter(|stamp| stamp.settled(now))
+            .and_then(|stamp| Record::of(stamp, &sum, &catalog, &tools));
+        Ok(Some(FiledRead {
+            catalog,
+            sum,
+            tools,
+            record,
+        }))
     }
 
     /// Parses catalog text; `path` is only used in errors.
@@ -329,6 +372,25 @@ impl Catalog {
         atomic_file::write(&path, text.as_bytes(), Access::OwnerOnly).map_err(fail)?;
         Failure::clear(dir, &self.server);
         Ok(path)
+    }
+}
+
+/// The text of the file at `path` and its stamp when it was opened; `None` if there is none.
+fn read_stamped(path: &Path) -> Result<Option<(String, Option<Stamp>)>, CatalogError> {
+    let read = || -> std::io::Result<(String, Option<Stamp>)> {
+        let mut file = std::fs::File::open(path)?;
+        let meta = file.metadata()?;
+        let mut text = String::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+        file.read_to_string(&mut text)?;
+        Ok((text, Stamp::of(&meta)))
+    };
+    match read() {
+        Ok(read) => Ok(Some(read)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(CatalogError::Read {
+            path: path.to_owned(),
+            source,
+        }),
     }
 }
 

@@ -47,6 +47,14 @@ impl RawTool {
         Self(Text::Filed(Arc::new(filed)))
     }
 
+    /// Where this tool's text is in its catalog file, if it is left there.
+    pub(super) fn place(&self) -> Option<&FiledTool> {
+        match &self.0 {
+            Text::Held(_) => None,
+            Text::Filed(filed) => Some(filed),
+        }
+    }
+
     /// Whether `self` and `other` are the same shared text (one is a clone of the other).
     pub(super) fn is(&self, other: &Self) -> bool {
         match (&self.0, &other.0) {

@@ -75,6 +75,7 @@ impl Library {
                 index,
                 sources,
                 saved: AtomicBool::new(false),
+                records: Default::default(),
                 learned,
                 semantic: OnceLock::new(),
             },

@@ -5,11 +5,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::SeqCst;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::SystemTime;
 
-use super::Library;
 use super::documents::{Parts, builtin_source, server_source, skills_source};
-use crate::catalog::{Catalog, CatalogError, ToolDef};
+use super::{Library, Records};
+use crate::catalog::{Catalog, CatalogError, FiledRead, Known};
 use crate::config::{SKILL_SERVER, Settings};
 use crate::learning::{Evidence, Learned};
 use crate::search::{SavedError, SearchError, SearchIndex, SearchOptions, ToolDoc};
@@ -57,8 +58,9 @@ impl Library {
         } else {
             Learned::default()
         });
+        let known = Known::load(&settings.catalog_dir);
         // The saved index and the skills are read while the catalogs are.
-        let (reads, (skills, saved)) = read_catalogs(settings, &learned, || {
+        let (reads, (skills, saved)) = read_catalogs(settings, &learned, &known, || {
             let skills = crate::skills::discover(&settings.skills_dirs);
             let saved = SearchIndex::open_saved(&index_dir(&settings.catalog_dir), &options);
             (skills, saved)
@@ -66,9 +68,19 @@ impl Library {
         let mut catalogs = BTreeMap::new();
         let mut sources = BTreeMap::new();
         let mut defs = BTreeMap::new();
+        let mut records = BTreeMap::new();
         for (server, read) in settings.servers.iter().zip(reads) {
             match read {
-                Ok(Some((catalog, source, tools))) => {
+                Ok(Some((read, source))) => {
+                    let FiledRead {
+                        catalog,
+                        tools,
+                        record,
+                        ..
+                    } = read;
+                    if let Some(record) = record {
+                        records.insert(server.name.clone(), record);
+                    }
                     catalogs.insert(server.name.clone(), catalog);
                     sources.insert(server.name.clone(), source);
                     defs.insert(server.name.clone(), tools);
@@ -83,6 +95,9 @@ impl Library {
                 }
             }
         }
+        // Saved with the index unless they are the records read.
+        let unchanged = records.len() == known.len() && records.values().all(|r| r.is_from(&known));
+        let records = Mutex::new((!unchanged).then_some(records));
         let (skills, warnings) = skills;
         report.warnings.extend(warnings);
         let skills: Vec<Arc<Skill>> = skills.into_iter().map(Arc::new).collect();
@@ -151,6 +166,7 @@ impl Library {
                 index,
                 sources,
                 saved: AtomicBool::new(saved),
+                records,
                 learned,
                 semantic: OnceLock::new(),
             },
@@ -163,16 +179,18 @@ impl Library {
                 options,
                 learned,
             )?
-            .with_sources(sources),
+            .with_sources(sources, records),
         };
         Ok((library, report))
     }
 
-    /// This library with the hashes of its sources, so [`Self::save_index`] saves it.
-    pub(super) fn with_sources(self, sources: BTreeMap<String, String>) -> Self {
+    /// This library with the hashes of its sources, so [`Self::save_index`] saves it, and
+    /// the records of its catalog files to save with it.
+    pub(super) fn with_sources(self, sources: BTreeMap<String, String>, records: Records) -> Self {
         Self {
             sources,
             saved: AtomicBool::new(false),
+            records,
             ..self
         }
     }
@@ -182,6 +200,16 @@ impl Library {
     /// not loaded from a catalog dir or without catalogs, or when a newer version of the index
     /// exists.
     pub fn save_index(&self, catalog_dir: &Path) -> Result<(), SavedError> {
+        let records = self.records.lock().expect("not poisoned").take();
+        if let Some(records) = records
+            && let Err(e) = Known::save(catalog_dir, &records)
+        {
+            let path = Known::path(catalog_dir);
+            tracing::warn!(
+                "cannot save {}: {e}; the next start reads every catalog",
+                path.display()
+            );
+        }
         if self.catalogs.is_empty() || self.sources.is_empty() || self.saved.load(SeqCst) {
             return Ok(());
         }
@@ -194,18 +222,20 @@ impl Library {
     }
 }
 
-/// A catalog file read, if there is one: the catalog, its source's hash (see
-/// [`server_source`]) and its tools.
-type CatalogRead = Result<Option<(Catalog, String, Vec<ToolDef>)>, CatalogError>;
+/// A catalog file read, if there is one, and its source's hash (see [`server_source`]).
+type CatalogRead = Result<Option<(FiledRead, String)>, CatalogError>;
 
 /// Each configured server's catalog file with its source's hash (its tools' `learned` queries
-/// included) and tools, in config order, read on a few threads while the calling thread runs
-/// `meanwhile`: parsing is most of what start-up does with a saved index.
+/// included), in config order, read on a few threads while the calling thread runs
+/// `meanwhile`: reading and parsing is most of what start-up does with a saved index. A file
+/// unchanged since the last start is taken from its record in `known`.
 fn read_catalogs<T>(
     settings: &Settings,
     learned: &Learned,
+    known: &Known,
     meanwhile: impl FnOnce() -> T,
 ) -> (Vec<CatalogRead>, T) {
+    let now = SystemTime::now();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
     let chunk = settings.servers.len().div_ceil(threads).max(1);
     std::thread::scope(|scope| {
@@ -217,9 +247,12 @@ fn read_catalogs<T>(
                     servers
                         .iter()
                         .map(|s| {
-                            let read = Catalog::read_server_filed(&settings.catalog_dir, &s.name)?;
-                            Ok(read.map(|(catalog, sum, tools)| {
-                                (catalog, server_source(s, &sum, learned), tools)
+                            let dir = &settings.catalog_dir;
+                            let read =
+                                Catalog::read_server_filed(dir, &s.name, known.get(&s.name), now)?;
+                            Ok(read.map(|read| {
+                                let source = server_source(s, &read.sum, learned);
+                                (read, source)
                             }))
                         })
                         .collect::<Vec<_>>()

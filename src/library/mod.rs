@@ -15,9 +15,9 @@ mod vectors;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::catalog::{Catalog, ToolDef};
+use crate::catalog::{Catalog, Record, ToolDef};
 use crate::checksum;
 use crate::config::ServerConfig;
 use crate::learning::Learned;
@@ -29,6 +29,9 @@ use vectors::Semantic;
 pub use entry::{Entry, SEPARATOR, qualified_name};
 pub use load::{INDEX_DIR, LoadReport, index_dir};
 pub use vectors::{EmbedStats, TABLE_FILE, embedder};
+
+/// The records of catalog files to save (by server), if any.
+type Records = Mutex<Option<BTreeMap<String, Record>>>;
 
 /// All tools of the configured servers that have catalogs.
 pub struct Library {
@@ -43,6 +46,9 @@ pub struct Library {
     sources: BTreeMap<String, String>,
     /// Whether the saved index is this library's.
     saved: AtomicBool,
+    /// The records of the catalog files read (see [`crate::catalog::Known`]), until they are
+    /// saved with the index; `None` when the saved ones are these.
+    records: Records,
     /// The queries tools learned from use, searched in their documents (empty when learning
     /// is off).
     learned: Arc<Learned>,
@@ -137,6 +143,7 @@ impl Library {
             index: SearchIndex::build_with(parts.docs, options)?,
             sources: BTreeMap::new(),
             saved: AtomicBool::new(false),
+            records: Records::default(),
             learned,
             semantic: OnceLock::new(),
         })
@@ -183,6 +190,7 @@ impl Library {
             index,
             sources,
             saved: AtomicBool::new(false),
+            records: Records::default(),
             learned: self.learned.clone(),
             semantic: OnceLock::new(),
         })
@@ -249,6 +257,7 @@ impl Library {
             index,
             sources,
             saved: AtomicBool::new(false),
+            records: Records::default(),
             learned: self.learned.clone(),
             semantic: OnceLock::new(),
         }))
@@ -271,7 +280,7 @@ impl Library {
             self.index.options().clone(),
             learned,
         )?
-        .with_sources(sources))
+        .with_sources(sources, Records::default()))
     }
 }
 

@@ -221,3 +221,85 @@ fn serve_saves_the_index_it_built_and_starts_from_it_next_time() {
         "started from the saved index, nothing saved again"
     );
 }
+
+/// A config of the shipped servers whose catalog files are links to the repository's (old
+/// enough that their stamps are trusted, see `catalog::known`).
+#[cfg(unix)]
+fn setup_linked(dir: &Path) -> PathBuf {
+    let catalogs = dir.join("catalogs");
+    std::fs::create_dir(&catalogs).unwrap();
+    for server in SHIPPED {
+        let name = format!("{server}.json");
+        let shipped = repo().join("catalogs").join(&name);
+        std::os::unix::fs::symlink(shipped, catalogs.join(name)).unwrap();
+    }
+    write_config(
+        dir,
+        unstartable(&SHIPPED),
+        json!({"catalogDir": "catalogs"}),
+    )
+}
+
+#[cfg(unix)]
+#[test]
+fn unchanged_catalogs_are_taken_from_their_records_and_answer_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = setup_linked(dir.path());
+    let (fresh, _) = search(&config);
+    index_offline(&config);
+    let records = dir.path().join("catalogs/.index/catalogs.v1");
+    assert!(
+        records.is_file(),
+        "index saved what it knew of each catalog"
+    );
+    let (recalled, stderr) = search(&config);
+    assert!(!stderr.contains("warning"), "{stderr}");
+    assert_eq!(
+        recalled, fresh,
+        "the catalogs from their records answer as read"
+    );
+
+    // One catalog changed since: read again, its new tool found, the others from records.
+    let time = dir.path().join("catalogs/time.json");
+    let mut catalog: Value = serde_json::from_slice(&std::fs::read(&time).unwrap()).unwrap();
+    catalog["tools"].as_array_mut().unwrap().push(json!({
+        "name": "zanzibar_clock", "description": "The time in Zanzibar",
+        "inputSchema": {"type": "object"}
+    }));
+    std::fs::remove_file(&time).unwrap();
+    std::fs::write(&time, serde_json::to_vec(&catalog).unwrap()).unwrap();
+    let out = succeeds(&mut meta_server(&[
+        "--config",
+        config.to_str().unwrap(),
+        "search",
+        "zanzibar clock",
+        "--json",
+    ]));
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        answer["hits"][0]["name"], "time__zanzibar_clock",
+        "{answer}"
+    );
+    let reading = succeeds(&mut meta_server(&[
+        "--config",
+        config.to_str().unwrap(),
+        "search",
+        "read a file",
+        "--json",
+    ]));
+    let answer: Value = serde_json::from_slice(&reading.stdout).unwrap();
+    let hits = |answer: &Value| {
+        let hits = answer["hits"].as_array().unwrap().iter();
+        hits.map(|h| (h["name"].clone(), h["description"].clone()))
+            .collect::<Vec<_>>()
+    };
+    // The same tools with the same texts (scores moved: one more tool in the corpus).
+    assert_eq!(hits(&answer), hits(&fresh[0]));
+
+    // The catalog as it was, and damaged records: every catalog is read, as at first.
+    std::fs::remove_file(&time).unwrap();
+    std::os::unix::fs::symlink(repo().join("catalogs/time.json"), &time).unwrap();
+    std::fs::write(&records, b"not records").unwrap();
+    let (read_again, _) = search(&config);
+    assert_eq!(read_again, fresh);
+}
