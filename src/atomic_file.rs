@@ -17,6 +17,15 @@ pub enum Access {
 
 /// Replaces `path` with `bytes`, creating its directory if needed.
 pub fn write(path: &Path, bytes: &[u8], access: Access) -> std::io::Result<()> {
+    write_with(path, access, |file| file.write_all(bytes))
+}
+
+/// Like [`write`], with the bytes that `fill` writes (buffered), not all held at once.
+pub fn write_with(
+    path: &Path,
+    access: Access,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     let target = match access {
         Access::AsBefore => std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned()),
         Access::OwnerOnly => path.to_owned(),
@@ -33,7 +42,10 @@ pub fn write(path: &Path, bytes: &[u8], access: Access) -> std::io::Result<()> {
         .prefix(&prefix)
         .suffix(".tmp")
         .tempfile_in(&dir)?;
-    tmp.write_all(bytes)?;
+    let mut buffered = std::io::BufWriter::new(&mut tmp);
+    fill(&mut buffered)?;
+    buffered.flush()?;
+    drop(buffered);
     tmp.as_file().sync_all()?;
     if access == Access::AsBefore
         && let Ok(meta) = std::fs::metadata(&target)

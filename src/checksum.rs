@@ -10,6 +10,20 @@ pub fn of(bytes: &[u8]) -> Checksum {
     xxhash_rust::xxh3::xxh3_128(bytes).to_be_bytes()
 }
 
+/// A checksum of bytes given in parts: the [`of`] of them all together.
+#[derive(Default)]
+pub struct Summer(xxhash_rust::xxh3::Xxh3Default);
+
+impl Summer {
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    pub fn sum(&self) -> Checksum {
+        self.0.digest128().to_be_bytes()
+    }
+}
+
 /// Lower-case hex of `bytes` (of this module's checksums and of any digest).
 pub fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
@@ -30,5 +44,9 @@ mod tests {
         assert_ne!(a, super::of(b"catalof"));
         assert_eq!(super::hex(&a).len(), 32);
         assert_eq!(super::hex(&[0x00, 0x0f, 0xa5, 0xff]), "000fa5ff");
+        let mut parts = super::Summer::default();
+        parts.update(b"cata");
+        parts.update(b"log");
+        assert_eq!(parts.sum(), a);
     }
 }
