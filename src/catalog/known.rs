@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::Metadata;
-use std::ops::Range;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -67,8 +67,9 @@ impl Stamp {
 /// One catalog file as a start read it, encoded; shared with the file of records it came from.
 #[derive(Clone)]
 pub struct Record {
-    bytes: Arc<Vec<u8>>,
-    range: Range<usize>,
+    bytes: Arc<[u8]>,
+    /// Whether it was read from the saved records (else made by this start).
+    saved: bool,
 }
 
 /// A catalog read from its [`Record`]: the catalog (its tools filed), its file's checksum and
@@ -116,17 +117,14 @@ impl Record {
                 out.string(&def.raw.text());
             }
         }
-        // Held until saved: at 100k tools, 15,664 records grown by doubling were 30 MB.
-        out.0.shrink_to_fit();
-        let range = 0..out.0.len();
         Some(Self {
-            bytes: Arc::new(out.0),
-            range,
+            bytes: out.0.into(),
+            saved: false,
         })
     }
 
     fn bytes(&self) -> &[u8] {
-        &self.bytes[self.range.clone()]
+        &self.bytes
     }
 
     /// The stamp the file had when it was read.
@@ -180,19 +178,16 @@ impl Record {
         Ok((catalog, sum, defs))
     }
 
-    /// Whether this is the record `known` holds.
-    pub fn is_from(&self, known: &Known) -> bool {
-        Arc::ptr_eq(&self.bytes, &known.bytes)
+    /// Whether it was read from the saved records, not made by this start.
+    pub fn is_saved(&self) -> bool {
+        self.saved
     }
 }
 
 /// The records the last start saved, by server.
 #[derive(Default)]
 pub struct Known {
-    /// The file's bytes, read once (a `Vec` shared as it is: made an `Arc<[u8]>`, 7 MB at
-    /// 100k tools were copied).
-    bytes: Arc<Vec<u8>>,
-    records: HashMap<String, Range<usize>>,
+    records: HashMap<String, Record>,
 }
 
 impl Known {
@@ -202,19 +197,21 @@ impl Known {
     }
 
     /// The records saved in `catalog_dir`; none if there are none or they cannot be read
-    /// (every catalog is then read from its file).
+    /// (every catalog is then read from its file). Read record by record: the file whole
+    /// (13 MB at 100k tools) would be one allocation big enough that, freed, it moves the
+    /// allocator's threshold for mapping memory and leaves the process larger.
     pub fn load(catalog_dir: &Path) -> Self {
         let path = Self::path(catalog_dir);
-        let bytes = match std::fs::read(&path) {
-            Ok(bytes) => Arc::new(bytes),
+        let file = match std::fs::File::open(&path) {
+            Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Self::default(),
             Err(e) => {
                 tracing::warn!("cannot read {}: {e}; every catalog is read", path.display());
                 return Self::default();
             }
         };
-        match Self::index(&bytes) {
-            Ok(records) => Self { bytes, records },
+        match Self::read(std::io::BufReader::new(file)) {
+            Ok(records) => Self { records },
             Err(e) => {
                 tracing::warn!("{} is unusable: {e}; every catalog is read", path.display());
                 Self::default()
@@ -222,33 +219,48 @@ impl Known {
         }
     }
 
-    /// Each server's record's place in `bytes`, after the checksum of the rest.
-    fn index(bytes: &[u8]) -> Result<HashMap<String, Range<usize>>, DecodeError> {
-        let mut r = Reader(bytes);
-        let sum = r.take(16)?;
-        if sum != checksum::of(r.0) {
-            return Err(DecodeError::Inconsistent);
-        }
-        let count = r.count()?;
-        let mut records = HashMap::with_capacity(count.min(r.0.len()));
+    /// The records in `file` as [`Known::save`] wrote it, its checksum checked.
+    fn read(mut file: impl Read) -> std::io::Result<HashMap<String, Record>> {
+        let mut bytes = |n: usize| -> std::io::Result<Vec<u8>> {
+            let mut bytes = Vec::new();
+            file.by_ref().take(n as u64).read_to_end(&mut bytes)?;
+            match bytes.len() == n {
+                true => Ok(bytes),
+                false => Err(std::io::Error::other(DecodeError::Truncated)),
+            }
+        };
+        let count_of =
+            |bytes: Vec<u8>| u32::from_le_bytes(bytes.try_into().expect("4 bytes")) as usize;
+        let sum = bytes(16)?;
+        let mut summer = checksum::Summer::default();
+        let mut part = |n: usize| {
+            let part = bytes(n)?;
+            summer.update(&part);
+            Ok::<_, std::io::Error>(part)
+        };
+        let count = count_of(part(4)?);
+        let mut records = HashMap::with_capacity(count.min(1 << 20));
         for _ in 0..count {
-            let server = r.string()?;
-            let record = r.bytes()?;
-            let start = record.as_ptr() as usize - bytes.as_ptr() as usize;
-            records.insert(server, start..start + record.len());
+            let len = count_of(part(4)?);
+            let server = String::from_utf8(part(len)?)
+                .map_err(|_| std::io::Error::other(DecodeError::NotUtf8))?;
+            let len = count_of(part(4)?);
+            let record = Record {
+                bytes: part(len)?.into(),
+                saved: true,
+            };
+            records.insert(server, record);
         }
-        if !r.is_done() {
-            return Err(DecodeError::Inconsistent);
+        let at_end = file.read(&mut [0])? == 0;
+        if sum != summer.sum() || !at_end {
+            return Err(std::io::Error::other(DecodeError::Inconsistent));
         }
         Ok(records)
     }
 
     /// `server`'s record, if there is one.
     pub fn get(&self, server: &str) -> Option<Record> {
-        self.records.get(server).map(|range| Record {
-            bytes: self.bytes.clone(),
-            range: range.clone(),
-        })
+        self.records.get(server).cloned()
     }
 
     pub fn len(&self) -> usize {
@@ -428,7 +440,7 @@ mod tests {
         let known = Known::load(dir.path());
         assert_eq!(known.len(), 1);
         let loaded = known.get("srv").unwrap();
-        assert!(loaded.is_from(&known) && !record.is_from(&known));
+        assert!(loaded.is_saved() && !record.is_saved());
         assert_eq!(loaded.bytes(), record.bytes());
         assert!(known.get("other").is_none());
 
@@ -440,6 +452,16 @@ mod tests {
         assert!(Known::load(dir.path()).is_empty(), "a changed byte");
         std::fs::write(&path, &bytes[..20]).unwrap();
         assert!(Known::load(dir.path()).is_empty(), "truncated");
+        bytes[last] ^= 1;
+        bytes.push(0);
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(
+            Known::load(dir.path()).is_empty(),
+            "a byte after the records"
+        );
+        bytes.pop();
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(Known::load(dir.path()).len(), 1, "as saved again");
         std::fs::remove_file(&path).unwrap();
         assert!(Known::load(dir.path()).is_empty(), "none");
     }

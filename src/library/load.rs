@@ -10,7 +10,7 @@ use std::time::SystemTime;
 
 use super::documents::{Parts, builtin_source, server_source, skills_source};
 use super::{Library, Records};
-use crate::catalog::{Catalog, CatalogError, FiledRead, Known};
+use crate::catalog::{Catalog, CatalogError, FiledRead, Known, Record};
 use crate::config::{SKILL_SERVER, Settings};
 use crate::learning::{Evidence, Learned};
 use crate::search::{SavedError, SearchError, SearchIndex, SearchOptions, ToolDoc};
@@ -96,7 +96,7 @@ impl Library {
             }
         }
         // Saved with the index unless they are the records read.
-        let unchanged = records.len() == known.len() && records.values().all(|r| r.is_from(&known));
+        let unchanged = records.len() == known.len() && records.values().all(Record::is_saved);
         let records = Mutex::new((!unchanged).then_some(records));
         let (skills, warnings) = skills;
         report.warnings.extend(warnings);
