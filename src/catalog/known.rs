@@ -5,7 +5,8 @@
 //!
 //! A [`Record`] holds the file's [`Stamp`] (size, modification and change times, inode), the
 //! checksum of its bytes, the catalog less its tools (as JSON), and per tool its place in the
-//! file, name and title. A file whose stamp is not the record's is read again. A record is
+//! file, name, title and hidden characters removed (with its cleaned text when cleaning
+//! changed it). A file whose stamp is not the record's is read again. A record is
 //! only made of a file that had not changed for [`SETTLED`] when it was read: a file changed
 //! again within one tick of the file system's clock would keep its stamp.
 
@@ -58,13 +59,16 @@ impl Stamp {
     /// Whether the file had been unchanged for [`SETTLED`] at `now`.
     pub fn settled(&self, now: SystemTime) -> bool {
         let [_, msec, mnsec, csec, cnsec, ..] = self.0;
-        let changed = Duration::new(msec, mnsec as u32).max(Duration::new(csec, cnsec as u32));
-        now.duration_since(UNIX_EPOCH)
-            .is_ok_and(|now| now >= changed + SETTLED)
+        // Nanoseconds are below a second; a time before 1970 reads as one far ahead: never
+        // settled.
+        let at = |secs, nanos| Duration::new(secs, (nanos % 1_000_000_000) as u32);
+        let settled = at(msec, mnsec).max(at(csec, cnsec)).checked_add(SETTLED);
+        let now = now.duration_since(UNIX_EPOCH);
+        matches!((now, settled), (Ok(now), Some(settled)) if now >= settled)
     }
 }
 
-/// One catalog file as a start read it, encoded; shared with the file of records it came from.
+/// One catalog file as a start read it, encoded.
 #[derive(Clone)]
 pub struct Record {
     bytes: Arc<[u8]>,
@@ -428,6 +432,19 @@ mod tests {
             .push(RawTool::from(json!({"description": "no name"})));
         written.write(dir.path()).unwrap();
         assert!(read(dir.path(), None, later()).record.is_none());
+    }
+
+    #[test]
+    fn a_stamp_settles_two_seconds_after_its_last_change() {
+        let at = |secs: u64| UNIX_EPOCH + Duration::from_secs(secs);
+        let stamp = |mtime: u64, ctime: u64| Stamp([10, mtime, 0, ctime, 0, 1, 1]);
+        assert!(stamp(100, 100).settled(at(102)));
+        assert!(!stamp(100, 100).settled(at(101)));
+        assert!(
+            !stamp(90, 100).settled(at(101)),
+            "changed (ctime) later than modified"
+        );
+        assert!(!stamp(u64::MAX, 100).settled(at(200)), "before 1970: never");
     }
 
     #[test]
