@@ -170,6 +170,15 @@ impl SearchIndex {
             .reload_policy(ReloadPolicy::Manual)
             .try_into()?;
         let searcher = reader.searcher();
+        // Each server's words and names, one on another thread (10% of a 100k start's CPU).
+        let (servers, server_names) = std::thread::scope(|scope| {
+            let servers = scope.spawn(|| servers::Servers::of(&tables, &options));
+            let names = named::ServerNames::of(&tables, &analyzer, options.named_servers);
+            let servers = servers
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (servers, Arc::new(names))
+        });
         Ok(Self {
             index,
             reader,
@@ -178,13 +187,9 @@ impl SearchIndex {
             version: 0,
             synonyms: Arc::new(synonyms::Synonyms::new(&analyzer)),
             helpers: tables.ords_of(HELPER_SERVER),
-            servers: servers::Servers::of(&tables, &options),
+            servers,
             learned_docs: tables.learned_live(),
-            server_names: Arc::new(named::ServerNames::of(
-                &tables,
-                &analyzer,
-                options.named_servers,
-            )),
+            server_names,
             analyzer,
             surface,
             fields,
