@@ -170,29 +170,39 @@ impl SearchIndex {
         if manifest.generation.contains(['/', '\\']) || manifest.generation.starts_with('.') {
             return Err(unusable("its manifest names no generation".into()));
         }
-        let ram = RamDirectory::create();
-        let mut tables = None;
-        for (name, sum) in &manifest.files {
-            if name.contains(['/', '\\']) || name == ".." {
-                return Err(unusable(format!(
-                    "its manifest names a file outside it: {name}"
-                )));
-            }
+        if let Some(name) = (manifest.files.keys()).find(|n| n.contains(['/', '\\']) || *n == "..")
+        {
+            return Err(unusable(format!(
+                "its manifest names a file outside it: {name}"
+            )));
+        }
+        let read = |name: &str, sum: &FileSum| {
             let bytes = std::fs::read(generation.join(name))
                 .map_err(|e| unusable(format!("{name}: {e}")))?;
-            if FileSum::of(&bytes) != *sum {
-                return Err(unusable(format!("{name} does not match its checksum")));
+            match FileSum::of(&bytes) == *sum {
+                true => Ok(bytes),
+                false => Err(unusable(format!("{name} does not match its checksum"))),
             }
-            if name == TABLES {
-                tables = Some(bytes);
-            } else {
-                ram.atomic_write(Path::new(name), &bytes)
+        };
+        let tables_sum =
+            (manifest.files.get(TABLES)).ok_or_else(|| unusable(format!("no {TABLES}")))?;
+        let tables = read(TABLES, tables_sum)?;
+        // The side tables are decoded on another thread while tantivy's files are read.
+        let (tables, index) = std::thread::scope(|scope| {
+            let tables = scope
+                .spawn(|| Tables::decode(&tables).map_err(|e| unusable(format!("{TABLES}: {e}"))));
+            let ram = RamDirectory::create();
+            let files = manifest.files.iter().filter(|(name, _)| *name != TABLES);
+            for (name, sum) in files {
+                ram.atomic_write(Path::new(name), &read(name, sum)?)
                     .map_err(|e| unusable(format!("{name}: {e}")))?;
             }
-        }
-        let tables = Tables::decode(&tables.ok_or_else(|| unusable(format!("no {TABLES}")))?)
-            .map_err(|e| unusable(format!("{TABLES}: {e}")))?;
-        let index = Index::open(ram).map_err(|e| unusable(e.to_string()))?;
+            let index = Index::open(ram).map_err(|e| unusable(e.to_string()))?;
+            let tables = tables
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+            Ok::<_, SavedError>((tables, index))
+        })?;
         let (definition, fields) = schema::schema(options);
         if index.schema() != definition {
             return Err(unusable("its schema is not this build's".into()));
