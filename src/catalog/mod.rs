@@ -189,7 +189,7 @@ impl Catalog {
 
     /// Like [`Self::load`], with the checksum of the file's bytes.
     fn read(path: &Path) -> Result<Option<(Self, Checksum)>, CatalogError> {
-        let Some(text) = read_text(path)? else {
+        let Some((text, _)) = read_stamped(path)? else {
             return Ok(None);
         };
         let sum = checksum::of(text.as_bytes());
@@ -386,18 +386,6 @@ fn read_stamped(path: &Path) -> Result<Option<(String, Option<Stamp>)>, CatalogE
     };
     match read() {
         Ok(read) => Ok(Some(read)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(CatalogError::Read {
-            path: path.to_owned(),
-            source,
-        }),
-    }
-}
-
-/// The text of the file at `path`; `None` if there is none.
-fn read_text(path: &Path) -> Result<Option<String>, CatalogError> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok(Some(text)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(CatalogError::Read {
             path: path.to_owned(),
