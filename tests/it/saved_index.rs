@@ -19,11 +19,19 @@ const QUERIES: [&str; 6] = [
 
 /// A config of the shipped servers (never started) over a copy of their catalogs.
 fn setup(dir: &Path) -> PathBuf {
+    setup_placing(dir, |shipped, catalog| {
+        std::fs::copy(shipped, catalog).unwrap();
+    })
+}
+
+/// A config of the shipped servers whose catalog files `place` puts in its catalog dir (from
+/// the repository's file to the config's).
+fn setup_placing(dir: &Path, place: impl Fn(PathBuf, PathBuf)) -> PathBuf {
     let catalogs = dir.join("catalogs");
     std::fs::create_dir(&catalogs).unwrap();
     for server in SHIPPED {
         let name = format!("{server}.json");
-        std::fs::copy(repo().join("catalogs").join(&name), catalogs.join(name)).unwrap();
+        place(repo().join("catalogs").join(&name), catalogs.join(name));
     }
     write_config(
         dir,
@@ -38,18 +46,25 @@ fn search(config: &Path) -> (Vec<Value>, String) {
     let answers = QUERIES
         .iter()
         .map(|q| {
-            let out = succeeds(&mut meta_server(&[
-                "--config",
-                config.to_str().unwrap(),
-                "search",
-                q,
-                "--json",
-            ]));
-            stderr.push_str(&String::from_utf8_lossy(&out.stderr));
-            serde_json::from_slice(&out.stdout).unwrap()
+            let (answer, err) = search_one(config, q);
+            stderr.push_str(&err);
+            answer
         })
         .collect();
     (answers, stderr)
+}
+
+/// The JSON answer of `search` to `query`, and its stderr.
+fn search_one(config: &Path, query: &str) -> (Value, String) {
+    let out = succeeds(&mut meta_server(&[
+        "--config",
+        config.to_str().unwrap(),
+        "search",
+        query,
+        "--json",
+    ]));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (serde_json::from_slice(&out.stdout).unwrap(), stderr)
 }
 
 fn index_offline(config: &Path) -> String {
@@ -178,16 +193,8 @@ fn a_catalog_changed_behind_the_index_is_seen() {
     }));
     // Written as another program would, toolsHash left as it was.
     std::fs::write(&path, serde_json::to_string(&catalog).unwrap()).unwrap();
-    let out = succeeds(&mut meta_server(&[
-        "--config",
-        config.to_str().unwrap(),
-        "search",
-        "sunrise and sunset hours",
-        "--json",
-    ]));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (answer, stderr) = search_one(&config, "sunrise and sunset hours");
     assert!(!stderr.contains("warning"), "{stderr}");
-    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         answer["hits"][0]["name"], "time__sunrise_sunset",
         "{answer}"
@@ -226,18 +233,9 @@ fn serve_saves_the_index_it_built_and_starts_from_it_next_time() {
 /// enough that their stamps are trusted, see `catalog::known`).
 #[cfg(unix)]
 fn setup_linked(dir: &Path) -> PathBuf {
-    let catalogs = dir.join("catalogs");
-    std::fs::create_dir(&catalogs).unwrap();
-    for server in SHIPPED {
-        let name = format!("{server}.json");
-        let shipped = repo().join("catalogs").join(&name);
-        std::os::unix::fs::symlink(shipped, catalogs.join(name)).unwrap();
-    }
-    write_config(
-        dir,
-        unstartable(&SHIPPED),
-        json!({"catalogDir": "catalogs"}),
-    )
+    setup_placing(dir, |shipped, catalog| {
+        std::os::unix::fs::symlink(shipped, catalog).unwrap();
+    })
 }
 
 #[cfg(unix)]
@@ -268,26 +266,12 @@ fn unchanged_catalogs_are_taken_from_their_records_and_answer_the_same() {
     }));
     std::fs::remove_file(&time).unwrap();
     std::fs::write(&time, serde_json::to_vec(&catalog).unwrap()).unwrap();
-    let out = succeeds(&mut meta_server(&[
-        "--config",
-        config.to_str().unwrap(),
-        "search",
-        "zanzibar clock",
-        "--json",
-    ]));
-    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (answer, _) = search_one(&config, "zanzibar clock");
     assert_eq!(
         answer["hits"][0]["name"], "time__zanzibar_clock",
         "{answer}"
     );
-    let reading = succeeds(&mut meta_server(&[
-        "--config",
-        config.to_str().unwrap(),
-        "search",
-        "read a file",
-        "--json",
-    ]));
-    let answer: Value = serde_json::from_slice(&reading.stdout).unwrap();
+    let (answer, _) = search_one(&config, "read a file");
     let hits = |answer: &Value| {
         let hits = answer["hits"].as_array().unwrap().iter();
         hits.map(|h| (h["name"].clone(), h["description"].clone()))
